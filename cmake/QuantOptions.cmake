@@ -1,0 +1,34 @@
+# Compiler flags shared by every target: warnings, sanitizers, fuzzing.
+
+add_compile_options(-Wall -Wextra)
+if(QUANT_WERROR)
+  add_compile_options(-Werror)
+endif()
+
+if(QUANT_SANITIZE)
+  add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
+                      -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+if(QUANT_FUZZ)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "QUANT_FUZZ needs clang (CXX=clang++)")
+  endif()
+  # Every object is instrumented for coverage; the fuzz targets link libFuzzer.
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined)
+  add_link_options(-fsanitize=address,undefined)
+endif()
+
+# quant_add_test(NAME SOURCES... LIBS ...): one gtest binary, tests discovered
+# by ctest. Tests find ../shared through QUANT_SHARED_DIR and fixtures through
+# QUANT_FIXTURES_DIR.
+function(quant_add_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_LIBS} quant_test_support
+                        GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
+    PROPERTIES ENVIRONMENT
+      "QUANT_SHARED_DIR=${QUANT_SHARED_DIR};QUANT_FIXTURES_DIR=${QUANT_SOURCE_DIR}/tests/fixtures;QUANT_BINARY_DIR=${CMAKE_BINARY_DIR}")
+endfunction()

@@ -1,0 +1,116 @@
+// Whole-file reads and crash-safe writes.
+#include "core/base/file_util.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+
+namespace quant {
+namespace {
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path,
+                        int err) {
+  const std::string message =
+      absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  if (err == ENOENT) return absl::NotFoundError(message);
+  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
+  if (err == ENOSPC || err == EDQUOT) {
+    return absl::ResourceExhaustedError(message);
+  }
+  return absl::InternalError(message);
+}
+
+absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoError("cannot write", path, errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadFileToString(const std::string& path,
+                                             size_t max_bytes) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return ErrnoError("cannot open", path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return ErrnoError("cannot stat", path, err);
+  }
+  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, " is ", st.st_size, " bytes, over the limit of ", max_bytes));
+  }
+  std::string contents(static_cast<size_t>(st.st_size), '\0');
+  size_t done = 0;
+  while (done < contents.size()) {
+    const ssize_t n = ::read(fd, &contents[done], contents.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      return ErrnoError("cannot read", path, err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  return contents;
+}
+
+absl::Status WriteFileAtomically(const std::string& path,
+                                 absl::string_view contents) {
+  std::random_device random;
+  const std::string temp = absl::StrCat(path, ".tmp-", ::getpid(), "-",
+                                        random() & 0xFFFFFFu);
+  const int fd =
+      ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) return ErrnoError("cannot create", temp, errno);
+  absl::Status status = WriteAll(fd, contents, temp);
+  if (status.ok() && ::fsync(fd) != 0) {
+    status = ErrnoError("cannot sync", temp, errno);
+  }
+  if (::close(fd) != 0 && status.ok()) {
+    status = ErrnoError("cannot close", temp, errno);
+  }
+  if (status.ok() && std::rename(temp.c_str(), path.c_str()) != 0) {
+    status = ErrnoError("cannot rename into", path, errno);
+  }
+  if (!status.ok()) ::unlink(temp.c_str());
+  return status;
+}
+
+std::string JoinPath(absl::string_view a, absl::string_view b) {
+  if (a.empty()) return std::string(b);
+  if (b.empty()) return std::string(a);
+  absl::ConsumeSuffix(&a, "/");
+  absl::ConsumePrefix(&b, "/");
+  return absl::StrCat(a, "/", b);
+}
+
+bool FileExists(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+bool IsDirectory(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+}  // namespace quant

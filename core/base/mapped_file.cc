@@ -1,0 +1,60 @@
+// Read-only memory mapping of a whole file.
+#include "core/base/mapped_file.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace quant {
+
+absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(
+    const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    const std::string message =
+        absl::StrCat("cannot open ", path, ": ", std::strerror(err));
+    return err == ENOENT ? absl::NotFoundError(message)
+                         : absl::PermissionDeniedError(message);
+  }
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::InternalError(
+        absl::StrCat("cannot stat ", path, ": ", std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " is not a regular file"));
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size == 0) {
+    ::close(fd);
+    return std::unique_ptr<MappedFile>(new MappedFile(path, nullptr, 0));
+  }
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int err = errno;
+  ::close(fd);  // The mapping keeps the file alive.
+  if (data == MAP_FAILED) {
+    return absl::InternalError(
+        absl::StrCat("cannot mmap ", path, ": ", std::strerror(err)));
+  }
+  return std::unique_ptr<MappedFile>(
+      new MappedFile(path, static_cast<const uint8_t*>(data), size));
+}
+
+MappedFile::~MappedFile() {
+  if (data_ != nullptr) {
+    ::munmap(const_cast<uint8_t*>(data_), size_);
+  }
+}
+
+}  // namespace quant

@@ -1,0 +1,20 @@
+// SHA-256 (through OpenSSL) of bytes and of files, as lowercase hex. Used for
+// calibration-set identity, checkpoint fingerprints and manifests.
+#ifndef QUANT_CORE_BASE_SHA256_H_
+#define QUANT_CORE_BASE_SHA256_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace quant {
+
+std::string Sha256Hex(absl::string_view data);
+
+// Streams the file in chunks, so any size works.
+absl::StatusOr<std::string> Sha256File(const std::string& path);
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_BASE_SHA256_H_

@@ -1,0 +1,31 @@
+// Tests for SHA-256 against published test vectors.
+#include "core/base/sha256.h"
+
+#include "core/base/file_util.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+TEST(Sha256Test, KnownVectors) {
+  EXPECT_EQ(Sha256Hex(""),
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+  EXPECT_EQ(Sha256Hex("abc"),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(Sha256Test, FileMatchesBytes) {
+  const std::string path = JoinPath(testing::MakeTempDir(), "f");
+  std::string data(3 << 20, 'q');  // Spans several read chunks.
+  data[12345] = 'z';
+  ASSERT_TRUE(WriteFileAtomically(path, data).ok());
+  auto digest = Sha256File(path);
+  ASSERT_TRUE(digest.ok());
+  EXPECT_EQ(*digest, Sha256Hex(data));
+  EXPECT_EQ(Sha256File(path + ".missing").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace quant
