@@ -29,6 +29,10 @@ function(quant_add_test name)
   target_link_libraries(${name} PRIVATE ${ARG_LIBS} quant_test_support
                         GTest::gmock GTest::gtest_main)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60
-    PROPERTIES ENVIRONMENT
-      "QUANT_SHARED_DIR=${QUANT_SHARED_DIR};QUANT_FIXTURES_DIR=${QUANT_SOURCE_DIR}/tests/fixtures;QUANT_BINARY_DIR=${CMAKE_BINARY_DIR}")
+    # One ENVIRONMENT keyword per variable: a ;-joined list loses all but
+    # the first on its way through gtest_discover_tests.
+    PROPERTIES
+      ENVIRONMENT "QUANT_SHARED_DIR=${QUANT_SHARED_DIR}"
+      ENVIRONMENT "QUANT_FIXTURES_DIR=${QUANT_SOURCE_DIR}/tests/fixtures"
+      ENVIRONMENT "QUANT_BINARY_DIR=${CMAKE_BINARY_DIR}")
 endfunction()

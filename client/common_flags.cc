@@ -1,0 +1,7 @@
+// Definitions of the flags shared by quantctl commands.
+#include "client/common_flags.h"
+
+#include "absl/flags/flag.h"
+
+ABSL_FLAG(bool, json, false,
+          "Print the result as one JSON document on stdout instead of text.");

@@ -1,0 +1,10 @@
+// Flags that several quantctl commands accept. Each ABSL_FLAG may be defined
+// only once per program, so flags shared between commands live here.
+#ifndef QUANT_CLIENT_COMMON_FLAGS_H_
+#define QUANT_CLIENT_COMMON_FLAGS_H_
+
+#include "absl/flags/declare.h"
+
+ABSL_DECLARE_FLAG(bool, json);
+
+#endif  // QUANT_CLIENT_COMMON_FLAGS_H_

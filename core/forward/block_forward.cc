@@ -1,0 +1,135 @@
+// The Llama decoder block, stage by stage.
+#include "core/forward/block_forward.h"
+
+#include <cmath>
+#include <limits>
+
+namespace quant {
+namespace {
+
+// RMSNorm of each head_dim-wide slice of each row (qwen3's q_norm/k_norm).
+void NormalizeHeads(const Eigen::VectorXf& weight, double eps, int head_dim,
+                    RowMatrixF* x) {
+  const Eigen::Index heads = x->cols() / head_dim;
+  for (Eigen::Index r = 0; r < x->rows(); ++r) {
+    for (Eigen::Index h = 0; h < heads; ++h) {
+      auto slice = x->row(r).segment(h * head_dim, head_dim);
+      const float inv_rms = 1.0f / std::sqrt(slice.squaredNorm() / head_dim +
+                                             static_cast<float>(eps));
+      slice = (slice.array() * inv_rms * weight.transpose().array()).matrix();
+    }
+  }
+}
+
+}  // namespace
+
+RowMatrixF RmsNorm(const ConstRowMatrixRef& x, const Eigen::VectorXf& weight,
+                   double eps) {
+  RowMatrixF out(x.rows(), x.cols());
+  const float cols = static_cast<float>(x.cols());
+  for (Eigen::Index r = 0; r < x.rows(); ++r) {
+    const float inv_rms =
+        1.0f / std::sqrt(x.row(r).squaredNorm() / cols + static_cast<float>(eps));
+    out.row(r) = (x.row(r).array() * inv_rms * weight.transpose().array()).matrix();
+  }
+  return out;
+}
+
+RowMatrixF ApplyLinear(const ConstRowMatrixRef& x, const LinearWeights& layer) {
+  RowMatrixF out = x * layer.weight.transpose();
+  if (layer.bias.size() > 0) out.rowwise() += layer.bias.transpose();
+  return out;
+}
+
+RowMatrixF AttentionInput(const ModelConfig& config,
+                          const BlockWeights& weights,
+                          const ConstRowMatrixRef& hidden) {
+  return RmsNorm(hidden, weights.input_norm, config.rms_norm_eps);
+}
+
+RowMatrixF AttentionContext(const ModelConfig& config,
+                            const BlockWeights& weights, const RopeTable& rope,
+                            int seq_len,
+                            const ConstRowMatrixRef& attention_input) {
+  const int head_dim = config.head_dim;
+  const int heads = config.num_attention_heads;
+  const int heads_per_kv = heads / config.num_key_value_heads;
+  RowMatrixF q = ApplyLinear(attention_input, weights.Linear("q_proj"));
+  RowMatrixF k = ApplyLinear(attention_input, weights.Linear("k_proj"));
+  const RowMatrixF v = ApplyLinear(attention_input, weights.Linear("v_proj"));
+  if (config.qk_norm) {
+    NormalizeHeads(weights.q_norm, config.rms_norm_eps, head_dim, &q);
+    NormalizeHeads(weights.k_norm, config.rms_norm_eps, head_dim, &k);
+  }
+  const Eigen::Index batch = attention_input.rows() / seq_len;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  RowMatrixF context(attention_input.rows(), config.q_size());
+  RowMatrixF scores(seq_len, seq_len);
+  for (Eigen::Index b = 0; b < batch; ++b) {
+    const Eigen::Index row0 = b * seq_len;
+    rope.Apply(head_dim, q.middleRows(row0, seq_len));
+    rope.Apply(head_dim, k.middleRows(row0, seq_len));
+    for (int h = 0; h < heads; ++h) {
+      const int kv = h / heads_per_kv;
+      const auto qh = q.block(row0, h * head_dim, seq_len, head_dim);
+      const auto kh = k.block(row0, kv * head_dim, seq_len, head_dim);
+      const auto vh = v.block(row0, kv * head_dim, seq_len, head_dim);
+      scores.noalias() = (qh * kh.transpose()) * scale;
+      for (int t = 0; t < seq_len; ++t) {
+        // Causal softmax over positions 0..t.
+        auto row = scores.row(t).head(t + 1);
+        const float max = row.maxCoeff();
+        row = (row.array() - max).exp().matrix();
+        row /= row.sum();
+        scores.row(t).tail(seq_len - t - 1).setZero();
+      }
+      context.block(row0, h * head_dim, seq_len, head_dim).noalias() =
+          scores * vh;
+    }
+  }
+  return context;
+}
+
+RowMatrixF AttentionResidual(const BlockWeights& weights,
+                             const ConstRowMatrixRef& hidden,
+                             const ConstRowMatrixRef& context) {
+  RowMatrixF out = ApplyLinear(context, weights.Linear("o_proj"));
+  out += hidden;
+  return out;
+}
+
+RowMatrixF MlpInput(const ModelConfig& config, const BlockWeights& weights,
+                    const ConstRowMatrixRef& residual) {
+  return RmsNorm(residual, weights.post_attention_norm, config.rms_norm_eps);
+}
+
+RowMatrixF MlpHidden(const BlockWeights& weights,
+                     const ConstRowMatrixRef& mlp_input) {
+  RowMatrixF gate = ApplyLinear(mlp_input, weights.Linear("gate_proj"));
+  const RowMatrixF up = ApplyLinear(mlp_input, weights.Linear("up_proj"));
+  // silu(g) = g * sigmoid(g)
+  gate = (gate.array() / (1.0f + (-gate.array()).exp()) * up.array()).matrix();
+  return gate;
+}
+
+RowMatrixF MlpResidual(const BlockWeights& weights,
+                       const ConstRowMatrixRef& residual,
+                       const ConstRowMatrixRef& mlp_hidden) {
+  RowMatrixF out = ApplyLinear(mlp_hidden, weights.Linear("down_proj"));
+  out += residual;
+  return out;
+}
+
+RowMatrixF RunBlock(const ModelConfig& config, const BlockWeights& weights,
+                    const RopeTable& rope, int seq_len,
+                    const ConstRowMatrixRef& hidden) {
+  const RowMatrixF attention_input = AttentionInput(config, weights, hidden);
+  const RowMatrixF context =
+      AttentionContext(config, weights, rope, seq_len, attention_input);
+  const RowMatrixF residual = AttentionResidual(weights, hidden, context);
+  const RowMatrixF mlp_input = MlpInput(config, weights, residual);
+  const RowMatrixF mlp_hidden = MlpHidden(weights, mlp_input);
+  return MlpResidual(weights, residual, mlp_hidden);
+}
+
+}  // namespace quant

@@ -1,0 +1,69 @@
+// Reading one decoder block's weights into float32.
+#include "core/forward/block_weights.h"
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/model/linear_layers.h"
+
+namespace quant {
+
+absl::StatusOr<Eigen::VectorXf> ReadVector(const Checkpoint& checkpoint,
+                                           const std::string& name) {
+  QUANT_ASSIGN_OR_RETURN(FloatTensor tensor, checkpoint.ReadFloat(name));
+  if (tensor.shape.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor \"", name, "\" has shape ", tensor.ShapeString(),
+        ", expected one dimension"));
+  }
+  return Eigen::Map<const Eigen::VectorXf>(tensor.data.data(),
+                                           tensor.shape[0]);
+}
+
+absl::StatusOr<RowMatrixF> ReadMatrix(const Checkpoint& checkpoint,
+                                      const std::string& name) {
+  QUANT_ASSIGN_OR_RETURN(FloatTensor tensor, checkpoint.ReadFloat(name));
+  if (tensor.shape.size() != 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "tensor \"", name, "\" has shape ", tensor.ShapeString(),
+        ", expected two dimensions"));
+  }
+  return Eigen::Map<const RowMatrixF>(tensor.data.data(), tensor.shape[0],
+                                      tensor.shape[1]);
+}
+
+absl::StatusOr<BlockWeights> LoadBlockWeights(const Checkpoint& checkpoint,
+                                              int block) {
+  const ModelConfig& config = checkpoint.config();
+  if (block < 0 || block >= config.num_hidden_layers) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "block ", block, " is outside [0, ", config.num_hidden_layers, ")"));
+  }
+  const std::string prefix = BlockPrefix(block);
+  BlockWeights weights;
+  weights.block = block;
+  QUANT_ASSIGN_OR_RETURN(
+      weights.input_norm,
+      ReadVector(checkpoint, prefix + "input_layernorm.weight"));
+  QUANT_ASSIGN_OR_RETURN(
+      weights.post_attention_norm,
+      ReadVector(checkpoint, prefix + "post_attention_layernorm.weight"));
+  if (config.qk_norm) {
+    QUANT_ASSIGN_OR_RETURN(
+        weights.q_norm, ReadVector(checkpoint, prefix + "self_attn.q_norm.weight"));
+    QUANT_ASSIGN_OR_RETURN(
+        weights.k_norm, ReadVector(checkpoint, prefix + "self_attn.k_norm.weight"));
+  }
+  for (const LinearLayerSpec& spec : ListLinearLayers(config, block)) {
+    LinearWeights linear;
+    QUANT_ASSIGN_OR_RETURN(linear.weight,
+                           ReadMatrix(checkpoint, spec.weight_name()));
+    if (spec.has_bias) {
+      QUANT_ASSIGN_OR_RETURN(linear.bias,
+                             ReadVector(checkpoint, spec.bias_name()));
+    }
+    weights.linear[spec.type] = std::move(linear);
+  }
+  return weights;
+}
+
+}  // namespace quant

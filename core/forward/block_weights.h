@@ -1,0 +1,47 @@
+// The float32 weights of one decoder block, read from a checkpoint. Linear
+// weights can be replaced (by quantized ones) between forward stages.
+#ifndef QUANT_CORE_FORWARD_BLOCK_WEIGHTS_H_
+#define QUANT_CORE_FORWARD_BLOCK_WEIGHTS_H_
+
+#include <map>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/model/checkpoint.h"
+#include "core/quant/matrix_types.h"
+
+namespace quant {
+
+struct LinearWeights {
+  RowMatrixF weight;     // [out N, in K]
+  Eigen::VectorXf bias;  // Empty when the layer has none.
+};
+
+struct BlockWeights {
+  int block = 0;
+  Eigen::VectorXf input_norm;           // input_layernorm.weight
+  Eigen::VectorXf post_attention_norm;  // post_attention_layernorm.weight
+  Eigen::VectorXf q_norm;               // qwen3 only, else empty
+  Eigen::VectorXf k_norm;               // qwen3 only, else empty
+  // Keyed by layer type: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj,
+  // down_proj.
+  std::map<std::string, LinearWeights> linear;
+
+  const LinearWeights& Linear(const std::string& type) const {
+    return linear.at(type);
+  }
+};
+
+// Reads block `block` of `checkpoint` into float32.
+absl::StatusOr<BlockWeights> LoadBlockWeights(const Checkpoint& checkpoint,
+                                              int block);
+
+// Reads a 1-D or 2-D tensor as an Eigen object; errors name the tensor.
+absl::StatusOr<Eigen::VectorXf> ReadVector(const Checkpoint& checkpoint,
+                                           const std::string& name);
+absl::StatusOr<RowMatrixF> ReadMatrix(const Checkpoint& checkpoint,
+                                      const std::string& name);
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_FORWARD_BLOCK_WEIGHTS_H_

@@ -1,0 +1,158 @@
+// Runs the built quantctl program: `inspect --json` output, help, and exit
+// codes (0 ok, 1 error, 2 usage).
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+
+#include "core/base/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Quote(const std::string& text) {
+  std::string quoted = "'";
+  for (char c : text) {
+    if (c == '\'') {
+      quoted += "'\\''";
+    } else {
+      quoted += c;
+    }
+  }
+  return quoted + "'";
+}
+
+// Runs quantctl with `args` (already shell-quoted where needed).
+RunResult RunQuantctl(const std::string& args) {
+  static const std::string binary =
+      quant::testing::BinaryDir() + "/client/quantctl";
+  static const std::string err_path =
+      quant::testing::MakeTempDir() + "/stderr.txt";
+  RunResult result;
+  const std::string command =
+      Quote(binary) + " " + args + " 2>" + Quote(err_path);
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    ADD_FAILURE() << "cannot run " << command;
+    return result;
+  }
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
+    result.out.append(buffer, n);
+  }
+  const int status = ::pclose(pipe);
+  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
+  result.err = ReadFileToString(err_path).value_or("");
+  return result;
+}
+
+class QuantctlTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::string binary = quant::testing::BinaryDir() + "/client/quantctl";
+    ASSERT_TRUE(quant::testing::PathExists(binary))
+        << binary << " is not built (target quantctl)";
+  }
+};
+
+TEST_F(QuantctlTest, InspectJson) {
+  const std::string dir =
+      quant::testing::SharedPath("models/stories260K/hf-f32");
+  QUANT_REQUIRE_SHARED(dir);
+  const RunResult result = RunQuantctl("inspect " + Quote(dir) + " --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json report =
+      nlohmann::json::parse(result.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(report.is_discarded()) << result.out;
+  EXPECT_EQ(report["architecture"], "LlamaForCausalLM");
+  EXPECT_EQ(report["model_type"], "llama");
+  EXPECT_EQ(report["num_blocks"], 5);
+  EXPECT_EQ(report["config"]["hidden_size"], 64);
+  EXPECT_EQ(report["config"]["intermediate_size"], 172);
+  EXPECT_EQ(report["config"]["num_key_value_heads"], 4);
+  EXPECT_EQ(report["sharded"], false);
+  EXPECT_EQ(report["linear_layers"].size(), 35u);
+  EXPECT_EQ(report["tensors"].size(), 47u);
+  const nlohmann::json& down = report["linear_layers"][6];
+  EXPECT_EQ(down["type"], "down_proj");
+  EXPECT_EQ(down["in_features"], 172);
+  EXPECT_EQ(down["gptq_v1"]["4"]["qweight_fits"], false);
+}
+
+TEST_F(QuantctlTest, InspectTextWithCheckFinite) {
+  const std::string dir =
+      quant::testing::SharedPath("models/stories260K/hf-bf16");
+  QUANT_REQUIRE_SHARED(dir);
+  // --nojson: the negated form of a boolean flag.
+  const RunResult result =
+      RunQuantctl("inspect --check_finite --nojson " + Quote(dir));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out, HasSubstr("LlamaForCausalLM"));
+  EXPECT_THAT(result.out, HasSubstr("BF16"));
+}
+
+TEST_F(QuantctlTest, HelpListsCommandsAndFlags) {
+  RunResult result = RunQuantctl("--help");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_THAT(result.out, HasSubstr("inspect"));
+
+  result = RunQuantctl("inspect --help");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_THAT(result.out, HasSubstr("Usage: quantctl inspect CHECKPOINT_DIR"));
+  EXPECT_THAT(result.out, HasSubstr("Example:"));
+  EXPECT_THAT(result.out, HasSubstr("--json"));
+  EXPECT_THAT(result.out, HasSubstr("--check_finite"));
+
+  result = RunQuantctl("help inspect");
+  EXPECT_EQ(result.exit_code, 0);
+  EXPECT_THAT(result.out, HasSubstr("--json"));
+}
+
+TEST_F(QuantctlTest, UsageErrorsExitTwo) {
+  RunResult result = RunQuantctl("frobnicate");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("unknown command \"frobnicate\""));
+
+  result = RunQuantctl("");
+  EXPECT_EQ(result.exit_code, 2);
+
+  result = RunQuantctl("--json inspect /tmp");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("expected a command before any flag"));
+
+  result = RunQuantctl("inspect");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("expected 1 argument, got 0"));
+
+  result = RunQuantctl("inspect --no_such_flag /tmp");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("unknown flag --no_such_flag"));
+
+  result = RunQuantctl("inspect --json=perhaps /tmp");
+  EXPECT_EQ(result.exit_code, 2);
+  EXPECT_THAT(result.err, HasSubstr("--json"));
+}
+
+TEST_F(QuantctlTest, MissingDirectoryExitsOne) {
+  const std::string dir = quant::testing::MakeTempDir() + "/no-such-model";
+  const RunResult result = RunQuantctl("inspect " + Quote(dir) + " --json");
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr(dir));
+  EXPECT_TRUE(result.out.empty()) << result.out;
+}
+
+}  // namespace
+}  // namespace quant
