@@ -16,16 +16,13 @@ struct DTypeInfo {
 };
 
 constexpr DTypeInfo kDTypes[] = {
-    {DType::kF64, "F64", 8},   {DType::kF32, "F32", 4},
-    {DType::kF16, "F16", 2},   {DType::kBF16, "BF16", 2},
-    {DType::kI64, "I64", 8},   {DType::kI32, "I32", 4},
-    {DType::kI16, "I16", 2},   {DType::kI8, "I8", 1},
-    {DType::kU8, "U8", 1},     {DType::kBool, "BOOL", 1},
+    {DType::kF64, "F64", 8},   {DType::kF32, "F32", 4}, {DType::kF16, "F16", 2},
+    {DType::kBF16, "BF16", 2}, {DType::kI64, "I64", 8}, {DType::kI32, "I32", 4},
+    {DType::kI16, "I16", 2},   {DType::kI8, "I8", 1},   {DType::kU8, "U8", 1},
+    {DType::kBool, "BOOL", 1},
 };
 
-const DTypeInfo& Info(DType dtype) {
-  return kDTypes[static_cast<int>(dtype)];
-}
+const DTypeInfo& Info(DType dtype) { return kDTypes[static_cast<int>(dtype)]; }
 
 template <typename T>
 T LoadUnaligned(const unsigned char* p) {
@@ -63,8 +60,8 @@ absl::StatusOr<DType> ParseDType(absl::string_view name) {
 }
 
 bool IsFloatingPoint(DType dtype) {
-  return dtype == DType::kF64 || dtype == DType::kF32 ||
-         dtype == DType::kF16 || dtype == DType::kBF16;
+  return dtype == DType::kF64 || dtype == DType::kF32 || dtype == DType::kF16 ||
+         dtype == DType::kBF16;
 }
 
 float HalfToFloat(uint16_t h) {
@@ -175,9 +172,9 @@ absl::Status ConvertFromFloat(const float* src, size_t count, DType dtype,
       }
       return absl::OkStatus();
     default:
-      return absl::InvalidArgumentError(absl::StrCat(
-          "cannot convert float32 to ", DTypeName(dtype),
-          " (only F32, F16, BF16)"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot convert float32 to ", DTypeName(dtype),
+                       " (only F32, F16, BF16)"));
   }
 }
 

@@ -21,7 +21,8 @@ absl::Status ErrnoError(absl::string_view what, const std::string& path,
   const std::string message =
       absl::StrCat(what, " ", path, ": ", std::strerror(err));
   if (err == ENOENT) return absl::NotFoundError(message);
-  if (err == EACCES || err == EPERM) return absl::PermissionDeniedError(message);
+  if (err == EACCES || err == EPERM)
+    return absl::PermissionDeniedError(message);
   if (err == ENOSPC || err == EDQUOT) {
     return absl::ResourceExhaustedError(message);
   }
@@ -76,8 +77,8 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path,
 absl::Status WriteFileAtomically(const std::string& path,
                                  absl::string_view contents) {
   std::random_device random;
-  const std::string temp = absl::StrCat(path, ".tmp-", ::getpid(), "-",
-                                        random() & 0xFFFFFFu);
+  const std::string temp =
+      absl::StrCat(path, ".tmp-", ::getpid(), "-", random() & 0xFFFFFFu);
   const int fd =
       ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
   if (fd < 0) return ErrnoError("cannot create", temp, errno);

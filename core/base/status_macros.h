@@ -16,8 +16,8 @@
   } while (0)
 
 // `lhs = value of rexpr` (an absl::StatusOr<T>), or returns its error.
-#define QUANT_ASSIGN_OR_RETURN(lhs, rexpr)                                   \
-  QUANT_ASSIGN_OR_RETURN_IMPL_(                                              \
+#define QUANT_ASSIGN_OR_RETURN(lhs, rexpr) \
+  QUANT_ASSIGN_OR_RETURN_IMPL_(            \
       QUANT_STATUS_CONCAT_(quant_statusor_, __LINE__), lhs, rexpr)
 
 #define QUANT_ASSIGN_OR_RETURN_IMPL_(statusor, lhs, rexpr) \

@@ -33,11 +33,11 @@ absl::Status NextTokenMetricsAccumulator::Add(
   if (reference_logits.rows() != quantized_logits.rows() ||
       reference_logits.cols() != quantized_logits.cols() ||
       static_cast<size_t>(reference_logits.rows()) != targets.size()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "logit shapes [", reference_logits.rows(), ", ",
-        reference_logits.cols(), "] and [", quantized_logits.rows(), ", ",
-        quantized_logits.cols(), "] with ", targets.size(),
-        " targets do not match"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("logit shapes [", reference_logits.rows(), ", ",
+                     reference_logits.cols(), "] and [",
+                     quantized_logits.rows(), ", ", quantized_logits.cols(),
+                     "] with ", targets.size(), " targets do not match"));
   }
   const int64_t vocab = reference_logits.cols();
   std::vector<double> ref_logp, quant_logp;
@@ -45,9 +45,9 @@ absl::Status NextTokenMetricsAccumulator::Add(
     const int32_t target = targets[r];
     if (target < 0) continue;
     if (target >= vocab) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "target id ", target, " at row ", r, " is outside the vocabulary [0, ",
-          vocab, ")"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("target id ", target, " at row ", r,
+                       " is outside the vocabulary [0, ", vocab, ")"));
     }
     LogSoftmax(reference_logits.row(r), &ref_logp);
     LogSoftmax(quantized_logits.row(r), &quant_logp);

@@ -14,14 +14,14 @@
 namespace quant {
 
 struct NextTokenMetrics {
-  int64_t tokens = 0;          // Positions scored.
-  double reference_nll = 0;    // Mean negative log-likelihood, nats.
+  int64_t tokens = 0;        // Positions scored.
+  double reference_nll = 0;  // Mean negative log-likelihood, nats.
   double quantized_nll = 0;
-  double reference_ppl = 0;    // exp(mean NLL).
+  double reference_ppl = 0;  // exp(mean NLL).
   double quantized_ppl = 0;
-  double ppl_ratio = 0;        // quantized_ppl / reference_ppl.
-  double mean_kl = 0;          // Mean KL(reference ‖ quantized), nats.
-  double top1_agreement = 0;   // Fraction of positions with equal argmax.
+  double ppl_ratio = 0;       // quantized_ppl / reference_ppl.
+  double mean_kl = 0;         // Mean KL(reference ‖ quantized), nats.
+  double top1_agreement = 0;  // Fraction of positions with equal argmax.
 };
 
 class NextTokenMetricsAccumulator {

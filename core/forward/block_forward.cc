@@ -28,9 +28,10 @@ RowMatrixF RmsNorm(const ConstRowMatrixRef& x, const Eigen::VectorXf& weight,
   RowMatrixF out(x.rows(), x.cols());
   const float cols = static_cast<float>(x.cols());
   for (Eigen::Index r = 0; r < x.rows(); ++r) {
-    const float inv_rms =
-        1.0f / std::sqrt(x.row(r).squaredNorm() / cols + static_cast<float>(eps));
-    out.row(r) = (x.row(r).array() * inv_rms * weight.transpose().array()).matrix();
+    const float inv_rms = 1.0f / std::sqrt(x.row(r).squaredNorm() / cols +
+                                           static_cast<float>(eps));
+    out.row(r) =
+        (x.row(r).array() * inv_rms * weight.transpose().array()).matrix();
   }
   return out;
 }

@@ -31,7 +31,8 @@ RowMatrixF AttentionInput(const ModelConfig& config,
 // `attention_input`, [batch * seq_len, heads * head_dim].
 RowMatrixF AttentionContext(const ModelConfig& config,
                             const BlockWeights& weights, const RopeTable& rope,
-                            int seq_len, const ConstRowMatrixRef& attention_input);
+                            int seq_len,
+                            const ConstRowMatrixRef& attention_input);
 
 // hidden + o_proj(context): the residual stream after attention.
 RowMatrixF AttentionResidual(const BlockWeights& weights,

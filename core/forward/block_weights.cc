@@ -11,21 +11,20 @@ absl::StatusOr<Eigen::VectorXf> ReadVector(const Checkpoint& checkpoint,
                                            const std::string& name) {
   QUANT_ASSIGN_OR_RETURN(FloatTensor tensor, checkpoint.ReadFloat(name));
   if (tensor.shape.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor \"", name, "\" has shape ", tensor.ShapeString(),
-        ", expected one dimension"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor \"", name, "\" has shape ", tensor.ShapeString(),
+                     ", expected one dimension"));
   }
-  return Eigen::Map<const Eigen::VectorXf>(tensor.data.data(),
-                                           tensor.shape[0]);
+  return Eigen::Map<const Eigen::VectorXf>(tensor.data.data(), tensor.shape[0]);
 }
 
 absl::StatusOr<RowMatrixF> ReadMatrix(const Checkpoint& checkpoint,
                                       const std::string& name) {
   QUANT_ASSIGN_OR_RETURN(FloatTensor tensor, checkpoint.ReadFloat(name));
   if (tensor.shape.size() != 2) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "tensor \"", name, "\" has shape ", tensor.ShapeString(),
-        ", expected two dimensions"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("tensor \"", name, "\" has shape ", tensor.ShapeString(),
+                     ", expected two dimensions"));
   }
   return Eigen::Map<const RowMatrixF>(tensor.data.data(), tensor.shape[0],
                                       tensor.shape[1]);
@@ -49,9 +48,11 @@ absl::StatusOr<BlockWeights> LoadBlockWeights(const Checkpoint& checkpoint,
       ReadVector(checkpoint, prefix + "post_attention_layernorm.weight"));
   if (config.qk_norm) {
     QUANT_ASSIGN_OR_RETURN(
-        weights.q_norm, ReadVector(checkpoint, prefix + "self_attn.q_norm.weight"));
+        weights.q_norm,
+        ReadVector(checkpoint, prefix + "self_attn.q_norm.weight"));
     QUANT_ASSIGN_OR_RETURN(
-        weights.k_norm, ReadVector(checkpoint, prefix + "self_attn.k_norm.weight"));
+        weights.k_norm,
+        ReadVector(checkpoint, prefix + "self_attn.k_norm.weight"));
   }
   for (const LinearLayerSpec& spec : ListLinearLayers(config, block)) {
     LinearWeights linear;

@@ -36,10 +36,9 @@ absl::StatusOr<RowMatrixF> LlamaModel::Embed(
   RowMatrixF out(static_cast<Eigen::Index>(ids.size()), embed_tokens_.cols());
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= embed_tokens_.rows()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", ids[i], " at position ", i,
-                       " is outside the vocabulary [0, ",
-                       embed_tokens_.rows(), ")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "token id ", ids[i], " at position ", i,
+          " is outside the vocabulary [0, ", embed_tokens_.rows(), ")"));
     }
     out.row(static_cast<Eigen::Index>(i)) = embed_tokens_.row(ids[i]);
   }

@@ -29,10 +29,10 @@ RopeTable::RopeTable(const ModelConfig& config, int max_positions) {
   for (int i = 0; i < half; ++i) {
     // Computed in float32 like the reference implementations, whose tables
     // are float32: matching them matters more than a closer true value.
-    const float exponent = static_cast<float>(2 * i) /
-                           static_cast<float>(config.head_dim);
-    double inv = 1.0 / std::pow(static_cast<float>(config.rope_theta),
-                                exponent);
+    const float exponent =
+        static_cast<float>(2 * i) / static_cast<float>(config.head_dim);
+    double inv =
+        1.0 / std::pow(static_cast<float>(config.rope_theta), exponent);
     if (config.rope_scaling.has_value()) {
       inv = ScaleLlama3(inv, *config.rope_scaling);
     }
@@ -42,7 +42,8 @@ RopeTable::RopeTable(const ModelConfig& config, int max_positions) {
   sin_.resize(max_positions, half);
   for (int t = 0; t < max_positions; ++t) {
     for (int i = 0; i < half; ++i) {
-      const float angle = static_cast<float>(t) * static_cast<float>(inv_freq_[i]);
+      const float angle =
+          static_cast<float>(t) * static_cast<float>(inv_freq_[i]);
       cos_(t, i) = std::cos(angle);
       sin_(t, i) = std::sin(angle);
     }

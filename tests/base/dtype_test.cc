@@ -11,9 +11,9 @@ namespace quant {
 namespace {
 
 TEST(DTypeTest, NamesRoundTrip) {
-  for (DType d : {DType::kF64, DType::kF32, DType::kF16, DType::kBF16,
-                  DType::kI64, DType::kI32, DType::kI16, DType::kI8,
-                  DType::kU8, DType::kBool}) {
+  for (DType d :
+       {DType::kF64, DType::kF32, DType::kF16, DType::kBF16, DType::kI64,
+        DType::kI32, DType::kI16, DType::kI8, DType::kU8, DType::kBool}) {
     auto parsed = ParseDType(DTypeName(d));
     ASSERT_TRUE(parsed.ok()) << DTypeName(d);
     EXPECT_EQ(*parsed, d);
@@ -55,7 +55,7 @@ TEST(DTypeTest, HalfKnownValues) {
   EXPECT_EQ(FloatToHalf(1.0f), 0x3C00);
   EXPECT_EQ(FloatToHalf(-2.0f), 0xC000);
   EXPECT_EQ(FloatToHalf(65504.0f), 0x7BFF);
-  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);  // Rounds to infinity.
+  EXPECT_EQ(FloatToHalf(65520.0f), 0x7C00);               // Rounds to infinity.
   EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -24)), 0x0001);  // Smallest subnormal.
   EXPECT_EQ(FloatToHalf(std::ldexp(1.0f, -26)), 0x0000);  // Rounds to zero.
   // 1 + 2^-11 is halfway between 1 and the next half: ties to even (1.0).

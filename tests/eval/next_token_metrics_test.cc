@@ -10,7 +10,7 @@ namespace {
 
 TEST(NextTokenMetricsTest, HandComputedTwoWordVocabulary) {
   RowMatrixF reference(1, 2), quantized(1, 2);
-  reference << 0.0f, 0.0f;                        // p = (1/2, 1/2)
+  reference << 0.0f, 0.0f;                               // p = (1/2, 1/2)
   quantized << static_cast<float>(std::log(3.0)), 0.0f;  // q = (3/4, 1/4)
   NextTokenMetricsAccumulator acc;
   ASSERT_TRUE(acc.Add(reference, quantized, {0}).ok());
@@ -42,7 +42,8 @@ TEST(NextTokenMetricsTest, DisagreementAndBatchesAccumulate) {
   quantized << 5, 0, 0, 0, 0, 5;  // Second row's argmax moves.
   NextTokenMetricsAccumulator acc;
   ASSERT_TRUE(acc.Add(reference.topRows(1), quantized.topRows(1), {0}).ok());
-  ASSERT_TRUE(acc.Add(reference.bottomRows(1), quantized.bottomRows(1), {1}).ok());
+  ASSERT_TRUE(
+      acc.Add(reference.bottomRows(1), quantized.bottomRows(1), {1}).ok());
   const NextTokenMetrics m = acc.Result();
   EXPECT_EQ(m.tokens, 2);
   EXPECT_DOUBLE_EQ(m.top1_agreement, 0.5);

@@ -56,10 +56,9 @@ TEST_F(ForwardTest, LastPositionTopFiveMatchesReference) {
   const Eigen::Index last = logits->rows() - 1;
   std::vector<int> order(logits->cols());
   std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + 5, order.end(),
-                    [&](int a, int b) {
-                      return (*logits)(last, a) > (*logits)(last, b);
-                    });
+  std::partial_sort(
+      order.begin(), order.begin() + 5, order.end(),
+      [&](int a, int b) { return (*logits)(last, a) > (*logits)(last, b); });
   const json& top5 = reference_.at("first_para_logits_last_pos_top5");
   ASSERT_EQ(top5.size(), 5u);
   for (int i = 0; i < 5; ++i) {

@@ -27,15 +27,15 @@ bool PathExists(const std::string& path);
 
 }  // namespace quant::testing
 
-#define QUANT_REQUIRE_SHARED(path)                                        \
-  do {                                                                    \
-    if (!::quant::testing::PathExists(path)) {                            \
-      if (::quant::testing::RunningInCi()) {                              \
-        FAIL() << "CI=true but shared data is missing: " << (path);       \
-      }                                                                   \
-      GTEST_SKIP() << "shared data not present (" << (path)               \
-                   << "); set QUANT_SHARED_DIR to the shared/ folder";    \
-    }                                                                     \
+#define QUANT_REQUIRE_SHARED(path)                                     \
+  do {                                                                 \
+    if (!::quant::testing::PathExists(path)) {                         \
+      if (::quant::testing::RunningInCi()) {                           \
+        FAIL() << "CI=true but shared data is missing: " << (path);    \
+      }                                                                \
+      GTEST_SKIP() << "shared data not present (" << (path)            \
+                   << "); set QUANT_SHARED_DIR to the shared/ folder"; \
+    }                                                                  \
   } while (0)
 
 #endif  // QUANT_TESTS_SUPPORT_TEST_ENV_H_

@@ -1,0 +1,70 @@
+// Turning a calibration file into token windows: a deterministic split of
+// the documents into calibration and held-out parts, then fixed-length
+// sequences, either packed (documents concatenated, each after a BOS, cut
+// into windows) or one document per sequence (truncated, right-padded).
+// Every choice made is recorded in the result.
+#ifndef QUANT_CORE_CALIB_CALIBRATION_SPLIT_H_
+#define QUANT_CORE_CALIB_CALIBRATION_SPLIT_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/calib/calibration_file.h"
+#include "core/text/tokenizer.h"
+
+namespace quant {
+
+enum class WindowPacking {
+  kConcatenate,  // BOS + doc, BOS + doc, ... cut into seq_len windows.
+  kPerDocument,  // One document per sequence, truncated or right-padded.
+};
+
+struct CalibrationSplitOptions {
+  int samples = 128;  // Calibration sequences wanted.
+  int seq_len = 2048;
+  // Held-out documents: `heldout_count` when > 0, else
+  // round(heldout_fraction * documents), at least one when the fraction is
+  // positive. At least one document always stays for calibration.
+  double heldout_fraction = 0.1;
+  int heldout_count = 0;
+  int heldout_samples = 0;  // Held-out sequences wanted; 0 = `samples`.
+  uint64_t seed = 0;
+  WindowPacking packing = WindowPacking::kConcatenate;
+  bool add_bos = true;  // Before each text document (not before input_ids).
+};
+
+// Equal-length sequences. Positions at or after lengths[i] in sequence i are
+// padding: causal attention keeps them from affecting real positions, and
+// callers exclude them from statistics.
+struct TokenWindows {
+  int seq_len = 0;
+  std::vector<std::vector<int32_t>> sequences;
+  std::vector<int> lengths;
+
+  int64_t RealTokens() const;
+};
+
+struct CalibrationSplit {
+  std::string calibration_hash;
+  CalibrationSplitOptions options;
+  std::vector<int>
+      calibration_documents;  // Indices into the file, in use order.
+  std::vector<int> heldout_documents;
+  int64_t calibration_tokens_available = 0;  // After tokenization.
+  int64_t heldout_tokens_available = 0;
+  TokenWindows calibration;
+  TokenWindows heldout;
+};
+
+// Errors (InvalidArgument, naming the problem): options out of range, an
+// input_ids document with an id outside the tokenizer's vocabulary (naming
+// its line and index), and a split with fewer tokens than one window.
+absl::StatusOr<CalibrationSplit> BuildCalibrationSplit(
+    const CalibrationFile& file, const Tokenizer& tokenizer,
+    const CalibrationSplitOptions& options);
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_CALIB_CALIBRATION_SPLIT_H_

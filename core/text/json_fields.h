@@ -1,0 +1,56 @@
+// Typed, non-throwing access to the fields of tokenizer.json objects. Every
+// error names the JSON path of the bad field, e.g.
+// "pre_tokenizer.pretokenizers[0].pattern: expected a string".
+#ifndef QUANT_CORE_TEXT_JSON_FIELDS_H_
+#define QUANT_CORE_TEXT_JSON_FIELDS_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
+
+namespace quant {
+namespace text_json {
+
+using Json = nlohmann::json;
+
+// "path.key", or "key" when path is empty.
+std::string FieldPath(absl::string_view path, absl::string_view key);
+// "path[index]".
+std::string IndexPath(absl::string_view path, size_t index);
+
+// Fails unless `value` is an object.
+absl::Status ExpectObject(const Json& value, absl::string_view path);
+
+// The "type" string of a component object.
+absl::StatusOr<std::string> ComponentType(const Json& value,
+                                          absl::string_view path);
+
+// Required fields.
+absl::StatusOr<std::string> GetString(const Json& object, absl::string_view key,
+                                      absl::string_view path);
+absl::StatusOr<const Json*> GetArray(const Json& object, absl::string_view key,
+                                     absl::string_view path);
+
+// Optional fields: absent or null gives the default; another type fails.
+absl::StatusOr<bool> GetBoolOr(const Json& object, absl::string_view key,
+                               bool default_value, absl::string_view path);
+absl::StatusOr<int64_t> GetIntOr(const Json& object, absl::string_view key,
+                                 int64_t default_value, absl::string_view path);
+// Absent, null or "" all give "".
+absl::StatusOr<std::string> GetStringOr(const Json& object,
+                                        absl::string_view key,
+                                        absl::string_view default_value,
+                                        absl::string_view path);
+
+// An unsupported component: "path: unsupported <kind> type 'Name'".
+absl::Status Unsupported(absl::string_view kind, absl::string_view type,
+                         absl::string_view path);
+
+}  // namespace text_json
+}  // namespace quant
+
+#endif  // QUANT_CORE_TEXT_JSON_FIELDS_H_

@@ -1,0 +1,52 @@
+// A compiled PCRE2 pattern for tokenizer pre-tokenizers and normalisers.
+// The Llama 3 and Qwen patterns need look-ahead and \p{..} classes, which
+// RE2 lacks; PCRE2 runs them in UTF + UCP mode, JIT-compiled when available.
+#ifndef QUANT_CORE_TEXT_REGEX_H_
+#define QUANT_CORE_TEXT_REGEX_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace quant {
+
+class Regex {
+ public:
+  // A match as [begin, end) byte offsets into the searched text.
+  using Match = std::pair<size_t, size_t>;
+
+  // Compiles `pattern` (UTF-8). Errors give PCRE2's message and offset.
+  static absl::StatusOr<std::unique_ptr<Regex>> Compile(
+      absl::string_view pattern);
+  // Matches `literal` exactly (regex metacharacters have no meaning).
+  static absl::StatusOr<std::unique_ptr<Regex>> CompileLiteral(
+      absl::string_view literal);
+
+  ~Regex();
+  Regex(const Regex&) = delete;
+  Regex& operator=(const Regex&) = delete;
+
+  // All non-overlapping matches, left to right. An empty match advances the
+  // search by one character. `text` must be valid UTF-8. Thread-safe.
+  std::vector<Match> FindAll(absl::string_view text) const;
+
+  const std::string& pattern() const { return pattern_; }
+
+ private:
+  Regex(std::string pattern, void* code)
+      : pattern_(std::move(pattern)), code_(code) {}
+  static absl::StatusOr<std::unique_ptr<Regex>> CompileWithOptions(
+      absl::string_view pattern, unsigned int extra_options);
+
+  std::string pattern_;
+  void* code_;  // pcre2_code_8*; kept opaque so pcre2.h stays private.
+};
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_TEXT_REGEX_H_
