@@ -1,0 +1,76 @@
+// Temp-file-then-rename writing, streamed.
+#include "core/io/atomic_file_writer.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace quant {
+namespace {
+
+absl::Status ErrnoError(absl::string_view what, const std::string& path,
+                        int err) {
+  const std::string message =
+      absl::StrCat(what, " ", path, ": ", std::strerror(err));
+  if (err == ENOENT) return absl::NotFoundError(message);
+  if (err == EACCES || err == EPERM)
+    return absl::PermissionDeniedError(message);
+  if (err == ENOSPC || err == EDQUOT) {
+    return absl::ResourceExhaustedError(message);
+  }
+  return absl::InternalError(message);
+}
+
+}  // namespace
+
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+  std::random_device random;
+  temp_path_ =
+      absl::StrCat(path_, ".tmp-", ::getpid(), "-", random() & 0xFFFFFFu);
+  fd_ =
+      ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd_ < 0) status_ = ErrnoError("cannot create", temp_path_, errno);
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !temp_path_.empty()) ::unlink(temp_path_.c_str());
+}
+
+void AtomicFileWriter::Append(absl::string_view data) {
+  while (status_.ok() && !data.empty()) {
+    const ssize_t n = ::write(fd_, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      status_ = ErrnoError("cannot write", temp_path_, errno);
+      return;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+}
+
+absl::Status AtomicFileWriter::Commit() {
+  if (status_.ok() && ::fsync(fd_) != 0) {
+    status_ = ErrnoError("cannot sync", temp_path_, errno);
+  }
+  if (fd_ >= 0) {
+    if (::close(fd_) != 0 && status_.ok()) {
+      status_ = ErrnoError("cannot close", temp_path_, errno);
+    }
+    fd_ = -1;
+  }
+  if (status_.ok() && std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
+    status_ = ErrnoError("cannot rename into", path_, errno);
+  }
+  committed_ = status_.ok();
+  return status_;
+}
+
+}  // namespace quant
