@@ -10,7 +10,7 @@ PACKAGES=(
   libabsl-dev libeigen3-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev
-  libpcre2-dev libutf8proc-dev
+  libpcre2-dev libutf8proc-dev ccache
 )
 
 missing=()

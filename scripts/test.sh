@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The project's test command: installs what is missing, builds, runs every test.
+#
+#   scripts/test.sh            release build, all tests
+#   scripts/test.sh --asan     the same tests under ASan + UBSan
+#   scripts/test.sh --fuzz S   builds the libFuzzer targets, runs each S seconds
+#
+# Tests that need ../shared (the stories260K model, text, tokenizers) skip
+# with a reason when it is absent, and fail under CI=true.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install_deps.sh
+
+mode="${1:---release}"
+case "$mode" in
+  --release)
+    bash scripts/build.sh release
+    ctest --test-dir build --output-on-failure -j "$(nproc)"
+    ;;
+  --asan)
+    bash scripts/build.sh asan
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+      ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
+    ;;
+  --fuzz)
+    seconds="${2:-30}"
+    QUANT_TARGETS=fuzzers bash scripts/build.sh fuzz
+    bash tests/fuzz/run_fuzzers.sh build-fuzz "$seconds"
+    ;;
+  *)
+    echo "usage: scripts/test.sh [--release|--asan|--fuzz SECONDS]" >&2
+    exit 2
+    ;;
+esac
