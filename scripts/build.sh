@@ -17,6 +17,8 @@ jobs="${QUANT_JOBS:-$(nproc)}"
 launcher=()
 if command -v ccache >/dev/null 2>&1; then
   launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+  # Paths relative to the checkout, so clones elsewhere share the cache.
+  export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 fi
 
 case "$config" in

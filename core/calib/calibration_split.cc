@@ -6,6 +6,7 @@
 #include <numeric>
 #include <random>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 
@@ -63,8 +64,10 @@ absl::StatusOr<std::vector<int32_t>> DocumentTokens(
   if (add_bos && tokenizer.bos_id().has_value()) {
     ids.push_back(*tokenizer.bos_id());
   }
-  const std::vector<int32_t> body =
-      tokenizer.Encode(doc.text, /*add_special_tokens=*/false);
+  // Stripped like the evaluation's documents (core/eval/evaluate.h), so a
+  // trailing space never becomes a lone token to calibrate on.
+  const std::vector<int32_t> body = tokenizer.Encode(
+      absl::StripAsciiWhitespace(doc.text), /*add_special_tokens=*/false);
   ids.insert(ids.end(), body.begin(), body.end());
   return ids;
 }

@@ -32,7 +32,9 @@ struct CalibrationSplitOptions {
   int heldout_samples = 0;  // Held-out sequences wanted; 0 = `samples`.
   uint64_t seed = 0;
   WindowPacking packing = WindowPacking::kConcatenate;
-  bool add_bos = true;  // Before each text document (not before input_ids).
+  // Before each text document (not before input_ids). Text documents are
+  // tokenized with surrounding whitespace stripped.
+  bool add_bos = true;
 };
 
 // Equal-length sequences. Positions at or after lengths[i] in sequence i are

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_env.h"
@@ -75,7 +76,8 @@ TEST_F(CalibrationSplitTest, ConcatenatedWindowsStartDocumentsWithBos) {
   // then that document's own tokens.
   const int first = split->calibration_documents[0];
   std::vector<int32_t> expected = {*tokenizer_->bos_id()};
-  const auto body = tokenizer_->Encode(file_.documents[first].text, false);
+  const auto body = tokenizer_->Encode(
+      absl::StripAsciiWhitespace(file_.documents[first].text), false);
   expected.insert(expected.end(), body.begin(), body.end());
   const auto& window = split->calibration.sequences[0];
   ASSERT_LT(expected.size(), window.size());
