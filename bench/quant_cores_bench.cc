@@ -1,0 +1,152 @@
+// Throughput of the quantization cores: Hessian accumulation, blocked GPTQ,
+// the column-by-column reference GPTQ, and AWQ's α search, as GFLOP/s.
+//
+// Default sizes fit a small CPU; `--large` adds the 4096 x 4096 layer with
+// 2048 tokens (the reference size). Flop counts are nominal:
+//   Hessian  T·K²            (one triangle of XᵀX, 2 flops per multiply-add)
+//   GPTQ     N·K² + K³       (error propagation; Cholesky K³/3 and the rows
+//                            of U by triangular solves 2K³/3)
+//   AWQ      20 · 2·T·K·R    (output error of each α candidate on R rows,
+//                            T < K; R = N, or 512 for AwqRowSubset)
+#include <benchmark/benchmark.h>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/quant/awq.h"
+#include "core/quant/gptq.h"
+#include "core/quant/gptq_reference.h"
+#include "core/quant/hessian.h"
+#include "core/quant/output_error.h"
+
+namespace quant {
+namespace {
+
+RowMatrixF RandomMatrix(int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  RowMatrixF m(rows, cols);
+  for (int64_t i = 0; i < m.size(); ++i) m.data()[i] = normal(rng);
+  return m;
+}
+
+// Activations with some channel coupling so GPTQ has real work.
+RowMatrixF Activations(int64_t t, int64_t k) {
+  RowMatrixF x = RandomMatrix(t, k, 2);
+  x.rightCols(k - 1) += 0.5f * x.leftCols(k - 1);
+  return x;
+}
+
+void SetRate(benchmark::State& state, double flops_per_iteration) {
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      flops_per_iteration * 1e-9 * static_cast<double>(state.iterations()),
+      benchmark::Counter::kIsRate);
+}
+
+void BM_HessianAccumulate(benchmark::State& state) {
+  const int64_t k = state.range(0);
+  const int64_t t = state.range(1);
+  const int64_t batch = 512;
+  const RowMatrixF x = Activations(t, k);
+  for (auto _ : state) {
+    HessianAccumulator acc(k);
+    for (int64_t b = 0; b < t; b += batch) {
+      if (!acc.Add(x.middleRows(b, std::min(batch, t - b))).ok()) {
+        state.SkipWithError("Add failed");
+      }
+    }
+    benchmark::DoNotOptimize(acc.Finish().data());
+  }
+  SetRate(state, static_cast<double>(t) * k * k);
+}
+
+template <bool kReference>
+void BM_Gptq(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int64_t k = state.range(1);
+  const int64_t t = state.range(2);
+  const RowMatrixF w = RandomMatrix(n, k, 1) * 0.02f;
+  HessianAccumulator acc(k);
+  if (!acc.Add(Activations(t, k)).ok()) state.SkipWithError("Add failed");
+  const RowMatrixF h = acc.Finish();
+  GptqOptions options;
+  options.grid = {GridKind::kSym, 4, 128};
+  options.act_order = true;
+  for (auto _ : state) {
+    auto r = kReference ? QuantizeGptqReference(w, h, options)
+                        : QuantizeGptq(w, h, options);
+    if (!r.ok()) state.SkipWithError("GPTQ failed");
+    benchmark::DoNotOptimize(r->layer.dequantized.data());
+  }
+  const double kd = static_cast<double>(k);
+  SetRate(state, static_cast<double>(n) * kd * kd + kd * kd * kd);
+}
+
+void BM_Awq(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int64_t search_rows = state.range(3);
+  const int64_t k = state.range(1);
+  const int64_t t = state.range(2);
+  const RowMatrixF w = RandomMatrix(n, k, 1) * 0.02f;
+  const RowMatrixF x = Activations(t, k);
+  const Eigen::VectorXf stat = x.cwiseAbs().colwise().mean().transpose();
+  auto cal = OutputErrorEvaluator::FromActivations(x);
+  if (!cal.ok()) state.SkipWithError("evaluator failed");
+  AwqOptions options;
+  options.grid = {GridKind::kAsym, 4, 128};
+  options.search_rows = search_rows;
+  for (auto _ : state) {
+    auto r = QuantizeAwq(w, stat, *cal, options);
+    if (!r.ok()) state.SkipWithError("AWQ failed");
+    benchmark::DoNotOptimize(r->effective.data());
+  }
+  const double rows = search_rows > 0 ? search_rows : n;
+  const double per_alpha = cal->uses_hessian()
+                               ? 2.0 * rows * k * static_cast<double>(k)
+                               : 2.0 * t * k * rows;
+  SetRate(state, per_alpha * options.alpha_grid.size());
+}
+
+void Register(bool large) {
+  auto* hessian =
+      benchmark::RegisterBenchmark("HessianAccumulate", BM_HessianAccumulate);
+  hessian->Args({1024, 2048})->Unit(benchmark::kMillisecond);
+  auto* gptq = benchmark::RegisterBenchmark("Gptq", BM_Gptq<false>);
+  gptq->Args({1024, 1024, 2048})->Unit(benchmark::kMillisecond);
+  auto* reference =
+      benchmark::RegisterBenchmark("GptqReference", BM_Gptq<true>);
+  reference->Args({1024, 1024, 2048})->Unit(benchmark::kMillisecond);
+  auto* awq = benchmark::RegisterBenchmark("Awq", BM_Awq);
+  awq->Args({1024, 1024, 512, 0})->Unit(benchmark::kMillisecond);
+  auto* awq_subset = benchmark::RegisterBenchmark("AwqRowSubset", BM_Awq);
+  awq_subset->Args({1024, 1024, 512, 256})->Unit(benchmark::kMillisecond);
+  if (large) {
+    hessian->Args({4096, 2048})->Iterations(1);
+    gptq->Args({4096, 4096, 2048})->Iterations(1);
+    awq->Args({4096, 4096, 2048, 0})->Iterations(1);
+    awq_subset->Args({4096, 4096, 2048, 512})->Iterations(1);
+    reference->Args({2048, 2048, 2048})->Iterations(1);
+  }
+}
+
+}  // namespace
+}  // namespace quant
+
+int main(int argc, char** argv) {
+  bool large = false;
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--large") == 0) {
+      large = true;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  int count = static_cast<int>(args.size());
+  quant::Register(large);
+  benchmark::Initialize(&count, args.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,159 @@
+// Per-layer audit metrics.
+#include "core/quant/audit.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/quant/layer_checks.h"
+#include "core/quant/rtn.h"
+
+namespace quant {
+namespace {
+
+SplitErrors Errors(const OutputErrorEvaluator& eval, const ConstRowMatrixRef& w,
+                   const ConstRowMatrixRef& q) {
+  const double ref = eval.SquaredNorm(w);
+  const double err = eval.SquaredError(w, q);
+  SplitErrors s;
+  s.relative_error = ref > 0.0 ? std::sqrt(err / ref) : 0.0;
+  const double count =
+      static_cast<double>(eval.token_count()) * static_cast<double>(w.rows());
+  s.output_mse = count > 0.0 ? err / count : 0.0;
+  return s;
+}
+
+double Ratio(double num, double den) {
+  if (den == 0.0)
+    return num == 0.0 ? 1.0 : std::numeric_limits<double>::infinity();
+  return num / den;
+}
+
+}  // namespace
+
+std::string LayerType(const std::string& layer) {
+  const size_t dot = layer.rfind('.');
+  return dot == std::string::npos ? layer : layer.substr(dot + 1);
+}
+
+void MarkOutliers(std::vector<LayerAudit>* audits, double factor) {
+  std::map<std::string, std::vector<double>> by_type;
+  for (const LayerAudit& a : *audits) {
+    by_type[LayerType(a.layer)].push_back(a.method_heldout.relative_error);
+  }
+  std::map<std::string, double> median;
+  for (auto& [type, errors] : by_type) {
+    std::sort(errors.begin(), errors.end());
+    const size_t m = errors.size();
+    median[type] =
+        m % 2 == 1 ? errors[m / 2] : 0.5 * (errors[m / 2 - 1] + errors[m / 2]);
+  }
+  for (LayerAudit& a : *audits) {
+    const std::string type = LayerType(a.layer);
+    a.outlier = by_type[type].size() > 1 &&
+                a.method_heldout.relative_error > factor * median[type];
+  }
+}
+
+double RmsOffDiagonalCorrelation(const ConstRowMatrixRef& hessian) {
+  const int64_t k = hessian.rows();
+  std::vector<int64_t> live;
+  for (int64_t i = 0; i < k; ++i) {
+    if (hessian(i, i) > 0.0f) live.push_back(i);
+  }
+  const int64_t m = static_cast<int64_t>(live.size());
+  if (m < 2) return 0.0;
+  double sum = 0.0;
+  for (int64_t a = 0; a < m; ++a) {
+    const double da = std::sqrt(static_cast<double>(hessian(live[a], live[a])));
+    for (int64_t b = 0; b < m; ++b) {
+      if (a == b) continue;
+      const double db =
+          std::sqrt(static_cast<double>(hessian(live[b], live[b])));
+      const double r = hessian(live[a], live[b]) / da / db;
+      sum += r * r;
+    }
+  }
+  return std::sqrt(sum / (static_cast<double>(m) * static_cast<double>(m - 1)));
+}
+
+int64_t CountDeadChannels(const ConstRowMatrixRef& hessian) {
+  int64_t dead = 0;
+  for (int64_t i = 0; i < hessian.rows(); ++i) dead += hessian(i, i) == 0.0f;
+  return dead;
+}
+
+double WeightMse(const ConstRowMatrixRef& weights,
+                 const ConstRowMatrixRef& quantized) {
+  return (weights - quantized).cast<double>().squaredNorm() /
+         static_cast<double>(weights.size());
+}
+
+double BitsPerWeight(const GridSpec& grid, int64_t k, int scale_bits,
+                     int zero_bits) {
+  const double groups = static_cast<double>(NumGroups(grid, k));
+  return grid.bits + (scale_bits + zero_bits) * groups / static_cast<double>(k);
+}
+
+absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& in,
+                                      const AuditOptions& options) {
+  if (in.calibration == nullptr || in.heldout == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "audit of layer '", in.layer,
+        "': calibration and held-out activations are both required"));
+  }
+  QUANT_RETURN_IF_ERROR(ValidateGridSpec(in.grid));
+  QUANT_RETURN_IF_ERROR(CheckFiniteWeights(in.weights, in.layer));
+  const int64_t k = in.weights.cols();
+  if (in.quantized.rows() != in.weights.rows() || in.quantized.cols() != k ||
+      in.calibration->k() != k || in.heldout->k() != k) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "audit of layer '", in.layer, "': shapes disagree (W ",
+        in.weights.rows(), "x", k, ", Q ", in.quantized.rows(), "x",
+        in.quantized.cols(), ", calibration K ", in.calibration->k(),
+        ", held-out K ", in.heldout->k(), ")"));
+  }
+  const QuantizedLayer rtn = QuantizeRtnUnchecked(in.weights, in.grid);
+
+  LayerAudit a;
+  a.layer = in.layer;
+  a.method = in.method;
+  a.grid = in.grid;
+  a.method_calibration = Errors(*in.calibration, in.weights, in.quantized);
+  a.method_heldout = Errors(*in.heldout, in.weights, in.quantized);
+  a.rtn_calibration = Errors(*in.calibration, in.weights, rtn.dequantized);
+  a.rtn_heldout = Errors(*in.heldout, in.weights, rtn.dequantized);
+  a.method_weight_mse = WeightMse(in.weights, in.quantized);
+  a.rtn_weight_mse = WeightMse(in.weights, rtn.dequantized);
+  a.gain_calibration =
+      Ratio(a.rtn_calibration.output_mse, a.method_calibration.output_mse);
+  a.gain_heldout = Ratio(a.rtn_heldout.output_mse, a.method_heldout.output_mse);
+  a.flattery = Ratio(a.gain_calibration, a.gain_heldout);
+  a.bits_per_weight =
+      BitsPerWeight(in.grid, k, options.scale_bits,
+                    options.zero_bits < 0 ? in.grid.bits : options.zero_bits);
+
+  const RowMatrixF h = in.calibration->GramBlock(0, k);
+  HessianDiagnostics& d = a.hessian;
+  d.tokens = in.calibration->token_count();
+  d.k = k;
+  d.tokens_per_input = static_cast<double>(d.tokens) / static_cast<double>(k);
+  d.dead_channels = CountDeadChannels(h);
+  d.rho_rms = RmsOffDiagonalCorrelation(h);
+  d.inv_sqrt_tokens =
+      d.tokens > 0 ? 1.0 / std::sqrt(static_cast<double>(d.tokens)) : 0.0;
+  d.damp_used = in.damp_used;
+  d.damp_retries = in.damp_retries;
+
+  a.worse_than_rtn_heldout =
+      a.method_heldout.output_mse > a.rtn_heldout.output_mse;
+  a.overfit = a.flattery > options.overfit_flattery;
+  a.rank_deficient = d.tokens < k;
+  return a;
+}
+
+}  // namespace quant

@@ -1,0 +1,111 @@
+// Hessian and activation statistics accumulated batch by batch.
+#include "core/quant/hessian.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+
+namespace quant {
+namespace {
+
+absl::Status CheckBatch(const ConstRowMatrixRef& batch, int64_t k,
+                        const char* what) {
+  if (batch.cols() != k) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": batch has ", batch.cols(), " columns, expected K = ", k));
+  }
+  if (!batch.allFinite()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": batch has non-finite activations"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+HessianAccumulator::HessianAccumulator(int64_t k)
+    : k_(k), lower_(Eigen::MatrixXf::Zero(k, k)) {}
+
+absl::Status HessianAccumulator::Add(const ConstRowMatrixRef& batch) {
+  if (absl::Status s = CheckBatch(batch, k_, "HessianAccumulator::Add");
+      !s.ok()) {
+    return s;
+  }
+  if (batch.rows() == 0) return absl::OkStatus();
+  // A row-major [t, K] block is a column-major [K, t] matrix with outer
+  // stride = the row stride: Xᵀ without a copy.
+  Eigen::Map<const Eigen::MatrixXf, 0, Eigen::OuterStride<>> xt(
+      batch.data(), k_, batch.rows(),
+      Eigen::OuterStride<>(batch.outerStride()));
+  lower_.selfadjointView<Eigen::Lower>().rankUpdate(xt, 1.0f);
+  tokens_ += batch.rows();
+  return absl::OkStatus();
+}
+
+absl::Status HessianAccumulator::Merge(const HessianAccumulator& other) {
+  if (other.k_ != k_) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("HessianAccumulator::Merge: K = ", other.k_, " vs ", k_));
+  }
+  lower_.triangularView<Eigen::Lower>() += other.lower_;
+  tokens_ += other.tokens_;
+  return absl::OkStatus();
+}
+
+RowMatrixF HessianAccumulator::Finish() const {
+  RowMatrixF h(k_, k_);
+  h = lower_.selfadjointView<Eigen::Lower>();
+  return h;
+}
+
+SplitHessianAccumulator::SplitHessianAccumulator(int64_t k,
+                                                 double validation_fraction)
+    : fraction_(std::clamp(validation_fraction, 0.0, 1.0)),
+      train_(k),
+      validation_(k) {}
+
+absl::Status SplitHessianAccumulator::Add(const ConstRowMatrixRef& batch) {
+  if (absl::Status s =
+          CheckBatch(batch, train_.k(), "SplitHessianAccumulator::Add");
+      !s.ok()) {
+    return s;
+  }
+  std::vector<int64_t> train_rows, validation_rows;
+  for (int64_t r = 0; r < batch.rows(); ++r, ++seen_) {
+    const bool to_validation =
+        std::floor(static_cast<double>(seen_ + 1) * fraction_) >
+        std::floor(static_cast<double>(seen_) * fraction_);
+    (to_validation ? validation_rows : train_rows).push_back(r);
+  }
+  auto add_rows = [&batch](const std::vector<int64_t>& rows,
+                           HessianAccumulator* acc) -> absl::Status {
+    if (rows.empty()) return absl::OkStatus();
+    RowMatrixF part(static_cast<int64_t>(rows.size()), batch.cols());
+    for (size_t i = 0; i < rows.size(); ++i) part.row(i) = batch.row(rows[i]);
+    return acc->Add(part);
+  };
+  if (absl::Status s = add_rows(train_rows, &train_); !s.ok()) return s;
+  return add_rows(validation_rows, &validation_);
+}
+
+ActivationStatsAccumulator::ActivationStatsAccumulator(int64_t k)
+    : k_(k), sum_abs_(Eigen::VectorXd::Zero(k)) {}
+
+absl::Status ActivationStatsAccumulator::Add(const ConstRowMatrixRef& batch) {
+  if (absl::Status s = CheckBatch(batch, k_, "ActivationStatsAccumulator::Add");
+      !s.ok()) {
+    return s;
+  }
+  sum_abs_ += batch.cwiseAbs().colwise().sum().transpose().cast<double>();
+  tokens_ += batch.rows();
+  return absl::OkStatus();
+}
+
+Eigen::VectorXf ActivationStatsAccumulator::MeanAbs() const {
+  if (tokens_ == 0) return Eigen::VectorXf::Zero(k_);
+  return (sum_abs_ / static_cast<double>(tokens_)).cast<float>();
+}
+
+}  // namespace quant

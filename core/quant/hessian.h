@@ -1,0 +1,80 @@
+// Incremental Hessian H = sum over tokens of x xᵀ for one linear layer's
+// inputs, so T x K activations never have to be held at once.
+//
+// Normalisation: H is stored UNNORMALISED (sum of XᵀX over every batch, no
+// 1/T and no factor 2). Every ratio the quantizers and audits use is
+// scale-free; token_count() gives T for MSE-style per-token numbers.
+#ifndef QUANT_CORE_QUANT_HESSIAN_H_
+#define QUANT_CORE_QUANT_HESSIAN_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "core/quant/matrix_types.h"
+
+namespace quant {
+
+class HessianAccumulator {
+ public:
+  explicit HessianAccumulator(int64_t k);
+
+  // Adds a batch [t, K] as a symmetric rank-t update of one triangle.
+  // InvalidArgument if the width is not K or the batch is not finite.
+  absl::Status Add(const ConstRowMatrixRef& batch);
+  // Adds another accumulator's sums (same K).
+  absl::Status Merge(const HessianAccumulator& other);
+
+  // The full symmetric K x K sum XᵀX (the lower triangle mirrored).
+  RowMatrixF Finish() const;
+
+  int64_t k() const { return k_; }
+  int64_t token_count() const { return tokens_; }
+
+ private:
+  int64_t k_;
+  int64_t tokens_ = 0;
+  // Column-major so that XᵀX of a row-major batch is a rank update of the
+  // batch's own memory viewed as K x t: no transpose copy.
+  Eigen::MatrixXf lower_;
+};
+
+// Calibration tokens split for damping `auto` (see QuantizeGptqAutoDamp):
+// token i (counted across batches) goes to the validation split when
+// floor((i+1)·f) > floor(i·f), an even spread of fraction f independent of the
+// batch sizes; the rest go to the training split.
+class SplitHessianAccumulator {
+ public:
+  SplitHessianAccumulator(int64_t k, double validation_fraction);
+
+  absl::Status Add(const ConstRowMatrixRef& batch);
+
+  const HessianAccumulator& train() const { return train_; }
+  const HessianAccumulator& validation() const { return validation_; }
+  double validation_fraction() const { return fraction_; }
+
+ private:
+  double fraction_;
+  int64_t seen_ = 0;
+  HessianAccumulator train_;
+  HessianAccumulator validation_;
+};
+
+// Per-input-channel mean |x| (AWQ's activation statistic), accumulated in
+// batches like the Hessian.
+class ActivationStatsAccumulator {
+ public:
+  explicit ActivationStatsAccumulator(int64_t k);
+  absl::Status Add(const ConstRowMatrixRef& batch);
+  // Mean |x| per channel; zeros if no tokens were added.
+  Eigen::VectorXf MeanAbs() const;
+  int64_t token_count() const { return tokens_; }
+
+ private:
+  int64_t k_;
+  int64_t tokens_ = 0;
+  Eigen::VectorXd sum_abs_;
+};
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_QUANT_HESSIAN_H_
