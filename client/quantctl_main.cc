@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "client/capture_command.h"
 #include "client/command.h"
 #include "client/eval_command.h"
 #include "client/inspect_command.h"
@@ -15,6 +16,7 @@ int main(int argc, char** argv) {
       quant::InspectCommand(),
       quant::TokenizeCommand(),
       quant::EvalCommand(),
+      quant::CaptureCommand(),
       quant::LabCommand(),
   };
   // absl flag names use '_'; accept "--act-order" for "--act_order" too.

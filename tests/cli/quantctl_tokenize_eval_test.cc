@@ -17,58 +17,19 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/quantctl_runner.h"
 #include "tests/support/test_env.h"
 
 namespace quant {
 namespace {
 
+using ::quant::testing::QuantctlPath;
+using ::quant::testing::Quote;
+using ::quant::testing::RunQuantctl;
+using ::quant::testing::RunResult;
+
 using ::nlohmann::json;
 using ::testing::HasSubstr;
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Quote(const std::string& text) {
-  std::string quoted = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
-}
-
-std::string QuantctlPath() {
-  return quant::testing::BinaryDir() + "/client/quantctl";
-}
-
-// Runs quantctl with `args` (already shell-quoted where needed).
-RunResult RunQuantctl(const std::string& args) {
-  static const std::string err_path =
-      quant::testing::MakeTempDir() + "/stderr.txt";
-  RunResult result;
-  const std::string command =
-      Quote(QuantctlPath()) + " " + args + " 2>" + Quote(err_path);
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "cannot run " << command;
-    return result;
-  }
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
-    result.out.append(buffer, n);
-  }
-  const int status = ::pclose(pipe);
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  result.err = ReadFileToString(err_path).value_or("");
-  return result;
-}
 
 json ParseJson(const std::string& text) {
   return json::parse(text, nullptr, /*allow_exceptions=*/false);

@@ -9,55 +9,18 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/quantctl_runner.h"
 #include "tests/support/test_env.h"
 
 namespace quant {
 namespace {
 
+using ::quant::testing::QuantctlPath;
+using ::quant::testing::Quote;
+using ::quant::testing::RunQuantctl;
+using ::quant::testing::RunResult;
+
 using ::testing::HasSubstr;
-
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Quote(const std::string& text) {
-  std::string quoted = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
-}
-
-// Runs quantctl with `args` (already shell-quoted where needed).
-RunResult RunQuantctl(const std::string& args) {
-  static const std::string binary =
-      quant::testing::BinaryDir() + "/client/quantctl";
-  static const std::string err_path =
-      quant::testing::MakeTempDir() + "/stderr.txt";
-  RunResult result;
-  const std::string command =
-      Quote(binary) + " " + args + " 2>" + Quote(err_path);
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "cannot run " << command;
-    return result;
-  }
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
-    result.out.append(buffer, n);
-  }
-  const int status = ::pclose(pipe);
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  result.err = ReadFileToString(err_path).value_or("");
-  return result;
-}
 
 class QuantctlTest : public ::testing::Test {
  protected:
