@@ -19,9 +19,8 @@
 #include "core/text/tokenizer.h"
 #include "nlohmann/json.hpp"
 
-// Shared with other commands (defined in eval_command.cc and
-// tokenize_command.cc).
-ABSL_DECLARE_FLAG(std::string, checkpoint);
+// Shared with other commands (defined in tokenize_command.cc and
+// eval_command.cc).
 ABSL_DECLARE_FLAG(std::string, text);
 ABSL_DECLARE_FLAG(int32_t, seq_len);
 

@@ -5,3 +5,7 @@
 
 ABSL_FLAG(bool, json, false,
           "Print the result as one JSON document on stdout instead of text.");
+
+ABSL_FLAG(std::string, checkpoint, "",
+          "Checkpoint directory: config.json, model.safetensors (or shards "
+          "with model.safetensors.index.json) and the tokenizer files.");

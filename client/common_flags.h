@@ -3,8 +3,11 @@
 #ifndef QUANT_CLIENT_COMMON_FLAGS_H_
 #define QUANT_CLIENT_COMMON_FLAGS_H_
 
+#include <string>
+
 #include "absl/flags/declare.h"
 
 ABSL_DECLARE_FLAG(bool, json);
+ABSL_DECLARE_FLAG(std::string, checkpoint);
 
 #endif  // QUANT_CLIENT_COMMON_FLAGS_H_

@@ -24,10 +24,6 @@
 // program, and both commands take --text.
 ABSL_DECLARE_FLAG(std::string, text);
 
-// Also declared by other commands (recipe), so its help stays generic.
-ABSL_FLAG(std::string, checkpoint, "",
-          "Checkpoint directory (config.json, safetensors and tokenizer "
-          "files). Required.");
 ABSL_FLAG(std::string, reference, "",
           "Optional reference checkpoint with the same tokenizer (e.g. the "
           "unquantized model): adds ppl ratio, KL and top-1 agreement.");

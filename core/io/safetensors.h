@@ -94,10 +94,9 @@ struct TensorToWrite {
 
 // Writes a safetensors file atomically (temporary name, then rename). Tensors
 // are laid out in the order given; the header is padded to 8 bytes.
-absl::Status WriteSafetensors(const std::string& path,
-                              const std::vector<TensorToWrite>& tensors,
-                              const std::map<std::string, std::string>&
-                                  metadata = {});
+absl::Status WriteSafetensors(
+    const std::string& path, const std::vector<TensorToWrite>& tensors,
+    const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace quant
 

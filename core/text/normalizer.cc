@@ -7,10 +7,10 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/regex.h"
 #include "core/base/status_macros.h"
 #include "core/text/json_fields.h"
 #include "core/text/pattern.h"
-#include "core/text/regex.h"
 #include "core/text/utf8.h"
 
 namespace quant {

@@ -8,7 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "core/text/regex.h"
+#include "core/base/regex.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {

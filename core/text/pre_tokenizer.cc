@@ -8,11 +8,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "core/base/regex.h"
 #include "core/base/status_macros.h"
 #include "core/text/byte_level.h"
 #include "core/text/json_fields.h"
 #include "core/text/pattern.h"
-#include "core/text/regex.h"
 
 namespace quant {
 namespace {

@@ -1,8 +1,9 @@
-// A compiled PCRE2 pattern for tokenizer pre-tokenizers and normalisers.
-// The Llama 3 and Qwen patterns need look-ahead and \p{..} classes, which
-// RE2 lacks; PCRE2 runs them in UTF + UCP mode, JIT-compiled when available.
-#ifndef QUANT_CORE_TEXT_REGEX_H_
-#define QUANT_CORE_TEXT_REGEX_H_
+// A compiled PCRE2 pattern, for tokenizer pre-tokenizers and normalisers and
+// for the layer-name patterns of recipes. The Llama 3 and Qwen patterns need
+// look-ahead and \p{..} classes, which RE2 lacks; PCRE2 runs them in UTF + UCP
+// mode, JIT-compiled when available.
+#ifndef QUANT_CORE_BASE_REGEX_H_
+#define QUANT_CORE_BASE_REGEX_H_
 
 #include <cstddef>
 #include <memory>
@@ -35,6 +36,11 @@ class Regex {
   // search by one character. `text` must be valid UTF-8. Thread-safe.
   std::vector<Match> FindAll(absl::string_view text) const;
 
+  // Whether the whole of `text` matches (as if the pattern were wrapped in
+  // \A(?:...)\z, but without re-parsing it). False for invalid UTF-8.
+  // Thread-safe.
+  bool FullMatch(absl::string_view text) const;
+
   const std::string& pattern() const { return pattern_; }
 
  private:
@@ -49,4 +55,4 @@ class Regex {
 
 }  // namespace quant
 
-#endif  // QUANT_CORE_TEXT_REGEX_H_
+#endif  // QUANT_CORE_BASE_REGEX_H_

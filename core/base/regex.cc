@@ -1,11 +1,11 @@
-// PCRE2 wrapper: compile in UTF + UCP mode (JIT when available), find all.
-#include "core/text/regex.h"
+// PCRE2 wrapper: compile in UTF + UCP mode (JIT when available), find all,
+// full match.
+#include "core/base/regex.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
 #include "absl/strings/str_cat.h"
-#include "core/text/utf8.h"
 
 namespace quant {
 
@@ -21,9 +21,6 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::CompileLiteral(
 
 absl::StatusOr<std::unique_ptr<Regex>> Regex::CompileWithOptions(
     absl::string_view pattern, unsigned int extra_options) {
-  if (!IsValidUtf8(pattern)) {
-    return absl::InvalidArgumentError("regex pattern is not valid UTF-8");
-  }
   int error_code = 0;
   PCRE2_SIZE error_offset = 0;
   pcre2_code* code = pcre2_compile(
@@ -33,6 +30,11 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::CompileWithOptions(
           extra_options,
       &error_code, &error_offset, nullptr);
   if (code == nullptr) {
+    // PCRE2 validates the pattern's UTF-8 itself (PCRE2_UTF without
+    // PCRE2_NO_UTF_CHECK); do not echo invalid bytes back.
+    if (error_code < 0) {
+      return absl::InvalidArgumentError("regex pattern is not valid UTF-8");
+    }
     PCRE2_UCHAR message[256];
     pcre2_get_error_message(error_code, message, sizeof(message));
     return absl::InvalidArgumentError(
@@ -67,13 +69,32 @@ std::vector<Regex::Match> Regex::FindAll(absl::string_view text) const {
     } else {
       // An empty match yields nothing; step over one whole character.
       if (begin >= text.size()) break;
-      size_t next = begin;
-      DecodeUtf8At(text, &next);
+      // `text` is valid UTF-8, so the character ends before the next byte
+      // that is not a continuation byte (10xxxxxx).
+      size_t next = begin + 1;
+      while (next < text.size() &&
+             (static_cast<unsigned char>(text[next]) & 0xC0) == 0x80) {
+        ++next;
+      }
       start = next;
     }
   }
   pcre2_match_data_free(match_data);
   return matches;
+}
+
+bool Regex::FullMatch(absl::string_view text) const {
+  auto* code = static_cast<pcre2_code*>(code_);
+  pcre2_match_data* match_data =
+      pcre2_match_data_create_from_pattern(code, nullptr);
+  // Match-time ANCHORED/ENDANCHORED make PCRE2 use its interpreter rather
+  // than the JIT code; the result is the same. Without PCRE2_NO_UTF_CHECK,
+  // invalid UTF-8 in `text` is an error (rc < 0), i.e. no match.
+  const int rc =
+      pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(),
+                  0, PCRE2_ANCHORED | PCRE2_ENDANCHORED, match_data, nullptr);
+  pcre2_match_data_free(match_data);
+  return rc >= 0;
 }
 
 }  // namespace quant

@@ -1,0 +1,205 @@
+// Recipe value names, equality and the canonical JSON form.
+#include "core/recipe/recipe.h"
+
+#include "nlohmann/json.hpp"
+
+namespace quant {
+namespace {
+
+using OrderedJson = nlohmann::ordered_json;
+
+// -0.0 and 0.0 compare equal, so they must print alike.
+double Canonical(double value) { return value == 0.0 ? 0.0 : value; }
+
+OrderedJson NumbersToJson(const std::vector<double>& values) {
+  OrderedJson json = OrderedJson::array();
+  for (double value : values) json.push_back(Canonical(value));
+  return json;
+}
+
+OrderedJson OptionalToJson(const std::optional<double>& value) {
+  if (!value.has_value()) return nullptr;
+  return Canonical(*value);
+}
+
+OrderedJson OptionalToJson(const std::optional<int>& value) {
+  if (!value.has_value()) return nullptr;
+  return *value;
+}
+
+// A damping value as the recipe spells it: a number, or "auto".
+OrderedJson DampToJson(bool automatic, double fraction) {
+  if (automatic) return "auto";
+  return Canonical(fraction);
+}
+
+OrderedJson DampToJson(const Damping& damp) {
+  return DampToJson(damp.automatic, damp.fraction);
+}
+
+OrderedJson OverrideToJson(const LayerOverride& entry) {
+  OrderedJson json = OrderedJson::object();
+  json["match"] = entry.match;
+  json["bits"] = OptionalToJson(entry.bits);
+  json["group_size"] = OptionalToJson(entry.group_size);
+  json["method"] = entry.method.has_value()
+                       ? OrderedJson(QuantMethodName(*entry.method))
+                       : OrderedJson(nullptr);
+  json["grid"] = entry.grid.has_value()
+                     ? OrderedJson(QuantGridName(*entry.grid))
+                     : OrderedJson(nullptr);
+  json["damp"] = entry.damp.has_value()
+                     ? DampToJson(entry.damp->automatic, entry.damp->fraction)
+                     : OrderedJson(nullptr);
+  json["keep_unquantized"] = entry.keep_unquantized;
+  return json;
+}
+
+}  // namespace
+
+const char* QuantMethodName(QuantMethod method) {
+  switch (method) {
+    case QuantMethod::kRtn:
+      return "rtn";
+    case QuantMethod::kGptq:
+      return "gptq";
+    case QuantMethod::kAwq:
+      return "awq";
+  }
+  return "?";
+}
+
+const char* QuantGridName(QuantGrid grid) {
+  switch (grid) {
+    case QuantGrid::kSym:
+      return "sym";
+    case QuantGrid::kSymRestricted:
+      return "sym-restricted";
+    case QuantGrid::kAsym:
+      return "asym";
+  }
+  return "?";
+}
+
+const char* PropagationName(Propagation propagation) {
+  switch (propagation) {
+    case Propagation::kSequential:
+      return "sequential";
+    case Propagation::kIndependent:
+      return "independent";
+  }
+  return "?";
+}
+
+const char* OutputFormatName(OutputFormat format) {
+  switch (format) {
+    case OutputFormat::kGptq:
+      return "gptq";
+    case OutputFormat::kCompressedTensors:
+      return "compressed-tensors";
+  }
+  return "?";
+}
+
+const char* CalibrationPackingName(CalibrationPacking packing) {
+  switch (packing) {
+    case CalibrationPacking::kConcatenate:
+      return "concatenate";
+    case CalibrationPacking::kPerDocument:
+      return "per-document";
+  }
+  return "?";
+}
+
+// The fraction of an automatic damping is unused (a oneof in the API), so
+// it does not take part in equality.
+bool operator==(const DampValue& a, const DampValue& b) {
+  return a.automatic == b.automatic &&
+         (a.automatic || a.fraction == b.fraction);
+}
+
+bool operator==(const Damping& a, const Damping& b) {
+  return a.automatic == b.automatic &&
+         (a.automatic || a.fraction == b.fraction) &&
+         a.auto_grid == b.auto_grid;
+}
+
+bool operator==(const CalibrationSettings& a, const CalibrationSettings& b) {
+  return a.samples == b.samples && a.seq_len == b.seq_len &&
+         a.heldout_fraction == b.heldout_fraction &&
+         a.heldout_count == b.heldout_count &&
+         a.heldout_samples == b.heldout_samples && a.seed == b.seed &&
+         a.packing == b.packing;
+}
+
+bool operator==(const LayerOverride& a, const LayerOverride& b) {
+  return a.match == b.match && a.bits == b.bits &&
+         a.group_size == b.group_size && a.method == b.method &&
+         a.grid == b.grid && a.damp == b.damp &&
+         a.keep_unquantized == b.keep_unquantized;
+}
+
+bool operator==(const Gates& a, const Gates& b) {
+  return a.max_ppl_ratio == b.max_ppl_ratio && a.max_mean_kl == b.max_mean_kl &&
+         a.min_top1_agreement == b.min_top1_agreement;
+}
+
+bool operator==(const Recipe& a, const Recipe& b) {
+  return a.method == b.method && a.bits == b.bits &&
+         a.group_size == b.group_size && a.grid == b.grid && a.damp == b.damp &&
+         a.act_order == b.act_order && a.static_groups == b.static_groups &&
+         a.propagation == b.propagation && a.calibration == b.calibration &&
+         a.ignore == b.ignore && a.overrides == b.overrides &&
+         a.gates == b.gates && a.format == b.format &&
+         a.awq_alpha_grid == b.awq_alpha_grid &&
+         a.awq_clip_search == b.awq_clip_search;
+}
+
+std::string RecipeToJson(const Recipe& recipe) {
+  OrderedJson json = OrderedJson::object();
+  json["method"] = QuantMethodName(recipe.method);
+  json["bits"] = recipe.bits;
+  json["group_size"] = recipe.group_size;
+  json["grid"] = QuantGridName(recipe.grid);
+  json["damp"] = DampToJson(recipe.damp);
+  json["damp_grid"] = NumbersToJson(recipe.damp.auto_grid);
+  json["act_order"] = recipe.act_order;
+  json["static_groups"] = recipe.static_groups;
+  json["propagation"] = PropagationName(recipe.propagation);
+
+  const CalibrationSettings& calibration = recipe.calibration;
+  OrderedJson& calibration_json = json["calibration"];
+  calibration_json = OrderedJson::object();
+  calibration_json["samples"] = calibration.samples;
+  calibration_json["seq_len"] = calibration.seq_len;
+  calibration_json["heldout_fraction"] =
+      Canonical(calibration.heldout_fraction);
+  calibration_json["heldout_count"] = calibration.heldout_count;
+  calibration_json["heldout_samples"] = calibration.heldout_samples;
+  calibration_json["seed"] = calibration.seed;
+  calibration_json["packing"] = CalibrationPackingName(calibration.packing);
+
+  json["ignore"] = recipe.ignore;
+  OrderedJson& overrides_json = json["overrides"];
+  overrides_json = OrderedJson::array();
+  for (const LayerOverride& entry : recipe.overrides) {
+    overrides_json.push_back(OverrideToJson(entry));
+  }
+
+  OrderedJson& gates_json = json["gates"];
+  gates_json = OrderedJson::object();
+  gates_json["max_ppl_ratio"] = OptionalToJson(recipe.gates.max_ppl_ratio);
+  gates_json["max_mean_kl"] = OptionalToJson(recipe.gates.max_mean_kl);
+  gates_json["min_top1_agreement"] =
+      OptionalToJson(recipe.gates.min_top1_agreement);
+
+  json["format"] = OutputFormatName(recipe.format);
+  json["awq_alpha_grid"] = NumbersToJson(recipe.awq_alpha_grid);
+  json["awq_clip_search"] = recipe.awq_clip_search;
+  // Invalid UTF-8 (possible only in a recipe built in code) becomes U+FFFD
+  // instead of an exception.
+  return json.dump(2, ' ', /*ensure_ascii=*/false,
+                   OrderedJson::error_handler_t::replace);
+}
+
+}  // namespace quant

@@ -1,0 +1,609 @@
+// ParseRecipe / LoadRecipe: YAML (or JSON) text -> Recipe, strictly typed,
+// every error pointing at the field's line and column. yaml-cpp reports
+// syntax errors by exception; they are caught here, at the parse boundary,
+// and nowhere else.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <set>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "core/base/file_util.h"
+#include "core/base/status_macros.h"
+#include "core/recipe/recipe.h"
+#include "core/recipe/recipe_validation.h"
+#include "yaml-cpp/yaml.h"
+
+namespace quant {
+namespace {
+
+constexpr size_t kMaxRecipeBytes = 1 << 20;
+
+const std::vector<std::string>& TopLevelKeys() {
+  static const auto* keys = new std::vector<std::string>{
+      "method",      "bits",        "group_size",     "grid",
+      "damp",        "damp_grid",   "act_order",      "static_groups",
+      "propagation", "calibration", "ignore",         "overrides",
+      "gates",       "format",      "awq_alpha_grid", "awq_clip_search"};
+  return *keys;
+}
+
+const std::vector<std::string>& CalibrationKeys() {
+  static const auto* keys = new std::vector<std::string>{
+      "samples",         "seq_len", "heldout_fraction", "heldout_count",
+      "heldout_samples", "seed",    "packing"};
+  return *keys;
+}
+
+const std::vector<std::string>& OverrideKeys() {
+  static const auto* keys =
+      new std::vector<std::string>{"match", "bits", "group_size",      "method",
+                                   "grid",  "damp", "keep_unquantized"};
+  return *keys;
+}
+
+const std::vector<std::string>& GateKeys() {
+  static const auto* keys = new std::vector<std::string>{
+      "max_ppl_ratio", "max_mean_kl", "min_top1_agreement"};
+  return *keys;
+}
+
+template <typename Enum>
+struct EnumName {
+  const char* name;
+  Enum value;
+};
+
+constexpr EnumName<QuantMethod> kMethods[] = {{"rtn", QuantMethod::kRtn},
+                                              {"gptq", QuantMethod::kGptq},
+                                              {"awq", QuantMethod::kAwq}};
+constexpr EnumName<QuantGrid> kGrids[] = {
+    {"sym", QuantGrid::kSym},
+    {"sym-restricted", QuantGrid::kSymRestricted},
+    {"asym", QuantGrid::kAsym}};
+constexpr EnumName<Propagation> kPropagations[] = {
+    {"sequential", Propagation::kSequential},
+    {"independent", Propagation::kIndependent}};
+constexpr EnumName<OutputFormat> kFormats[] = {
+    {"gptq", OutputFormat::kGptq},
+    {"compressed-tensors", OutputFormat::kCompressedTensors}};
+constexpr EnumName<CalibrationPacking> kPackings[] = {
+    {"concatenate", CalibrationPacking::kConcatenate},
+    {"per-document", CalibrationPacking::kPerDocument}};
+
+// A YAML node's kind in words, for "expected X, got Y" messages.
+std::string Describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Sequence:
+      return "a list";
+    case YAML::NodeType::Map:
+      return "a mapping";
+    case YAML::NodeType::Scalar:
+      if (node.Tag() == "!")
+        return absl::StrCat("string \"", node.Scalar(), "\"");
+      return absl::StrCat("\"", node.Scalar(), "\"");
+    default:
+      return "nothing";
+  }
+}
+
+// Converts one document to a Recipe. Member functions return InvalidArgument
+// naming the source, line, column and field path.
+class RecipeReader {
+ public:
+  explicit RecipeReader(absl::string_view source_name)
+      : source_name_(source_name) {}
+
+  absl::StatusOr<Recipe> Read(const YAML::Node& root) {
+    if (root.IsNull()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_name_, ": empty recipe"));
+    }
+    Recipe recipe;
+    QUANT_ASSIGN_OR_RETURN(const Entries entries,
+                           MapEntries(root, "", TopLevelKeys()));
+    for (const auto& key_value : entries) {
+      const std::string& key = key_value.first;
+      const YAML::Node& value = key_value.second;
+      QUANT_RETURN_IF_ERROR(ReadTopLevel(key, value, recipe));
+    }
+    if (std::optional<RecipeFieldError> error = FindRecipeError(recipe)) {
+      return ErrorAt(MarkOf(error->path), error->path, error->problem);
+    }
+    return recipe;
+  }
+
+ private:
+  using Entries = std::vector<std::pair<std::string, YAML::Node>>;
+
+  absl::Status ErrorAt(const YAML::Mark& mark, absl::string_view path,
+                       absl::string_view problem) const {
+    std::string where(source_name_);
+    if (mark.line >= 0) {
+      absl::StrAppend(&where, ":", mark.line + 1, ":", mark.column + 1);
+    }
+    if (path.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(where, ": ", problem));
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": ", path, ": ", problem));
+  }
+
+  absl::Status Error(const YAML::Node& node, absl::string_view path,
+                     absl::string_view problem) {
+    // A null value has no text of its own; point at its key.
+    if (node.IsNull()) return ErrorAt(MarkOf(std::string(path)), path, problem);
+    return ErrorAt(node.Mark(), path, problem);
+  }
+
+  // The position of `path` or, failing that, of its closest parent.
+  YAML::Mark MarkOf(std::string path) const {
+    while (true) {
+      auto it = marks_.find(path);
+      if (it != marks_.end()) return it->second;
+      const size_t cut = path.find_last_of(".[");
+      if (cut == std::string::npos) return YAML::Mark::null_mark();
+      path.resize(cut);
+    }
+  }
+
+  static std::string Child(absl::string_view parent, absl::string_view key) {
+    return parent.empty() ? std::string(key) : absl::StrCat(parent, ".", key);
+  }
+
+  // The key/value pairs of a mapping, in order; rejects other node types,
+  // non-string keys, duplicate keys and keys not in `known`.
+  absl::StatusOr<Entries> MapEntries(const YAML::Node& node,
+                                     absl::string_view path,
+                                     const std::vector<std::string>& known) {
+    if (!node.IsMap()) {
+      return Error(node, path,
+                   absl::StrCat("expected a mapping, got ", Describe(node)));
+    }
+    Entries entries;
+    std::set<std::string> seen;
+    for (auto it = node.begin(); it != node.end(); ++it) {
+      const YAML::Node key = it->first;
+      if (!key.IsScalar()) {
+        return Error(key, path,
+                     absl::StrCat("keys must be strings, got ", Describe(key)));
+      }
+      const std::string& name = key.Scalar();
+      const std::string child = Child(path, name);
+      if (std::find(known.begin(), known.end(), name) == known.end()) {
+        return Error(key, child,
+                     absl::StrCat("unknown field (known: ",
+                                  absl::StrJoin(known, ", "), ")"));
+      }
+      if (!seen.insert(name).second) {
+        return Error(key, child, "duplicate key");
+      }
+      marks_[child] = it->second.IsNull() ? key.Mark() : it->second.Mark();
+      entries.emplace_back(name, it->second);
+    }
+    return entries;
+  }
+
+  // A plain (unquoted) scalar, i.e. what may be a number or boolean.
+  absl::StatusOr<std::string> PlainScalar(const YAML::Node& node,
+                                          absl::string_view path,
+                                          absl::string_view expected) {
+    if (!node.IsScalar() || node.Tag() == "!") {
+      return Error(
+          node, path,
+          absl::StrCat("expected ", expected, ", got ", Describe(node)));
+    }
+    return node.Scalar();
+  }
+
+  template <typename Int>
+  absl::Status ReadInteger(const YAML::Node& node, absl::string_view path,
+                           Int* value) {
+    QUANT_ASSIGN_OR_RETURN(const std::string text,
+                           PlainScalar(node, path, "an integer"));
+    Int parsed = 0;
+    if (!absl::SimpleAtoi(text, &parsed)) {
+      double number = 0.0;
+      const bool integral = absl::SimpleAtod(text, &number) &&
+                            std::isfinite(number) &&
+                            number == std::trunc(number);
+      if (integral && !std::is_signed<Int>::value && number < 0) {
+        return Error(
+            node, path,
+            absl::StrCat("expected an integer >= 0, got \"", text, "\""));
+      }
+      if (integral) {
+        return Error(node, path,
+                     absl::StrCat(text, " is out of range of a ",
+                                  sizeof(Int) * 8, "-bit integer"));
+      }
+      return Error(node, path,
+                   absl::StrCat("expected an integer, got \"", text, "\""));
+    }
+    *value = parsed;
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadDouble(const YAML::Node& node, absl::string_view path,
+                          double* value) {
+    QUANT_ASSIGN_OR_RETURN(const std::string text,
+                           PlainScalar(node, path, "a number"));
+    double parsed = 0.0;
+    if (!absl::SimpleAtod(text, &parsed) || !std::isfinite(parsed)) {
+      return Error(
+          node, path,
+          absl::StrCat("expected a finite number, got \"", text, "\""));
+    }
+    *value = parsed;
+    return absl::OkStatus();
+  }
+
+  // YAML 1.2 core schema booleans only: no yes/no/on/off.
+  absl::Status ReadBool(const YAML::Node& node, absl::string_view path,
+                        bool* value) {
+    QUANT_ASSIGN_OR_RETURN(const std::string text,
+                           PlainScalar(node, path, "true or false"));
+    if (text == "true" || text == "True" || text == "TRUE") {
+      *value = true;
+    } else if (text == "false" || text == "False" || text == "FALSE") {
+      *value = false;
+    } else {
+      return Error(node, path,
+                   absl::StrCat("expected true or false, got \"", text, "\""));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadString(const YAML::Node& node, absl::string_view path,
+                          std::string* value) {
+    if (!node.IsScalar()) {
+      return Error(node, path,
+                   absl::StrCat("expected a string, got ", Describe(node)));
+    }
+    *value = node.Scalar();
+    return absl::OkStatus();
+  }
+
+  template <typename Enum, size_t N>
+  absl::Status ReadEnum(const YAML::Node& node, absl::string_view path,
+                        const EnumName<Enum> (&names)[N], Enum* value) {
+    std::string text;
+    QUANT_RETURN_IF_ERROR(ReadString(node, path, &text));
+    std::vector<std::string> known;
+    for (const EnumName<Enum>& entry : names) {
+      if (text == entry.name) {
+        *value = entry.value;
+        return absl::OkStatus();
+      }
+      known.emplace_back(entry.name);
+    }
+    return Error(node, path,
+                 absl::StrCat("unknown value \"", text,
+                              "\" (known: ", absl::StrJoin(known, ", "), ")"));
+  }
+
+  template <typename Damp>  // Damping or DampValue.
+  absl::Status ReadDamp(const YAML::Node& node, absl::string_view path,
+                        Damp* damp) {
+    if (node.IsScalar() && node.Scalar() == "auto") {
+      damp->automatic = true;
+      return absl::OkStatus();
+    }
+    if (!node.IsScalar() || node.Tag() == "!") {
+      return Error(node, path,
+                   absl::StrCat("expected a number in [0, 1) or auto, got ",
+                                Describe(node)));
+    }
+    damp->automatic = false;
+    return ReadDouble(node, path, &damp->fraction);
+  }
+
+  absl::Status ReadDoubleList(const YAML::Node& node, absl::string_view path,
+                              std::vector<double>* values) {
+    if (!node.IsSequence()) {
+      return Error(
+          node, path,
+          absl::StrCat("expected a list of numbers, got ", Describe(node)));
+    }
+    values->clear();
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string item = absl::StrCat(path, "[", i, "]");
+      marks_[item] = node[i].Mark();
+      values->push_back(0.0);
+      QUANT_RETURN_IF_ERROR(ReadDouble(node[i], item, &values->back()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadStringList(const YAML::Node& node, absl::string_view path,
+                              std::vector<std::string>* values) {
+    if (!node.IsSequence()) {
+      return Error(
+          node, path,
+          absl::StrCat("expected a list of strings, got ", Describe(node)));
+    }
+    values->clear();
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string item = absl::StrCat(path, "[", i, "]");
+      marks_[item] = node[i].Mark();
+      values->emplace_back();
+      QUANT_RETURN_IF_ERROR(ReadString(node[i], item, &values->back()));
+    }
+    return absl::OkStatus();
+  }
+
+  // Reads an optional field: null leaves it unset.
+  template <typename T, typename ReadFn>
+  absl::Status ReadOptional(const YAML::Node& node, std::optional<T>* value,
+                            ReadFn read) {
+    if (node.IsNull()) {
+      value->reset();
+      return absl::OkStatus();
+    }
+    T parsed{};
+    QUANT_RETURN_IF_ERROR(read(&parsed));
+    *value = parsed;
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadCalibration(const YAML::Node& node,
+                               CalibrationSettings& calibration) {
+    QUANT_ASSIGN_OR_RETURN(const Entries entries,
+                           MapEntries(node, "calibration", CalibrationKeys()));
+    for (const auto& key_value : entries) {
+      const std::string& key = key_value.first;
+      const YAML::Node& value = key_value.second;
+      const std::string path = Child("calibration", key);
+      if (key == "samples") {
+        QUANT_RETURN_IF_ERROR(ReadInteger(value, path, &calibration.samples));
+      } else if (key == "seq_len") {
+        QUANT_RETURN_IF_ERROR(ReadInteger(value, path, &calibration.seq_len));
+      } else if (key == "heldout_fraction") {
+        QUANT_RETURN_IF_ERROR(
+            ReadDouble(value, path, &calibration.heldout_fraction));
+      } else if (key == "heldout_count") {
+        QUANT_RETURN_IF_ERROR(
+            ReadInteger(value, path, &calibration.heldout_count));
+      } else if (key == "heldout_samples") {
+        QUANT_RETURN_IF_ERROR(
+            ReadInteger(value, path, &calibration.heldout_samples));
+      } else if (key == "seed") {
+        QUANT_RETURN_IF_ERROR(ReadInteger(value, path, &calibration.seed));
+      } else if (key == "packing") {
+        QUANT_RETURN_IF_ERROR(
+            ReadEnum(value, path, kPackings, &calibration.packing));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadGates(const YAML::Node& node, Gates& gates) {
+    QUANT_ASSIGN_OR_RETURN(const Entries entries,
+                           MapEntries(node, "gates", GateKeys()));
+    // Not a structured binding: C++17 lambdas cannot capture those.
+    for (const auto& key_value : entries) {
+      const std::string& key = key_value.first;
+      const YAML::Node& value = key_value.second;
+      const std::string path = Child("gates", key);
+      std::optional<double>* target =
+          key == "max_ppl_ratio" ? &gates.max_ppl_ratio
+          : key == "max_mean_kl" ? &gates.max_mean_kl
+                                 : &gates.min_top1_agreement;
+      QUANT_RETURN_IF_ERROR(ReadOptional(value, target, [&](double* out) {
+        return ReadDouble(value, path, out);
+      }));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadOverride(const YAML::Node& node, absl::string_view path,
+                            LayerOverride& entry) {
+    QUANT_ASSIGN_OR_RETURN(const Entries entries,
+                           MapEntries(node, path, OverrideKeys()));
+    bool has_match = false;
+    // Not a structured binding: C++17 lambdas cannot capture those.
+    for (const auto& key_value : entries) {
+      const std::string& key = key_value.first;
+      const YAML::Node& value = key_value.second;
+      const std::string field = Child(path, key);
+      if (key == "match") {
+        has_match = true;
+        QUANT_RETURN_IF_ERROR(ReadString(value, field, &entry.match));
+      } else if (key == "bits") {
+        QUANT_RETURN_IF_ERROR(ReadOptional(value, &entry.bits, [&](int* out) {
+          return ReadInteger(value, field, out);
+        }));
+      } else if (key == "group_size") {
+        QUANT_RETURN_IF_ERROR(ReadOptional(
+            value, &entry.group_size,
+            [&](int* out) { return ReadInteger(value, field, out); }));
+      } else if (key == "method") {
+        QUANT_RETURN_IF_ERROR(
+            ReadOptional(value, &entry.method, [&](QuantMethod* out) {
+              return ReadEnum(value, field, kMethods, out);
+            }));
+      } else if (key == "grid") {
+        QUANT_RETURN_IF_ERROR(
+            ReadOptional(value, &entry.grid, [&](QuantGrid* out) {
+              return ReadEnum(value, field, kGrids, out);
+            }));
+      } else if (key == "damp") {
+        QUANT_RETURN_IF_ERROR(ReadOptional(
+            value, &entry.damp,
+            [&](DampValue* out) { return ReadDamp(value, field, out); }));
+      } else if (key == "keep_unquantized") {
+        QUANT_RETURN_IF_ERROR(ReadBool(value, field, &entry.keep_unquantized));
+      }
+    }
+    if (!has_match) return Error(node, path, "missing field \"match\"");
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadOverrides(const YAML::Node& node,
+                             std::vector<LayerOverride>& overrides) {
+    if (!node.IsSequence()) {
+      return Error(
+          node, "overrides",
+          absl::StrCat("expected a list of mappings, got ", Describe(node)));
+    }
+    overrides.clear();
+    for (size_t i = 0; i < node.size(); ++i) {
+      const std::string path = absl::StrCat("overrides[", i, "]");
+      marks_[path] = node[i].Mark();
+      overrides.emplace_back();
+      QUANT_RETURN_IF_ERROR(ReadOverride(node[i], path, overrides.back()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadTopLevel(const std::string& key, const YAML::Node& value,
+                            Recipe& recipe) {
+    if (key == "method") return ReadEnum(value, key, kMethods, &recipe.method);
+    if (key == "bits") return ReadInteger(value, key, &recipe.bits);
+    if (key == "group_size") return ReadInteger(value, key, &recipe.group_size);
+    if (key == "grid") return ReadEnum(value, key, kGrids, &recipe.grid);
+    if (key == "damp") return ReadDamp(value, key, &recipe.damp);
+    if (key == "damp_grid") {
+      return ReadDoubleList(value, key, &recipe.damp.auto_grid);
+    }
+    if (key == "act_order") return ReadBool(value, key, &recipe.act_order);
+    if (key == "static_groups") {
+      return ReadBool(value, key, &recipe.static_groups);
+    }
+    if (key == "propagation") {
+      return ReadEnum(value, key, kPropagations, &recipe.propagation);
+    }
+    if (key == "calibration") return ReadCalibration(value, recipe.calibration);
+    if (key == "ignore") return ReadStringList(value, key, &recipe.ignore);
+    if (key == "overrides") return ReadOverrides(value, recipe.overrides);
+    if (key == "gates") return ReadGates(value, recipe.gates);
+    if (key == "format") return ReadEnum(value, key, kFormats, &recipe.format);
+    if (key == "awq_alpha_grid") {
+      return ReadDoubleList(value, key, &recipe.awq_alpha_grid);
+    }
+    if (key == "awq_clip_search") {
+      return ReadBool(value, key, &recipe.awq_clip_search);
+    }
+    return absl::InternalError(absl::StrCat("unhandled recipe key ", key));
+  }
+
+  std::string source_name_;
+  std::map<std::string, YAML::Mark> marks_;  // Field path -> its value.
+};
+
+// yaml-cpp 0.7 loops forever, allocating, when a flow entry ',' appears as a
+// token outside any flow collection (",f", "!,f", "[a]\n, b"; found by
+// recipe_fuzzer). True when the text has such a ',': outside quotes,
+// comments and [] / {}, where a token starts (after only whitespace and node
+// properties on its line, or right after a closed collection or quoted
+// string). Such a text is a YAML error anyway.
+bool HasBlockLevelFlowEntry(absl::string_view text) {
+  int depth = 0;
+  bool token_start = true;
+  size_t i = 0;
+  while (i < text.size()) {
+    const char c = text[i];
+    if (c == '\n') {
+      token_start = true;
+      ++i;
+    } else if (c == ' ' || c == '\t' || c == '\r') {
+      ++i;
+    } else if (c == '#' && (i == 0 || text[i - 1] == ' ' ||
+                            text[i - 1] == '\t' || text[i - 1] == '\n')) {
+      while (i < text.size() && text[i] != '\n') ++i;  // A comment.
+    } else if ((c == '"' || c == '\'') && token_start) {
+      ++i;  // A quoted scalar: skip to its end.
+      while (i < text.size() && text[i] != c) {
+        i += (c == '"' && text[i] == '\\') ? 2 : 1;
+      }
+      ++i;
+      token_start = true;
+    } else if (c == '[' || c == '{') {
+      ++depth;
+      token_start = true;
+      ++i;
+    } else if (c == ']' || c == '}') {
+      if (depth > 0) --depth;
+      token_start = true;
+      ++i;
+    } else if (c == ',') {
+      if (depth == 0 && token_start) return true;
+      token_start = true;
+      ++i;
+    } else if (depth == 0 && token_start && (c == '!' || c == '&')) {
+      while (i < text.size() && text[i] != ' ' && text[i] != '\t' &&
+             text[i] != '\n' && text[i] != ',') {
+        ++i;  // A node property; a token may still follow.
+      }
+    } else {
+      token_start = c == '-' || c == ':' || c == '?';
+      ++i;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+absl::StatusOr<Recipe> ParseRecipe(absl::string_view text,
+                                   absl::string_view source_name) {
+  if (text.size() > kMaxRecipeBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_name, ": recipe is ", text.size(),
+                     " bytes, more than the limit of ", kMaxRecipeBytes));
+  }
+  // YAML allows no C0 control characters but tab, LF and CR; yaml-cpp does
+  // not always refuse them (and may hang on them).
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    if (byte < 0x20 && byte != '\t' && byte != '\n' && byte != '\r') {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_name, ": invalid YAML: control character 0x",
+                       absl::Hex(byte, absl::kZeroPad2), " at byte ", i));
+    }
+  }
+  if (HasBlockLevelFlowEntry(text)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        source_name, ": invalid YAML: ',' outside a [list] or {mapping}"));
+  }
+  try {
+    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
+    if (documents.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_name, ": empty recipe"));
+    }
+    if (documents.size() > 1) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_name, ": ", documents.size(),
+                       " YAML documents; a recipe is exactly one"));
+    }
+    return RecipeReader(source_name).Read(documents[0]);
+  } catch (const YAML::Exception& error) {
+    std::string where(source_name);
+    if (error.mark.line >= 0) {
+      absl::StrAppend(&where, ":", error.mark.line + 1, ":",
+                      error.mark.column + 1);
+    }
+    return absl::InvalidArgumentError(
+        absl::StrCat(where, ": invalid YAML: ", error.msg));
+  }
+}
+
+absl::StatusOr<Recipe> LoadRecipe(const std::string& path) {
+  QUANT_ASSIGN_OR_RETURN(const std::string text,
+                         ReadFileToString(path, kMaxRecipeBytes));
+  return ParseRecipe(text, path);
+}
+
+}  // namespace quant

@@ -1,0 +1,271 @@
+// Range and consistency checks of a Recipe (the rules listed in recipe.h).
+#include "core/recipe/recipe_validation.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/regex.h"
+
+namespace quant {
+namespace {
+
+constexpr int kMaxCalibrationCount = 1 << 20;
+
+using MaybeError = std::optional<RecipeFieldError>;
+
+MaybeError Error(std::string path, std::string problem) {
+  return RecipeFieldError{std::move(path), std::move(problem)};
+}
+
+MaybeError CheckBits(const std::string& path, int bits) {
+  if (bits == 2 || bits == 3 || bits == 4 || bits == 8) return std::nullopt;
+  return Error(path, absl::StrCat(bits, " is not supported (2, 3, 4, 8)"));
+}
+
+MaybeError CheckGroupSize(const std::string& path, int group_size) {
+  if (group_size == 0 || (group_size > 0 && group_size % 8 == 0)) {
+    return std::nullopt;
+  }
+  return Error(path, absl::StrCat(group_size,
+                                  " is not allowed (0 = one group per output "
+                                  "row, or a positive multiple of 8)"));
+}
+
+// [0, 1): a damping of 1 would double the Hessian's diagonal mean, beyond
+// anything GPTQ uses; negative damping makes H less positive definite.
+MaybeError CheckDampFraction(const std::string& path, double fraction) {
+  if (std::isfinite(fraction) && fraction >= 0.0 && fraction < 1.0) {
+    return std::nullopt;
+  }
+  return Error(path, absl::StrCat(fraction,
+                                  " is out of range (a number in [0, 1), or "
+                                  "auto)"));
+}
+
+MaybeError CheckPattern(const std::string& path, const std::string& pattern) {
+  if (pattern.empty()) return Error(path, "empty pattern");
+  absl::StatusOr<std::unique_ptr<Regex>> regex = Regex::Compile(pattern);
+  if (!regex.ok()) return Error(path, std::string(regex.status().message()));
+  return std::nullopt;
+}
+
+MaybeError CheckCalibration(const CalibrationSettings& calibration) {
+  if (calibration.samples < 1 || calibration.samples > kMaxCalibrationCount) {
+    return Error("calibration.samples",
+                 absl::StrCat(calibration.samples, " is out of range [1, ",
+                              kMaxCalibrationCount, "]"));
+  }
+  if (calibration.seq_len < 1 || calibration.seq_len > kMaxCalibrationCount) {
+    return Error("calibration.seq_len",
+                 absl::StrCat(calibration.seq_len, " is out of range [1, ",
+                              kMaxCalibrationCount, "]"));
+  }
+  if (!std::isfinite(calibration.heldout_fraction) ||
+      calibration.heldout_fraction < 0.0 ||
+      calibration.heldout_fraction >= 1.0) {
+    return Error(
+        "calibration.heldout_fraction",
+        absl::StrCat(calibration.heldout_fraction, " is out of range [0, 1)"));
+  }
+  if (calibration.heldout_count < 0) {
+    return Error("calibration.heldout_count",
+                 absl::StrCat(calibration.heldout_count, " is negative"));
+  }
+  if (calibration.heldout_samples < 0 ||
+      calibration.heldout_samples > kMaxCalibrationCount) {
+    return Error(
+        "calibration.heldout_samples",
+        absl::StrCat(calibration.heldout_samples, " is out of range [0, ",
+                     kMaxCalibrationCount, "]"));
+  }
+  if (calibration.heldout_fraction == 0.0 && calibration.heldout_count == 0) {
+    return Error("calibration",
+                 "no held-out split (heldout_fraction and heldout_count are "
+                 "both 0); the audit and the gates need one");
+  }
+  return std::nullopt;
+}
+
+MaybeError CheckGates(const Gates& gates) {
+  if (gates.max_ppl_ratio.has_value() &&
+      !(std::isfinite(*gates.max_ppl_ratio) && *gates.max_ppl_ratio >= 1.0)) {
+    return Error(
+        "gates.max_ppl_ratio",
+        absl::StrCat(*gates.max_ppl_ratio, " is out of range (a ratio >= 1)"));
+  }
+  if (gates.max_mean_kl.has_value() &&
+      !(std::isfinite(*gates.max_mean_kl) && *gates.max_mean_kl >= 0.0)) {
+    return Error("gates.max_mean_kl",
+                 absl::StrCat(*gates.max_mean_kl, " is out of range (>= 0)"));
+  }
+  if (gates.min_top1_agreement.has_value() &&
+      !(*gates.min_top1_agreement >= 0.0 && *gates.min_top1_agreement <= 1.0)) {
+    return Error(
+        "gates.min_top1_agreement",
+        absl::StrCat(*gates.min_top1_agreement, " is out of range [0, 1]"));
+  }
+  return std::nullopt;
+}
+
+MaybeError CheckOverride(const std::string& path,
+                         const LayerOverride& override_entry) {
+  if (MaybeError error = CheckPattern(path + ".match", override_entry.match)) {
+    return error;
+  }
+  if (override_entry.bits.has_value()) {
+    if (MaybeError error = CheckBits(path + ".bits", *override_entry.bits)) {
+      return error;
+    }
+  }
+  if (override_entry.group_size.has_value()) {
+    if (MaybeError error =
+            CheckGroupSize(path + ".group_size", *override_entry.group_size)) {
+      return error;
+    }
+  }
+  if (override_entry.damp.has_value() && !override_entry.damp->automatic) {
+    if (MaybeError error =
+            CheckDampFraction(path + ".damp", override_entry.damp->fraction)) {
+      return error;
+    }
+  }
+  const bool sets_quantization = override_entry.bits.has_value() ||
+                                 override_entry.group_size.has_value() ||
+                                 override_entry.method.has_value() ||
+                                 override_entry.grid.has_value() ||
+                                 override_entry.damp.has_value();
+  if (override_entry.keep_unquantized && sets_quantization) {
+    return Error(path,
+                 "keep_unquantized: true cannot be combined with bits, "
+                 "group_size, method, grid or damp");
+  }
+  if (!override_entry.keep_unquantized && !sets_quantization) {
+    return Error(path,
+                 "sets nothing (give bits, group_size, method, grid, damp or "
+                 "keep_unquantized: true)");
+  }
+  return std::nullopt;
+}
+
+// Whether any layer can end up with `method` / a group size > 0.
+bool AnyLayerUses(const Recipe& recipe, QuantMethod method) {
+  if (recipe.method == method) return true;
+  for (const LayerOverride& entry : recipe.overrides) {
+    if (entry.method == method) return true;
+  }
+  return false;
+}
+
+bool AnyLayerHasGroups(const Recipe& recipe) {
+  if (recipe.group_size > 0) return true;
+  for (const LayerOverride& entry : recipe.overrides) {
+    if (entry.group_size.value_or(0) > 0) return true;
+  }
+  return false;
+}
+
+MaybeError CheckGrid(const std::string& path, const std::vector<double>& grid,
+                     double upper, bool upper_inclusive) {
+  for (size_t i = 0; i < grid.size(); ++i) {
+    const double value = grid[i];
+    const bool ok = std::isfinite(value) && value >= 0.0 &&
+                    (upper_inclusive ? value <= upper : value < upper);
+    if (!ok) {
+      return Error(absl::StrCat(path, "[", i, "]"),
+                   absl::StrCat(value, " is out of range [0, ", upper,
+                                upper_inclusive ? "]" : ")"));
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<RecipeFieldError> FindRecipeError(const Recipe& recipe) {
+  if (MaybeError error = CheckBits("bits", recipe.bits)) return error;
+  if (MaybeError error = CheckGroupSize("group_size", recipe.group_size)) {
+    return error;
+  }
+  if (!recipe.damp.automatic) {
+    if (MaybeError error = CheckDampFraction("damp", recipe.damp.fraction)) {
+      return error;
+    }
+  }
+  if (MaybeError error = CheckGrid("damp_grid", recipe.damp.auto_grid, 1.0,
+                                   /*upper_inclusive=*/false)) {
+    return error;
+  }
+  const bool uses_gptq = AnyLayerUses(recipe, QuantMethod::kGptq);
+  const bool uses_awq = AnyLayerUses(recipe, QuantMethod::kAwq);
+  bool any_auto_damp = recipe.damp.automatic && uses_gptq;
+  for (const LayerOverride& entry : recipe.overrides) {
+    if (entry.damp.has_value() && entry.damp->automatic) any_auto_damp = true;
+  }
+  if (any_auto_damp && recipe.damp.auto_grid.empty()) {
+    return Error("damp_grid", "empty, but damp is auto");
+  }
+  if (recipe.damp.automatic && !uses_gptq) {
+    return Error("damp",
+                 "auto has no effect: no layer uses method gptq (damping is "
+                 "a GPTQ setting)");
+  }
+  if (recipe.act_order && !uses_gptq) {
+    return Error("act_order",
+                 "true has no effect: no layer uses method gptq (act_order is "
+                 "a GPTQ setting)");
+  }
+  if (recipe.static_groups) {
+    if (!uses_gptq) {
+      return Error("static_groups",
+                   "true has no effect: no layer uses method gptq");
+    }
+    if (!recipe.act_order) {
+      return Error("static_groups",
+                   "true has no effect without act_order: true (groups are "
+                   "already fixed in column order)");
+    }
+    if (!AnyLayerHasGroups(recipe)) {
+      return Error("static_groups",
+                   "true has no effect: group_size is 0 (one group per row) "
+                   "everywhere");
+    }
+  }
+  if (MaybeError error = CheckCalibration(recipe.calibration)) return error;
+  for (size_t i = 0; i < recipe.ignore.size(); ++i) {
+    if (MaybeError error =
+            CheckPattern(absl::StrCat("ignore[", i, "]"), recipe.ignore[i])) {
+      return error;
+    }
+  }
+  for (size_t i = 0; i < recipe.overrides.size(); ++i) {
+    if (MaybeError error = CheckOverride(absl::StrCat("overrides[", i, "]"),
+                                         recipe.overrides[i])) {
+      return error;
+    }
+  }
+  if (MaybeError error = CheckGates(recipe.gates)) return error;
+  if (MaybeError error = CheckGrid("awq_alpha_grid", recipe.awq_alpha_grid, 1.0,
+                                   /*upper_inclusive=*/true)) {
+    return error;
+  }
+  if (uses_awq && recipe.awq_alpha_grid.empty()) {
+    return Error("awq_alpha_grid", "empty, but a layer uses method awq");
+  }
+  if (recipe.awq_clip_search && !uses_awq) {
+    return Error("awq_clip_search",
+                 "true has no effect: no layer uses method awq");
+  }
+  return std::nullopt;
+}
+
+absl::Status ValidateRecipe(const Recipe& recipe) {
+  if (std::optional<RecipeFieldError> error = FindRecipeError(recipe)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(error->path, ": ", error->problem));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace quant

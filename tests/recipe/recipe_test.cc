@@ -1,0 +1,485 @@
+// Recipe parsing (YAML and JSON), defaults, canonical JSON round trips, and
+// the rejection of every bad recipe in tests/fixtures/recipe/bad with a
+// message that names the field.
+#include "core/recipe/recipe.h"
+
+#include <dirent.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "core/base/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using ::testing::HasSubstr;
+
+// The example of the recipe documentation, as YAML.
+constexpr absl::string_view kExampleYaml = R"(# A full recipe.
+method: gptq            # rtn | gptq | awq
+bits: 4                 # 2, 3, 4, 8
+group_size: 128         # 0 = one group per output row
+grid: sym               # sym | sym-restricted | asym
+damp: 0.01              # or auto
+act_order: true
+static_groups: false
+propagation: sequential # or independent
+calibration:
+  samples: 128
+  seq_len: 2048
+  heldout_fraction: 0.1
+  seed: 0
+ignore: ["lm_head"]
+overrides:
+  - match: "layers\\.0\\..*down_proj"
+    bits: 8
+gates:
+  max_ppl_ratio: 1.05
+  max_mean_kl: 0.05
+  min_top1_agreement: 0.9
+format: gptq            # gptq | compressed-tensors
+)";
+
+// The same recipe written as JSON.
+constexpr absl::string_view kExampleJson = R"({
+  "method": "gptq", "bits": 4, "group_size": 128, "grid": "sym",
+  "damp": 0.01, "act_order": true, "static_groups": false,
+  "propagation": "sequential",
+  "calibration": {"samples": 128, "seq_len": 2048,
+                  "heldout_fraction": 0.1, "seed": 0},
+  "ignore": ["lm_head"],
+  "overrides": [{"match": "layers\\.0\\..*down_proj", "bits": 8}],
+  "gates": {"max_ppl_ratio": 1.05, "max_mean_kl": 0.05,
+            "min_top1_agreement": 0.9},
+  "format": "gptq"
+})";
+
+// The example, built field by field from its text.
+Recipe ExpectedExample() {
+  Recipe recipe;
+  recipe.method = QuantMethod::kGptq;
+  recipe.bits = 4;
+  recipe.group_size = 128;
+  recipe.grid = QuantGrid::kSym;
+  recipe.damp.automatic = false;
+  recipe.damp.fraction = 0.01;
+  recipe.act_order = true;
+  recipe.static_groups = false;
+  recipe.propagation = Propagation::kSequential;
+  recipe.calibration.samples = 128;
+  recipe.calibration.seq_len = 2048;
+  recipe.calibration.heldout_fraction = 0.1;
+  recipe.calibration.seed = 0;
+  recipe.ignore = {"lm_head"};
+  LayerOverride down;
+  down.match = "layers\\.0\\..*down_proj";
+  down.bits = 8;
+  recipe.overrides = {down};
+  recipe.gates.max_ppl_ratio = 1.05;
+  recipe.gates.max_mean_kl = 0.05;
+  recipe.gates.min_top1_agreement = 0.9;
+  recipe.format = OutputFormat::kGptq;
+  return recipe;
+}
+
+// A recipe that sets every field away from its default, optionals included.
+Recipe EverythingSet() {
+  Recipe recipe;
+  recipe.method = QuantMethod::kAwq;
+  recipe.bits = 3;
+  recipe.group_size = 64;
+  recipe.grid = QuantGrid::kAsym;
+  recipe.damp.automatic = true;
+  recipe.damp.auto_grid = {0.003, 0.07, 1.0 / 3.0};
+  recipe.act_order = true;
+  recipe.static_groups = true;
+  recipe.propagation = Propagation::kIndependent;
+  recipe.calibration.samples = 17;
+  recipe.calibration.seq_len = 333;
+  recipe.calibration.heldout_fraction = 0.2;
+  recipe.calibration.heldout_count = 5;
+  recipe.calibration.heldout_samples = 9;
+  recipe.calibration.seed = 18446744073709551615ull;  // Largest uint64.
+  recipe.calibration.packing = CalibrationPacking::kPerDocument;
+  recipe.ignore = {"lm_head", "model\\.layers\\.4\\..*"};
+  LayerOverride gptq_attention;
+  gptq_attention.match = ".*self_attn\\.(q|k|v)_proj";
+  gptq_attention.method = QuantMethod::kGptq;
+  gptq_attention.damp = DampValue{/*automatic=*/false, 0.125};
+  LayerOverride wide_down;
+  wide_down.match = ".*down_proj";
+  wide_down.bits = 8;
+  wide_down.group_size = 0;
+  wide_down.grid = QuantGrid::kSymRestricted;
+  wide_down.damp = DampValue{/*automatic=*/true, 0.01};
+  LayerOverride kept;
+  kept.match = "model\\.layers\\.0\\.mlp\\.gate_proj";
+  kept.keep_unquantized = true;
+  recipe.overrides = {gptq_attention, wide_down, kept};
+  recipe.gates.max_ppl_ratio = 1.5;
+  recipe.gates.min_top1_agreement = 0.0;
+  recipe.format = OutputFormat::kCompressedTensors;
+  recipe.awq_alpha_grid = {0.0, 0.3, 1.0};
+  recipe.awq_clip_search = true;
+  return recipe;
+}
+
+TEST(ParseRecipeTest, ExampleYamlGivesTheExpectedRecipe) {
+  absl::StatusOr<Recipe> recipe = ParseRecipe(kExampleYaml, "example.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_TRUE(*recipe == ExpectedExample()) << RecipeToJson(*recipe);
+  // Spot checks that do not go through operator==.
+  EXPECT_EQ(recipe->overrides.size(), 1u);
+  EXPECT_EQ(recipe->overrides[0].match, "layers\\.0\\..*down_proj");
+  EXPECT_EQ(recipe->overrides[0].bits, 8);
+  EXPECT_FALSE(recipe->overrides[0].group_size.has_value());
+  EXPECT_EQ(recipe->gates.max_mean_kl, 0.05);
+}
+
+TEST(ParseRecipeTest, JsonFormParsesEqual) {
+  absl::StatusOr<Recipe> from_json = ParseRecipe(kExampleJson, "example.json");
+  ASSERT_TRUE(from_json.ok()) << from_json.status();
+  absl::StatusOr<Recipe> from_yaml = ParseRecipe(kExampleYaml, "example.yaml");
+  ASSERT_TRUE(from_yaml.ok()) << from_yaml.status();
+  EXPECT_TRUE(*from_json == *from_yaml);
+}
+
+TEST(ParseRecipeTest, EmptyMappingGivesDefaults) {
+  absl::StatusOr<Recipe> recipe = ParseRecipe("{}", "defaults.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_TRUE(*recipe == Recipe());
+  // The documented defaults.
+  EXPECT_EQ(recipe->method, QuantMethod::kGptq);
+  EXPECT_EQ(recipe->bits, 4);
+  EXPECT_EQ(recipe->group_size, 128);
+  EXPECT_EQ(recipe->grid, QuantGrid::kSym);
+  EXPECT_FALSE(recipe->damp.automatic);
+  EXPECT_EQ(recipe->damp.fraction, 0.01);
+  EXPECT_FALSE(recipe->act_order);
+  EXPECT_FALSE(recipe->static_groups);
+  EXPECT_EQ(recipe->propagation, Propagation::kSequential);
+  EXPECT_EQ(recipe->calibration.samples, 128);
+  EXPECT_EQ(recipe->calibration.seq_len, 2048);
+  EXPECT_EQ(recipe->calibration.heldout_fraction, 0.1);
+  EXPECT_EQ(recipe->calibration.seed, 0u);
+  EXPECT_EQ(recipe->calibration.packing, CalibrationPacking::kConcatenate);
+  EXPECT_EQ(recipe->ignore, std::vector<std::string>{"lm_head"});
+  EXPECT_TRUE(recipe->overrides.empty());
+  EXPECT_FALSE(recipe->gates.max_ppl_ratio.has_value());
+  EXPECT_FALSE(recipe->gates.max_mean_kl.has_value());
+  EXPECT_FALSE(recipe->gates.min_top1_agreement.has_value());
+  EXPECT_EQ(recipe->format, OutputFormat::kGptq);
+  EXPECT_FALSE(recipe->awq_clip_search);
+  EXPECT_TRUE(ValidateRecipe(Recipe()).ok());
+}
+
+TEST(ParseRecipeTest, EmptyListsReplaceDefaults) {
+  absl::StatusOr<Recipe> recipe =
+      ParseRecipe("ignore: []\noverrides: []\n", "r.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_TRUE(recipe->ignore.empty());
+}
+
+TEST(ParseRecipeTest, DampAutoAndNullGates) {
+  absl::StatusOr<Recipe> recipe = ParseRecipe(
+      "damp: auto\ndamp_grid: [0.5, 0.25]\n"
+      "gates: {max_ppl_ratio: null, max_mean_kl: 0}\n",
+      "r.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_TRUE(recipe->damp.automatic);
+  EXPECT_EQ(recipe->damp.auto_grid, (std::vector<double>{0.5, 0.25}));
+  EXPECT_FALSE(recipe->gates.max_ppl_ratio.has_value());
+  EXPECT_EQ(recipe->gates.max_mean_kl, 0.0);
+}
+
+TEST(RecipeToJsonTest, RoundTripsExampleDefaultsAndEverythingSet) {
+  for (const Recipe& recipe : {ExpectedExample(), Recipe(), EverythingSet()}) {
+    ASSERT_TRUE(ValidateRecipe(recipe).ok()) << ValidateRecipe(recipe);
+    const std::string json = RecipeToJson(recipe);
+    absl::StatusOr<Recipe> parsed = ParseRecipe(json, "canonical.json");
+    ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << json;
+    EXPECT_TRUE(*parsed == recipe) << json;
+    // Canonical: the text of an equal recipe is identical.
+    EXPECT_EQ(RecipeToJson(*parsed), json);
+  }
+}
+
+TEST(RecipeToJsonTest, RoundTripsAwkwardPatternCharacters) {
+  // Characters that JSON escapes or YAML treats specially inside a string.
+  Recipe recipe;
+  recipe.ignore = {
+      "lm_head",
+      std::string("tab\there \"quoted\" back\\\\slash # not a comment: {x}"),
+      std::string("nul\0byte", 8),
+      "del\x7f c1\xc2\x85 nbsp\xc2\xa0 ls\xe2\x80\xa8 emoji\xf0\x9f\x98\x80",
+      "'single' & *star* !tag %percent @at `tick` -dash ?q"};
+  ASSERT_TRUE(ValidateRecipe(recipe).ok()) << ValidateRecipe(recipe);
+  const std::string json = RecipeToJson(recipe);
+  absl::StatusOr<Recipe> parsed = ParseRecipe(json, "canonical.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << json;
+  EXPECT_EQ(parsed->ignore, recipe.ignore);
+  EXPECT_EQ(RecipeToJson(*parsed), json);
+}
+
+TEST(RecipeToJsonTest, EqualRecipesGiveIdenticalText) {
+  // An automatic damping's fraction is unused, and -0.0 == 0.0.
+  Recipe a;
+  a.damp.automatic = true;
+  a.damp.fraction = 0.3;
+  a.calibration.heldout_fraction = 0.0;
+  a.calibration.heldout_count = 4;
+  a.gates.max_mean_kl = 0.0;
+  Recipe b = a;
+  b.damp.fraction = 0.01;
+  b.calibration.heldout_fraction = -0.0;
+  b.gates.max_mean_kl = -0.0;
+  ASSERT_TRUE(ValidateRecipe(a).ok()) << ValidateRecipe(a);
+  EXPECT_TRUE(a == b);
+  EXPECT_EQ(RecipeToJson(a), RecipeToJson(b));
+  absl::StatusOr<Recipe> parsed = ParseRecipe(RecipeToJson(b), "b.json");
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(*parsed == a);
+}
+
+TEST(RecipeToJsonTest, EqualityNoticesEveryChange) {
+  // Guards the round-trip test: a field missing from operator== would make
+  // it pass vacuously.
+  const Recipe base = EverythingSet();
+  std::vector<Recipe> changed(16, base);
+  changed[0].method = QuantMethod::kRtn;
+  changed[1].bits = 4;
+  changed[2].group_size = 128;
+  changed[3].grid = QuantGrid::kSym;
+  changed[4].damp.auto_grid.pop_back();
+  changed[5].act_order = false;
+  changed[6].static_groups = false;
+  changed[7].propagation = Propagation::kSequential;
+  changed[8].calibration.seed = 1;
+  changed[9].ignore.pop_back();
+  changed[10].overrides[1].damp->automatic = false;
+  changed[11].gates.max_mean_kl = 0.1;
+  changed[12].format = OutputFormat::kGptq;
+  changed[13].awq_alpha_grid[1] = 0.31;
+  changed[14].awq_clip_search = false;
+  changed[15].calibration.packing = CalibrationPacking::kConcatenate;
+  for (size_t i = 0; i < changed.size(); ++i) {
+    EXPECT_FALSE(changed[i] == base) << "change " << i;
+    EXPECT_NE(RecipeToJson(changed[i]), RecipeToJson(base)) << "change " << i;
+  }
+}
+
+TEST(RecipeToJsonTest, KeysInSchemaOrderWithNullForUnsetOptionals) {
+  const nlohmann::ordered_json json =
+      nlohmann::ordered_json::parse(RecipeToJson(ExpectedExample()));
+  std::vector<std::string> keys;
+  for (auto it = json.begin(); it != json.end(); ++it) keys.push_back(it.key());
+  EXPECT_EQ(keys, (std::vector<std::string>{
+                      "method", "bits", "group_size", "grid", "damp",
+                      "damp_grid", "act_order", "static_groups", "propagation",
+                      "calibration", "ignore", "overrides", "gates", "format",
+                      "awq_alpha_grid", "awq_clip_search"}));
+  EXPECT_EQ(json["method"], "gptq");
+  EXPECT_EQ(json["damp"], 0.01);
+  EXPECT_TRUE(json["overrides"][0]["group_size"].is_null());
+  EXPECT_EQ(json["overrides"][0]["bits"], 8);
+  EXPECT_EQ(json["calibration"]["packing"], "concatenate");
+  EXPECT_TRUE(nlohmann::ordered_json::parse(
+                  RecipeToJson(Recipe()))["gates"]["max_mean_kl"]
+                  .is_null());
+}
+
+TEST(ParseRecipeTest, ErrorsGiveSourceLineAndColumn) {
+  absl::StatusOr<Recipe> recipe =
+      ParseRecipe("bits: 4\ncalibration:\n  seq_len: 512\n  smaples: 3\n",
+                  "my/recipe.yaml");
+  ASSERT_FALSE(recipe.ok());
+  EXPECT_EQ(recipe.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(recipe.status().message(),
+              HasSubstr("my/recipe.yaml:4:3: calibration.smaples: unknown "
+                        "field (known: samples, seq_len, heldout_fraction, "
+                        "heldout_count, heldout_samples, seed, packing)"));
+}
+
+TEST(ParseRecipeTest, ValidationErrorsPointAtTheField) {
+  absl::StatusOr<Recipe> recipe = ParseRecipe(
+      "overrides:\n  - match: a\n    bits: 8\n  - match: b\n    bits: 7\n",
+      "r.yaml");
+  ASSERT_FALSE(recipe.ok());
+  EXPECT_THAT(recipe.status().message(),
+              HasSubstr("r.yaml:5:11: overrides[1].bits: 7 is not supported"));
+}
+
+TEST(ParseRecipeTest, RejectsOversizedText) {
+  std::string text = "bits: 4\n";
+  text.append(size_t{1} << 20, '#');
+  absl::StatusOr<Recipe> recipe = ParseRecipe(text, "big.yaml");
+  ASSERT_FALSE(recipe.ok());
+  EXPECT_THAT(recipe.status().message(), HasSubstr("big.yaml: recipe is"));
+}
+
+TEST(ParseRecipeTest, AcceptsAllValuesOfEachEnum) {
+  const std::vector<std::string> texts = {
+      "method: rtn",
+      "method: awq",
+      "grid: sym-restricted",
+      "grid: asym",
+      "propagation: independent",
+      "format: compressed-tensors",
+      "calibration: {packing: per-document}",
+      "bits: 2",
+      "bits: 3",
+      "bits: 8",
+      "group_size: 0",
+      "group_size: 8",
+      "damp: 0",
+      "calibration: {heldout_fraction: 0, heldout_count: 3}"};
+  for (const std::string& text : texts) {
+    EXPECT_TRUE(ParseRecipe(text, "r.yaml").ok())
+        << text << ": " << ParseRecipe(text, "r.yaml").status();
+  }
+}
+
+TEST(ParseRecipeTest, OverridesCanEnableGptqOptionsUnderRtn) {
+  // act_order is a GPTQ option; it is allowed when some layer uses GPTQ.
+  absl::StatusOr<Recipe> recipe = ParseRecipe(
+      "method: rtn\nact_order: true\n"
+      "overrides: [{match: '.*down_proj', method: gptq}]\n",
+      "r.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(recipe->overrides[0].method, QuantMethod::kGptq);
+}
+
+TEST(LoadRecipeTest, MissingFileNamesThePath) {
+  const std::string path = JoinPath(testing::MakeTempDir(), "absent.yaml");
+  absl::StatusOr<Recipe> recipe = LoadRecipe(path);
+  ASSERT_FALSE(recipe.ok());
+  EXPECT_THAT(recipe.status().message(), HasSubstr(path));
+}
+
+TEST(LoadRecipeTest, LoadsAFile) {
+  const std::string path = JoinPath(testing::MakeTempDir(), "r.yaml");
+  ASSERT_TRUE(WriteFileAtomically(path, kExampleYaml).ok());
+  absl::StatusOr<Recipe> recipe = LoadRecipe(path);
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_TRUE(*recipe == ExpectedExample());
+}
+
+TEST(ValidateRecipeTest, RejectsCodeBuiltRecipesNamingTheField) {
+  Recipe bad_damp;
+  bad_damp.damp.fraction = -0.5;
+  EXPECT_THAT(ValidateRecipe(bad_damp).message(), HasSubstr("damp: -0.5"));
+
+  Recipe bad_override;
+  bad_override.overrides.push_back(LayerOverride{});
+  bad_override.overrides[0].match = "(";
+  bad_override.overrides[0].bits = 8;
+  EXPECT_THAT(ValidateRecipe(bad_override).message(),
+              HasSubstr("overrides[0].match: cannot compile regex"));
+
+  Recipe empty_ignore;
+  empty_ignore.ignore = {"lm_head", ""};
+  EXPECT_THAT(ValidateRecipe(empty_ignore).message(),
+              HasSubstr("ignore[1]: empty pattern"));
+
+  Recipe nan_gate;
+  nan_gate.gates.min_top1_agreement = std::nan("");
+  EXPECT_THAT(ValidateRecipe(nan_gate).message(),
+              HasSubstr("gates.min_top1_agreement"));
+}
+
+struct BadRecipe {
+  std::string file;
+  std::string expected_substring;
+};
+
+std::vector<BadRecipe> ReadExpectedTsv(const std::string& dir) {
+  std::ifstream in(JoinPath(dir, "expected.tsv"));
+  std::vector<BadRecipe> cases;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    std::vector<std::string> fields = absl::StrSplit(line, '\t');
+    if (fields.size() != 2) {
+      ADD_FAILURE() << "expected.tsv: bad line: " << line;
+      continue;
+    }
+    cases.push_back({fields[0], fields[1]});
+  }
+  return cases;
+}
+
+std::set<std::string> RecipeFilesIn(const std::string& dir) {
+  std::set<std::string> files;
+  DIR* handle = opendir(dir.c_str());
+  if (handle == nullptr) return files;
+  while (const dirent* entry = readdir(handle)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != ".." && name != "expected.tsv") {
+      files.insert(name);
+    }
+  }
+  closedir(handle);
+  return files;
+}
+
+TEST(BadRecipesTest, EachFixtureIsRejectedNamingTheField) {
+  const std::string dir = JoinPath(testing::FixturesDir(), "recipe/bad");
+  const std::vector<BadRecipe> cases = ReadExpectedTsv(dir);
+  ASSERT_GE(cases.size(), 20u);
+  std::set<std::string> listed;
+  for (const BadRecipe& bad : cases) {
+    listed.insert(bad.file);
+    const std::string path = JoinPath(dir, bad.file);
+    absl::StatusOr<Recipe> recipe = LoadRecipe(path);
+    if (recipe.ok()) {
+      ADD_FAILURE() << bad.file << " was accepted:\n" << RecipeToJson(*recipe);
+      continue;
+    }
+    EXPECT_EQ(recipe.status().code(), absl::StatusCode::kInvalidArgument)
+        << bad.file;
+    // Every message starts with the file it is about.
+    EXPECT_THAT(recipe.status().message(), HasSubstr(path)) << bad.file;
+    EXPECT_THAT(std::string(recipe.status().message()),
+                HasSubstr(bad.expected_substring))
+        << bad.file;
+  }
+  // Every fixture is listed, so none goes unchecked.
+  for (const std::string& file : RecipeFilesIn(dir)) {
+    EXPECT_TRUE(listed.count(file) == 1) << file << " is not in expected.tsv";
+  }
+}
+
+TEST(GoodRecipesTest, EachFixtureParsesAndRoundTrips) {
+  const std::string dir = JoinPath(testing::FixturesDir(), "recipe/good");
+  const std::set<std::string> files = RecipeFilesIn(dir);
+  ASSERT_GE(files.size(), 3u);
+  for (const std::string& file : files) {
+    absl::StatusOr<Recipe> recipe = LoadRecipe(JoinPath(dir, file));
+    ASSERT_TRUE(recipe.ok()) << recipe.status();
+    absl::StatusOr<Recipe> again =
+        ParseRecipe(RecipeToJson(*recipe), "canonical.json");
+    ASSERT_TRUE(again.ok()) << file << ": " << again.status();
+    EXPECT_TRUE(*again == *recipe) << file;
+  }
+  // The documented example, with the pattern spelled for full matches on
+  // Hugging Face names.
+  absl::StatusOr<Recipe> example =
+      LoadRecipe(JoinPath(dir, "gptq_w4g128.yaml"));
+  ASSERT_TRUE(example.ok()) << example.status();
+  Recipe expected = ExpectedExample();
+  expected.overrides[0].match = "model\\.layers\\.0\\..*down_proj";
+  EXPECT_TRUE(*example == expected) << RecipeToJson(*example);
+}
+
+}  // namespace
+}  // namespace quant
