@@ -145,6 +145,17 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
     for (const AddedToken& token : tokenizer->added_vocabulary_->tokens()) {
       tokenizer->vocab_size_ = std::max(tokenizer->vocab_size_, token.id + 1);
     }
+    if (tokenizer->post_processor_ != nullptr) {
+      // The special tokens a template adds do not depend on the text: every
+      // one of them must be a token of the vocabulary.
+      for (int32_t id : tokenizer->post_processor_->AddSpecialTokens({})) {
+        if (!tokenizer->IdToToken(id).has_value()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("post_processor: special token id ", id,
+                           " is not in the vocabulary"));
+        }
+      }
+    }
     return absl::OkStatus();
   };
   if (absl::Status status = build(); !status.ok()) {

@@ -7,6 +7,11 @@
 # Exits non-zero if any fuzzer or replay crashes; crash inputs are left in
 # the artifact folder it prints.
 #
+# A fixed libFuzzer seed (QUANT_FUZZ_SEED, default 1) makes a CI run repeat
+# the same input sequence, so its outcome does not depend on luck; set
+# another seed to explore further. An input that runs over 10 s counts as a
+# hang.
+#
 # Usage: tests/fuzz/run_fuzzers.sh BUILD_DIR SECONDS
 set -euo pipefail
 
@@ -47,6 +52,7 @@ for binary in "${fuzzers[@]}"; do
   dict_flag=()
   [[ -f "$fuzz_src/$name.dict" ]] && dict_flag=(-dict="$fuzz_src/$name.dict")
   if ! "$binary" -max_total_time="$seconds" -print_final_stats=1 \
+      -seed="${QUANT_FUZZ_SEED:-1}" -timeout=10 -rss_limit_mb=2048 \
       "${dict_flag[@]}" -artifact_prefix="$artifacts/$name-" "$corpus" \
       > "$work/$name.log" 2>&1; then
     echo "!! $name crashed; log: $work/$name.log, inputs: $artifacts" >&2

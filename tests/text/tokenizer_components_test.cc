@@ -298,3 +298,25 @@ TEST(LoadErrorsTest, MissingDirectory) {
 
 }  // namespace
 }  // namespace quant
+
+namespace quant {
+namespace {
+
+// Found by tokenizer_json_fuzzer: a template adding an id that no token has
+// would make Encode return ids outside the vocabulary.
+TEST(PostProcessorTest, TemplateIdOutsideVocabularyIsRefused) {
+  json tokenizer = BaseTokenizer();
+  tokenizer["post_processor"] = json::parse(R"({
+    "type": "TemplateProcessing",
+    "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+               {"Sequence": {"id": "A", "type_id": 0}}],
+    "pair": [{"Sequence": {"id": "A", "type_id": 0}}],
+    "special_tokens": {"<s>": {"id": "<s>", "ids": [9], "tokens": ["<s>"]}}
+  })");
+  EXPECT_THAT(LoadError(tokenizer.dump()),
+              HasSubstr("post_processor: special token id 9 is not in the "
+                        "vocabulary"));
+}
+
+}  // namespace
+}  // namespace quant
