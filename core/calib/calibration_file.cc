@@ -20,6 +20,10 @@ absl::Status LineError(int line, absl::string_view problem) {
   return absl::InvalidArgumentError(absl::StrCat("line ", line, ": ", problem));
 }
 
+bool IsBlank(absl::string_view line) {
+  return absl::StripAsciiWhitespace(line).empty();
+}
+
 absl::StatusOr<CalibrationDocument> ParseJsonLine(absl::string_view text,
                                                   int line) {
   const json value = json::parse(text.begin(), text.end(), nullptr,
@@ -38,6 +42,7 @@ absl::StatusOr<CalibrationDocument> ParseJsonLine(absl::string_view text,
       return LineError(line, "\"text\" is not a string");
     }
     doc.text = text_it->get<std::string>();
+    if (IsBlank(doc.text)) return LineError(line, "\"text\" is empty");
     return doc;
   }
   if (ids_it != value.end()) {
@@ -59,10 +64,6 @@ absl::StatusOr<CalibrationDocument> ParseJsonLine(absl::string_view text,
     return doc;
   }
   return LineError(line, "document has neither \"text\" nor \"input_ids\"");
-}
-
-bool IsBlank(absl::string_view line) {
-  return absl::StripAsciiWhitespace(line).empty();
 }
 
 // A paragraph separator: a line with nothing on it (a lone '\r' counts as

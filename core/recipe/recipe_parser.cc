@@ -13,10 +13,12 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/recipe/recipe.h"
@@ -571,6 +573,19 @@ absl::StatusOr<Recipe> ParseRecipe(absl::string_view text,
       return absl::InvalidArgumentError(
           absl::StrCat(source_name, ": invalid YAML: control character 0x",
                        absl::Hex(byte, absl::kZeroPad2), " at byte ", i));
+    }
+  }
+  // Explicit keys ("? key") have no use in a recipe, and yaml-cpp 0.7 can
+  // hang on some documents that hold one (found by recipe_fuzzer).
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    const absl::string_view body = absl::StripLeadingAsciiWhitespace(line);
+    if (!body.empty() && body[0] == '?' &&
+        (body.size() == 1 || body[1] == ' ' || body[1] == '\t' ||
+         body[1] == '\r')) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(source_name,
+                       ": invalid YAML: explicit keys (\"? \") are not "
+                       "allowed in a recipe"));
     }
   }
   if (HasBlockLevelFlowEntry(text)) {

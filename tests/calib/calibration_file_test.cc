@@ -36,6 +36,7 @@ TEST(CalibrationFileTest, JsonlErrorsNameTheLine) {
        "non-negative integer"},
       {"{\"input_ids\": []}", "line 1: \"input_ids\" is not a non-empty array"},
       {"{\"text\": 5}", "line 1: \"text\" is not a string"},
+      {"{\"text\": \" \\n\"}", "line 1: \"text\" is empty"},
       {"{\"text\": \"a\", \"input_ids\": [1]}", "both"},
       {"{\"text\": \"a\"}\n[1, 2]\n", "line 2: document is not an object"},
   };
