@@ -16,8 +16,22 @@
 namespace quant {
 namespace {
 
-absl::Status ErrnoError(absl::string_view what, const std::string& path,
-                        int err) {
+absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return ErrnoToStatus("cannot write", path, errno);
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ErrnoToStatus(absl::string_view what, const std::string& path,
+                           int err) {
   const std::string message =
       absl::StrCat(what, " ", path, ": ", std::strerror(err));
   if (err == ENOENT) return absl::NotFoundError(message);
@@ -29,29 +43,15 @@ absl::Status ErrnoError(absl::string_view what, const std::string& path,
   return absl::InternalError(message);
 }
 
-absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoError("cannot write", path, errno);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
-
 absl::StatusOr<std::string> ReadFileToString(const std::string& path,
                                              size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoError("cannot open", path, errno);
+  if (fd < 0) return ErrnoToStatus("cannot open", path, errno);
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
-    return ErrnoError("cannot stat", path, err);
+    return ErrnoToStatus("cannot stat", path, err);
   }
   if (static_cast<uint64_t>(st.st_size) > max_bytes) {
     ::close(fd);
@@ -66,7 +66,7 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path,
     if (n <= 0) {
       const int err = n < 0 ? errno : EIO;
       ::close(fd);
-      return ErrnoError("cannot read", path, err);
+      return ErrnoToStatus("cannot read", path, err);
     }
     done += static_cast<size_t>(n);
   }
@@ -81,16 +81,16 @@ absl::Status WriteFileAtomically(const std::string& path,
       absl::StrCat(path, ".tmp-", ::getpid(), "-", random() & 0xFFFFFFu);
   const int fd =
       ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoError("cannot create", temp, errno);
+  if (fd < 0) return ErrnoToStatus("cannot create", temp, errno);
   absl::Status status = WriteAll(fd, contents, temp);
   if (status.ok() && ::fsync(fd) != 0) {
-    status = ErrnoError("cannot sync", temp, errno);
+    status = ErrnoToStatus("cannot sync", temp, errno);
   }
   if (::close(fd) != 0 && status.ok()) {
-    status = ErrnoError("cannot close", temp, errno);
+    status = ErrnoToStatus("cannot close", temp, errno);
   }
   if (status.ok() && std::rename(temp.c_str(), path.c_str()) != 0) {
-    status = ErrnoError("cannot rename into", path, errno);
+    status = ErrnoToStatus("cannot rename into", path, errno);
   }
   if (!status.ok()) ::unlink(temp.c_str());
   return status;

@@ -12,6 +12,12 @@
 
 namespace quant {
 
+// "<what> <path>: <strerror>" with the status code that fits errno `err`
+// (NotFound, PermissionDenied, ResourceExhausted for a full disk, else
+// Internal).
+absl::Status ErrnoToStatus(absl::string_view what, const std::string& path,
+                           int err);
+
 // Reads a whole file. Fails with InvalidArgument when it exceeds `max_bytes`.
 absl::StatusOr<std::string> ReadFileToString(const std::string& path,
                                              size_t max_bytes = size_t{1}

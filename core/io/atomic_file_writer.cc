@@ -11,24 +11,10 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/file_util.h"
 
 namespace quant {
-namespace {
-
-absl::Status ErrnoError(absl::string_view what, const std::string& path,
-                        int err) {
-  const std::string message =
-      absl::StrCat(what, " ", path, ": ", std::strerror(err));
-  if (err == ENOENT) return absl::NotFoundError(message);
-  if (err == EACCES || err == EPERM)
-    return absl::PermissionDeniedError(message);
-  if (err == ENOSPC || err == EDQUOT) {
-    return absl::ResourceExhaustedError(message);
-  }
-  return absl::InternalError(message);
-}
-
-}  // namespace
+namespace {}  // namespace
 
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
   std::random_device random;
@@ -36,7 +22,7 @@ AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
       absl::StrCat(path_, ".tmp-", ::getpid(), "-", random() & 0xFFFFFFu);
   fd_ =
       ::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0) status_ = ErrnoError("cannot create", temp_path_, errno);
+  if (fd_ < 0) status_ = ErrnoToStatus("cannot create", temp_path_, errno);
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
@@ -49,7 +35,7 @@ void AtomicFileWriter::Append(absl::string_view data) {
     const ssize_t n = ::write(fd_, data.data(), data.size());
     if (n < 0) {
       if (errno == EINTR) continue;
-      status_ = ErrnoError("cannot write", temp_path_, errno);
+      status_ = ErrnoToStatus("cannot write", temp_path_, errno);
       return;
     }
     data.remove_prefix(static_cast<size_t>(n));
@@ -58,16 +44,16 @@ void AtomicFileWriter::Append(absl::string_view data) {
 
 absl::Status AtomicFileWriter::Commit() {
   if (status_.ok() && ::fsync(fd_) != 0) {
-    status_ = ErrnoError("cannot sync", temp_path_, errno);
+    status_ = ErrnoToStatus("cannot sync", temp_path_, errno);
   }
   if (fd_ >= 0) {
     if (::close(fd_) != 0 && status_.ok()) {
-      status_ = ErrnoError("cannot close", temp_path_, errno);
+      status_ = ErrnoToStatus("cannot close", temp_path_, errno);
     }
     fd_ = -1;
   }
   if (status_.ok() && std::rename(temp_path_.c_str(), path_.c_str()) != 0) {
-    status_ = ErrnoError("cannot rename into", path_, errno);
+    status_ = ErrnoToStatus("cannot rename into", path_, errno);
   }
   committed_ = status_.ok();
   return status_;

@@ -504,13 +504,21 @@ class RecipeReader {
   std::map<std::string, YAML::Mark> marks_;  // Field path -> its value.
 };
 
-// yaml-cpp 0.7 loops forever, allocating, when a flow entry ',' appears as a
-// token outside any flow collection (",f", "!,f", "[a]\n, b"; found by
-// recipe_fuzzer). True when the text has such a ',': outside quotes,
-// comments and [] / {}, where a token starts (after only whitespace and node
-// properties on its line, or right after a closed collection or quoted
-// string). Such a text is a YAML error anyway.
-bool HasBlockLevelFlowEntry(absl::string_view text) {
+// yaml-cpp 0.7 loops forever, allocating, on some malformed or unusual
+// documents (found by recipe_fuzzer): a flow entry ',' as a token outside any
+// flow collection (",f", "!,f", "[a]\n, b"), and anchors inside multi-line
+// flow collections or quoted strings over several lines. Recipes need
+// none of these, so these are refused before
+// yaml-cpp sees the text: the reason, or "" when the text is plain YAML.
+// Quotes and comments are skipped; a token starts after only whitespace on
+// its line, or after '-', ':', '?', a quoted string or a bracket.
+absl::string_view UnsupportedYamlReason(absl::string_view text) {
+  constexpr absl::string_view kComma = "',' outside a [list] or {mapping}";
+  constexpr absl::string_view kMultiLineQuote =
+      "a quoted string must end on the line where it starts";
+  constexpr absl::string_view kProperty =
+      "anchors, aliases and tags (&, *, !) are not allowed in a recipe";
+  bool has_property = false;
   int depth = 0;
   bool token_start = true;
   size_t i = 0;
@@ -525,8 +533,9 @@ bool HasBlockLevelFlowEntry(absl::string_view text) {
                             text[i - 1] == '\t' || text[i - 1] == '\n')) {
       while (i < text.size() && text[i] != '\n') ++i;  // A comment.
     } else if ((c == '"' || c == '\'') && token_start) {
-      ++i;  // A quoted scalar: skip to its end.
+      ++i;  // A quoted scalar: skip to its end, on the same line.
       while (i < text.size() && text[i] != c) {
+        if (text[i] == '\n') return kMultiLineQuote;
         i += (c == '"' && text[i] == '\\') ? 2 : 1;
       }
       ++i;
@@ -540,10 +549,11 @@ bool HasBlockLevelFlowEntry(absl::string_view text) {
       token_start = true;
       ++i;
     } else if (c == ',') {
-      if (depth == 0 && token_start) return true;
+      if (depth == 0 && token_start) return kComma;
       token_start = true;
       ++i;
-    } else if (depth == 0 && token_start && (c == '!' || c == '&')) {
+    } else if (token_start && (c == '!' || c == '&' || c == '*')) {
+      has_property = true;
       while (i < text.size() && text[i] != ' ' && text[i] != '\t' &&
              text[i] != '\n' && text[i] != ',') {
         ++i;  // A node property; a token may still follow.
@@ -553,7 +563,7 @@ bool HasBlockLevelFlowEntry(absl::string_view text) {
       ++i;
     }
   }
-  return false;
+  return has_property ? kProperty : "";
 }
 
 }  // namespace
@@ -588,9 +598,10 @@ absl::StatusOr<Recipe> ParseRecipe(absl::string_view text,
                        "allowed in a recipe"));
     }
   }
-  if (HasBlockLevelFlowEntry(text)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        source_name, ": invalid YAML: ',' outside a [list] or {mapping}"));
+  if (const absl::string_view reason = UnsupportedYamlReason(text);
+      !reason.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source_name, ": invalid YAML: ", reason));
   }
   try {
     const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));

@@ -11,6 +11,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/quantctl_runner.h"
 #include "tests/support/test_env.h"
 
 namespace {
@@ -21,47 +22,9 @@ using ::quant::ReadFileToString;
 using ::quant::WriteFileAtomically;
 using ::testing::HasSubstr;
 
-struct RunResult {
-  int exit_code = -1;
-  std::string out;
-  std::string err;
-};
-
-std::string Quote(const std::string& text) {
-  std::string quoted = "'";
-  for (char c : text) {
-    if (c == '\'') {
-      quoted += "'\\''";
-    } else {
-      quoted += c;
-    }
-  }
-  return quoted + "'";
-}
-
-// Runs quantctl with `args` (already shell-quoted where needed).
-RunResult RunQuantctl(const std::string& args) {
-  static const std::string err_path =
-      quant::testing::MakeTempDir() + "/stderr.txt";
-  RunResult result;
-  const std::string command =
-      Quote(quant::testing::BinaryDir() + "/client/quantctl") + " " + args +
-      " 2>" + Quote(err_path);
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    ADD_FAILURE() << "cannot run " << command;
-    return result;
-  }
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
-    result.out.append(buffer, n);
-  }
-  const int status = ::pclose(pipe);
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  result.err = ReadFileToString(err_path).value_or("");
-  return result;
-}
+using ::quant::testing::Quote;
+using ::quant::testing::RunQuantctl;
+using ::quant::testing::RunResult;
 
 std::string WriteRecipe(const std::string& contents) {
   const std::string path =
