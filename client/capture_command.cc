@@ -27,9 +27,6 @@ ABSL_DECLARE_FLAG(int32_t, seq_len);
 ABSL_FLAG(std::string, layer, "",
           "Linear layer to capture, e.g. model.layers.2.mlp.down_proj. "
           "Required.");
-ABSL_FLAG(std::string, out, "",
-          "Output prefix: writes PREFIX.weight.npy [N, K], PREFIX.cal.npy "
-          "[T, K] and PREFIX.heldout.npy [T, K]. Required.");
 ABSL_FLAG(int32_t, samples, 16, "Calibration windows (of --seq_len tokens).");
 ABSL_FLAG(double, heldout_fraction, 0.1,
           "Fraction of documents held out (their windows give held-out "

@@ -14,6 +14,8 @@ namespace {
 
 constexpr absl::string_view kProgram = "quantctl";
 constexpr absl::string_view kUsagePayloadUrl = "type.quant/quantctl.UsageError";
+constexpr absl::string_view kGateFailedPayloadUrl =
+    "type.quant/quantctl.GateFailed";
 
 bool IsHelpArgument(absl::string_view arg) {
   return arg == "-h" || arg == "--help" || arg == "-help" || arg == "--h";
@@ -137,6 +139,16 @@ bool IsUsageError(const absl::Status& status) {
   return status.GetPayload(kUsagePayloadUrl).has_value();
 }
 
+absl::Status GateFailedError(absl::string_view message) {
+  absl::Status status = absl::FailedPreconditionError(message);
+  status.SetPayload(kGateFailedPayloadUrl, absl::Cord("1"));
+  return status;
+}
+
+bool IsGateFailedError(const absl::Status& status) {
+  return status.GetPayload(kGateFailedPayloadUrl).has_value();
+}
+
 std::string ProgramHelp(const std::vector<Command>& commands) {
   size_t width = 0;
   for (const Command& command : commands) {
@@ -154,7 +166,9 @@ std::string ProgramHelp(const std::vector<Command>& commands) {
   }
   absl::StrAppend(&text, "\nRun `", kProgram,
                   " <command> --help` for a command's flags and an "
-                  "example.\nExit codes: 0 success, 1 error, 2 usage error.\n");
+                  "example.\nExit codes: 0 success, 1 error, 2 usage error, 3 "
+                  "release gates failed "
+                  "(quantize).\n");
   return text;
 }
 
@@ -235,7 +249,7 @@ int RunCommandLine(int argc, const char* const* argv,
     return ReportUsageError(command, status.message(), err);
   }
   err << kProgram << " " << command->name << ": " << status.message() << "\n";
-  return kExitError;
+  return IsGateFailedError(status) ? kExitGateFailed : kExitError;
 }
 
 }  // namespace quant

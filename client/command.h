@@ -26,6 +26,8 @@ namespace quant {
 inline constexpr int kExitOk = 0;
 inline constexpr int kExitError = 1;  // The command ran and failed.
 inline constexpr int kExitUsage = 2;  // Bad command line.
+// The job ran and its release gates failed (quantize: verdict FAIL).
+inline constexpr int kExitGateFailed = 3;
 
 // What a command's Run receives: positional arguments (flags already parsed
 // into their ABSL_FLAGs) and the streams to write to.
@@ -55,6 +57,11 @@ struct Command {
 // other).
 absl::Status UsageError(absl::string_view message);
 bool IsUsageError(const absl::Status& status);
+
+// A command whose work succeeded but whose verdict is FAIL returns this:
+// quantctl prints the message and exits kExitGateFailed.
+absl::Status GateFailedError(absl::string_view message);
+bool IsGateFailedError(const absl::Status& status);
 
 // Runs `argv` (argv[0] is the program) against `commands` and returns the
 // process exit code. Help goes to `out` with exit 0; errors go to `err`.

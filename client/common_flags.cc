@@ -9,3 +9,9 @@ ABSL_FLAG(bool, json, false,
 ABSL_FLAG(std::string, checkpoint, "",
           "Checkpoint directory: config.json, model.safetensors (or shards "
           "with model.safetensors.index.json) and the tokenizer files.");
+
+ABSL_FLAG(std::string, out, "",
+          "Where results go. capture: a prefix, writing PREFIX.weight.npy "
+          "[N, K], PREFIX.cal.npy [T, K] and PREFIX.heldout.npy [T, K]. "
+          "quantize: the packed checkpoint directory, which must not exist "
+          "yet (it appears complete or not at all). Required.");

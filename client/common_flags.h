@@ -9,5 +9,6 @@
 
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(std::string, checkpoint);
+ABSL_DECLARE_FLAG(std::string, out);
 
 #endif  // QUANT_CLIENT_COMMON_FLAGS_H_

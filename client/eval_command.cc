@@ -1,5 +1,6 @@
-// `quantctl eval`: read the text file, load the checkpoint (and reference)
-// and its tokenizer, run the windowed evaluation, print text or JSON.
+// `quantctl eval`: read the text file, load the checkpoint (and reference;
+// either may be packed, GPTQ or compressed-tensors) and its tokenizer, run
+// the windowed evaluation, print text or JSON.
 #include "client/eval_command.h"
 
 #include <memory>
@@ -17,6 +18,7 @@
 #include "core/eval/evaluate.h"
 #include "core/forward/llama_model.h"
 #include "core/model/checkpoint.h"
+#include "core/pipeline/heldout_windows.h"
 #include "core/text/tokenizer.h"
 #include "nlohmann/json.hpp"
 
@@ -32,6 +34,13 @@ ABSL_FLAG(int32_t, seq_len, 256,
           "max_position_embeddings).");
 ABSL_FLAG(int32_t, max_documents, 0,
           "Use only the first N documents of --text; 0 = all.");
+ABSL_FLAG(std::string, heldout_of, "",
+          "A packed checkpoint directory (or its manifest.json) made by "
+          "`quantctl quantize`: evaluate on that job's held-out windows, "
+          "rebuilt from the manifest's recipe and split, instead of windows "
+          "of --text. --text must then be the job's calibration file "
+          "(checked by sha256); --seq_len, --packing and --max_documents "
+          "come from the job.");
 ABSL_FLAG(std::string, packing, "document",
           "How documents become windows: \"document\" (each document in "
           "its own windows; no context across documents) or \"concatenate\" "
@@ -49,17 +58,38 @@ absl::string_view PackingName(WindowPacking packing) {
   return packing == WindowPacking::kConcatenate ? kConcatenate : kPerDocument;
 }
 
+// The quant_method of a checkpoint's quantization_config; empty when it
+// is unquantized.
+std::string QuantizationOf(const Checkpoint& checkpoint) {
+  return checkpoint.config().quantization_method.value_or("");
+}
+
+json QuantizationJson(const std::string& method) {
+  return method.empty() ? json(nullptr) : json(method);
+}
+
+// Which checkpoints were evaluated: their quant_methods ("" = unquantized).
+struct EvaluatedCheckpoints {
+  std::string quantization;
+  std::string reference_quantization;
+  bool has_reference = false;
+};
+
 json EvaluationToJson(const TextEvaluation& evaluation,
                       const CalibrationFile& file,
                       const TextEvaluationOptions& options,
-                      bool has_reference) {
+                      const EvaluatedCheckpoints& checkpoints) {
+  const bool has_reference = checkpoints.has_reference;
   const NextTokenMetrics& m = evaluation.metrics;
   json result = json::object();
   result["checkpoint"] = absl::GetFlag(FLAGS_checkpoint);
+  result["quantization"] = QuantizationJson(checkpoints.quantization);
   result["text"] = absl::GetFlag(FLAGS_text);
   result["text_sha256"] = file.sha256;
   result["seq_len"] = options.seq_len;
   result["packing"] = std::string(PackingName(options.packing));
+  const std::string heldout_of = absl::GetFlag(FLAGS_heldout_of);
+  result["heldout_of"] = heldout_of.empty() ? json(nullptr) : json(heldout_of);
   result["documents"] = evaluation.documents;
   result["input_tokens"] = evaluation.input_tokens;
   result["windows"] = evaluation.windows;
@@ -69,6 +99,8 @@ json EvaluationToJson(const TextEvaluation& evaluation,
   result["perplexity"] = m.quantized_ppl;
   if (has_reference) {
     result["reference"] = absl::GetFlag(FLAGS_reference);
+    result["reference_quantization"] =
+        QuantizationJson(checkpoints.reference_quantization);
     result["reference_nll"] = m.reference_nll;
     result["reference_perplexity"] = m.reference_ppl;
     result["ppl_ratio"] = m.ppl_ratio;
@@ -81,10 +113,12 @@ json EvaluationToJson(const TextEvaluation& evaluation,
 std::string EvaluationToText(const TextEvaluation& evaluation,
                              const CalibrationFile& file,
                              const TextEvaluationOptions& options,
-                             bool has_reference) {
+                             const EvaluatedCheckpoints& checkpoints) {
+  const bool has_reference = checkpoints.has_reference;
   const NextTokenMetrics& m = evaluation.metrics;
   std::string text = absl::StrFormat(
       "checkpoint            %s\n"
+      "quantization          %s\n"
       "text                  %s (sha256 %s)\n"
       "documents             %d\n"
       "windows               %d of seq_len %d, packing %s (%d input "
@@ -92,21 +126,27 @@ std::string EvaluationToText(const TextEvaluation& evaluation,
       "tokens scored         %d\n"
       "mean NLL              %.6f nats/token\n"
       "perplexity            %.4f\n",
-      absl::GetFlag(FLAGS_checkpoint), absl::GetFlag(FLAGS_text), file.sha256,
-      evaluation.documents, evaluation.windows, options.seq_len,
-      PackingName(options.packing), evaluation.input_tokens, m.tokens,
-      m.quantized_nll, m.quantized_ppl);
+      absl::GetFlag(FLAGS_checkpoint),
+      checkpoints.quantization.empty() ? "none" : checkpoints.quantization,
+      absl::GetFlag(FLAGS_text), file.sha256, evaluation.documents,
+      evaluation.windows, options.seq_len, PackingName(options.packing),
+      evaluation.input_tokens, m.tokens, m.quantized_nll, m.quantized_ppl);
   if (has_reference) {
     absl::StrAppendFormat(
         &text,
         "reference             %s\n"
+        "ref quantization      %s\n"
         "reference NLL         %.6f nats/token\n"
         "reference perplexity  %.4f\n"
         "ppl ratio             %.6f (checkpoint / reference)\n"
         "mean KL               %.6g nats/token (reference || checkpoint)\n"
         "top-1 agreement       %.4f\n",
-        absl::GetFlag(FLAGS_reference), m.reference_nll, m.reference_ppl,
-        m.ppl_ratio, m.mean_kl, m.top1_agreement);
+        absl::GetFlag(FLAGS_reference),
+        checkpoints.reference_quantization.empty()
+            ? "none"
+            : checkpoints.reference_quantization,
+        m.reference_nll, m.reference_ppl, m.ppl_ratio, m.mean_kl,
+        m.top1_agreement);
   }
   return text;
 }
@@ -142,17 +182,32 @@ absl::Status RunEval(const CommandInvocation& invocation) {
     return UsageError(absl::StrCat("--max_documents must not be negative, got ",
                                    options.max_documents));
   }
+  const std::string heldout_of = absl::GetFlag(FLAGS_heldout_of);
+  if (!heldout_of.empty() && options.max_documents != 0) {
+    return UsageError(
+        "--max_documents does not apply with --heldout_of (the job's split "
+        "decides the documents)");
+  }
 
   // The cheap checks first, so that a bad file or directory fails before
   // any weight is read.
   QUANT_ASSIGN_OR_RETURN(const CalibrationFile file,
                          LoadCalibrationFile(text_path));
+  // Packed checkpoints (GPTQ, compressed-tensors) evaluate as the runtimes
+  // that read them would: dequantized to float32.
+  CheckpointOptions checkpoint_options;
+  checkpoint_options.allow_packed = true;
   QUANT_ASSIGN_OR_RETURN(const std::unique_ptr<Checkpoint> checkpoint,
-                         Checkpoint::Open(checkpoint_dir));
+                         Checkpoint::Open(checkpoint_dir, checkpoint_options));
   std::unique_ptr<Checkpoint> reference_checkpoint;
   if (!reference_dir.empty()) {
     QUANT_ASSIGN_OR_RETURN(reference_checkpoint,
-                           Checkpoint::Open(reference_dir));
+                           Checkpoint::Open(reference_dir, checkpoint_options));
+  }
+  EvaluatedCheckpoints evaluated;
+  evaluated.quantization = QuantizationOf(*checkpoint);
+  if (reference_checkpoint != nullptr) {
+    evaluated.reference_quantization = QuantizationOf(*reference_checkpoint);
   }
   QUANT_ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer,
                          Tokenizer::LoadFromDirectory(checkpoint_dir));
@@ -162,19 +217,31 @@ absl::Status RunEval(const CommandInvocation& invocation) {
   if (reference_checkpoint != nullptr) {
     QUANT_ASSIGN_OR_RETURN(reference, LlamaModel::Load(*reference_checkpoint));
   }
-  const bool has_reference = reference != nullptr;
-  QUANT_ASSIGN_OR_RETURN(
-      const TextEvaluation evaluation,
-      EvaluateText(*model, reference.get(), *tokenizer, file, options));
+  evaluated.has_reference = reference != nullptr;
+  TextEvaluation evaluation;
+  if (heldout_of.empty()) {
+    QUANT_ASSIGN_OR_RETURN(evaluation, EvaluateText(*model, reference.get(),
+                                                    *tokenizer, file, options));
+  } else {
+    // The windows the job's gates used, evaluated the same way.
+    QUANT_ASSIGN_OR_RETURN(const CalibrationSplit split,
+                           SplitFromManifest(heldout_of, file, *tokenizer));
+    options.seq_len = split.heldout.seq_len;
+    options.packing = split.options.packing;
+    QUANT_ASSIGN_OR_RETURN(
+        evaluation.metrics,
+        EvaluateWindows(*model, reference.get(), split.heldout));
+    evaluation.documents = static_cast<int>(split.heldout_documents.size());
+    evaluation.input_tokens = split.heldout.RealTokens();
+    evaluation.windows = static_cast<int>(split.heldout.sequences.size());
+  }
   if (absl::GetFlag(FLAGS_json)) {
-    *invocation.out << EvaluationToJson(evaluation, file, options,
-                                        has_reference)
+    *invocation.out << EvaluationToJson(evaluation, file, options, evaluated)
                            .dump(2, ' ', /*ensure_ascii=*/false,
                                  json::error_handler_t::replace)
                     << "\n";
   } else {
-    *invocation.out << EvaluationToText(evaluation, file, options,
-                                        has_reference);
+    *invocation.out << EvaluationToText(evaluation, file, options, evaluated);
   }
   return absl::OkStatus();
 }
@@ -189,7 +256,8 @@ Command EvalCommand() {
       "ratio, KL and top-1 agreement.";
   command.usage =
       "eval --checkpoint DIR --text FILE [--reference DIR] [--seq_len N] "
-      "[--max_documents N] [--packing document|concatenate] [--json]";
+      "[--max_documents N] [--packing document|concatenate] [--heldout_of OUT] "
+      "[--json]";
   command.description =
       "Reads FILE as a calibration file (JSONL with {\"text\": ...} or\n"
       "{\"input_ids\": [...]} per line, or paragraphs separated by blank\n"
@@ -206,10 +274,19 @@ Command EvalCommand() {
       "With --reference DIR (same tokenizer) it also evaluates the reference\n"
       "on the same windows and prints the ppl ratio (checkpoint / reference),\n"
       "the mean KL(reference || checkpoint) and the top-1 agreement.\n"
-      "--json keys: checkpoint, text, text_sha256, seq_len, packing,\n"
-      "documents, input_tokens, windows, tokens, nll, perplexity, and with a\n"
-      "reference: reference, reference_nll, reference_perplexity, ppl_ratio,\n"
-      "mean_kl, top1_agreement. Runs locally in float32; no server.";
+      "Either checkpoint may be packed (config.json quantization_config of\n"
+      "quant_method \"gptq\" v1 or \"compressed-tensors\" pack-quantized):\n"
+      "its packed layers are dequantized as runtimes do.\n"
+      "With --heldout_of OUT (a `quantctl quantize` output) the windows are\n"
+      "that job's held-out split, so the perplexity, ratio, KL and top-1\n"
+      "agreement equal the gate values in OUT/audit.json.\n"
+      "--json keys: checkpoint, quantization (quant_method or null), text,\n"
+      "text_sha256, seq_len, packing, heldout_of, documents, input_tokens,\n"
+      "windows,\n"
+      "tokens, nll, perplexity, and with a reference: reference,\n"
+      "reference_quantization, reference_nll, reference_perplexity,\n"
+      "ppl_ratio, mean_kl, top1_agreement. Runs locally in float32; no\n"
+      "server.";
   command.example =
       "quantctl eval --checkpoint ../shared/models/stories260K/hf-bf16 "
       "--reference ../shared/models/stories260K/hf-f32 "
@@ -220,6 +297,7 @@ Command EvalCommand() {
                    &absl::GetFlagReflectionHandle(FLAGS_seq_len),
                    &absl::GetFlagReflectionHandle(FLAGS_max_documents),
                    &absl::GetFlagReflectionHandle(FLAGS_packing),
+                   &absl::GetFlagReflectionHandle(FLAGS_heldout_of),
                    &absl::GetFlagReflectionHandle(FLAGS_json)};
   command.min_args = 0;
   command.max_args = 0;

@@ -9,13 +9,16 @@
 #include "client/eval_command.h"
 #include "client/inspect_command.h"
 #include "client/lab_command.h"
+#include "client/quantize_command.h"
 #include "client/recipe_command.h"
 #include "client/tokenize_command.h"
 
 int main(int argc, char** argv) {
   const std::vector<quant::Command> commands = {
-      quant::InspectCommand(), quant::TokenizeCommand(), quant::EvalCommand(),
-      quant::CaptureCommand(), quant::LabCommand(),      quant::RecipeCommand(),
+      quant::InspectCommand(),  quant::TokenizeCommand(),
+      quant::EvalCommand(),     quant::CaptureCommand(),
+      quant::LabCommand(),      quant::RecipeCommand(),
+      quant::QuantizeCommand(),
   };
   // absl flag names use '_'; accept "--act-order" for "--act_order" too.
   const std::vector<std::string> args =

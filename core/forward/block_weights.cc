@@ -1,9 +1,13 @@
-// Reading one decoder block's weights into float32.
+// Reading one decoder block's weights into float32, dequantizing packed
+// linear layers.
 #include "core/forward/block_weights.h"
+
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/model/linear_layers.h"
+#include "core/pack/packed_layer_reader.h"
 
 namespace quant {
 
@@ -54,10 +58,30 @@ absl::StatusOr<BlockWeights> LoadBlockWeights(const Checkpoint& checkpoint,
         weights.k_norm,
         ReadVector(checkpoint, prefix + "self_attn.k_norm.weight"));
   }
+  // A packed checkpoint's reader also checks every plain layer against the
+  // config (a layer the config quantizes must not be a plain .weight).
+  std::optional<PackedLayerReader> packed;
+  if (!checkpoint.quantization_config().is_null()) {
+    QUANT_ASSIGN_OR_RETURN(
+        packed, PackedLayerReader::Create(&checkpoint.tensors(),
+                                          checkpoint.quantization_config()));
+  }
   for (const LinearLayerSpec& spec : ListLinearLayers(config, block)) {
     LinearWeights linear;
-    QUANT_ASSIGN_OR_RETURN(linear.weight,
-                           ReadMatrix(checkpoint, spec.weight_name()));
+    LinearStorage storage = LinearStorage::kPlain;
+    if (packed.has_value()) {
+      QUANT_ASSIGN_OR_RETURN(storage, packed->Storage(spec.name));
+    }
+    if (storage == LinearStorage::kPacked) {
+      QUANT_ASSIGN_OR_RETURN(
+          FloatTensor weight,
+          packed->Dequantize(spec.name, spec.out_features, spec.in_features));
+      linear.weight = Eigen::Map<const RowMatrixF>(
+          weight.data.data(), spec.out_features, spec.in_features);
+    } else {
+      QUANT_ASSIGN_OR_RETURN(linear.weight,
+                             ReadMatrix(checkpoint, spec.weight_name()));
+    }
     if (spec.has_bias) {
       QUANT_ASSIGN_OR_RETURN(linear.bias,
                              ReadVector(checkpoint, spec.bias_name()));

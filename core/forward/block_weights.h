@@ -1,5 +1,6 @@
-// The float32 weights of one decoder block, read from a checkpoint. Linear
-// weights can be replaced (by quantized ones) between forward stages.
+// The float32 weights of one decoder block, read from a checkpoint (plain or
+// packed). Linear weights can be replaced (by quantized ones) between forward
+// stages.
 #ifndef QUANT_CORE_FORWARD_BLOCK_WEIGHTS_H_
 #define QUANT_CORE_FORWARD_BLOCK_WEIGHTS_H_
 
@@ -32,7 +33,10 @@ struct BlockWeights {
   }
 };
 
-// Reads block `block` of `checkpoint` into float32.
+// Reads block `block` of `checkpoint` into float32. Linear layers the
+// checkpoint stores packed are dequantized (core/pack/packed_layer_reader.h,
+// which also checks each layer's storage against the quantization_config);
+// their biases are read from `<layer>.bias` as for plain layers.
 absl::StatusOr<BlockWeights> LoadBlockWeights(const Checkpoint& checkpoint,
                                               int block);
 

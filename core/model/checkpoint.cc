@@ -1,6 +1,7 @@
-// Opening and validating unquantized checkpoints.
+// Opening and validating checkpoints, unquantized or packed.
 #include "core/model/checkpoint.h"
 
+#include <map>
 #include <set>
 #include <utility>
 
@@ -34,6 +35,65 @@ absl::Status ProblemsError(const std::string& dir,
   return absl::InvalidArgumentError(message);
 }
 
+// config.json's quantization_config block (LoadModelConfig has already
+// parsed the file once, so it is valid JSON).
+absl::StatusOr<nlohmann::json> ReadQuantizationConfig(const std::string& dir) {
+  const std::string path = JoinPath(dir, "config.json");
+  QUANT_ASSIGN_OR_RETURN(std::string text,
+                         ReadFileToString(path, size_t{1} << 20));
+  const nlohmann::json root =
+      nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (root.is_discarded() || !root.is_object() ||
+      !root.contains("quantization_config")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": cannot read \"quantization_config\""));
+  }
+  return root["quantization_config"];
+}
+
+// Whether a packed layer reader exists for this quantization_config; the
+// reader (core/pack/packed_format_config.h) checks the rest of the block.
+absl::Status CheckPackedMethod(const std::string& dir,
+                               const nlohmann::json& block) {
+  const std::string method = block.is_object() &&
+                                     block.contains("quant_method") &&
+                                     block["quant_method"].is_string()
+                                 ? block["quant_method"].get<std::string>()
+                                 : "unknown";
+  if (method == "gptq") return absl::OkStatus();
+  if (method == "compressed-tensors") {
+    if (block.contains("format") && block["format"] == "pack-quantized") {
+      return absl::OkStatus();
+    }
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoint ", dir,
+        ": quantization_config is compressed-tensors with format ",
+        block.contains("format") ? block["format"].dump() : "(none)",
+        "; only \"pack-quantized\" is read"));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "checkpoint ", dir, ": quantization_config quant_method \"", method,
+      "\" cannot be read; packed checkpoints are read in the "
+      "\"gptq\" (v1) and \"compressed-tensors\" "
+      "(pack-quantized) formats"));
+}
+
+// The tensor suffixes of one packed layer: those every layer of the format
+// has (the first is the packed weight itself), then those only some configs
+// store. gptq_format.h and compressed_tensors_format.h describe them.
+struct PackedSuffixes {
+  std::vector<std::string> required;
+  std::vector<std::string> optional;
+};
+
+PackedSuffixes SuffixesFor(const nlohmann::json& block) {
+  if (block["quant_method"] == "gptq") {
+    return {{"qweight", "qzeros", "scales", "g_idx"}, {}};
+  }
+  return {{"weight_packed", "weight_scale", "weight_shape"},
+          {"weight_zero_point", "weight_g_idx"}};
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
@@ -45,26 +105,78 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
   auto checkpoint = std::unique_ptr<Checkpoint>(new Checkpoint());
   checkpoint->directory_ = dir;
   QUANT_ASSIGN_OR_RETURN(checkpoint->config_, LoadModelConfig(dir));
-  if (checkpoint->config_.quantization_method.has_value()) {
+  const bool packed = checkpoint->config_.quantization_method.has_value();
+  if (packed && !options.allow_packed) {
     return absl::FailedPreconditionError(absl::StrCat(
         "checkpoint ", dir, ": config.json has a \"quantization_config\" (",
         *checkpoint->config_.quantization_method,
         "): it is already quantized; an unquantized checkpoint is needed"));
   }
+  PackedSuffixes suffixes;
+  if (packed) {
+    QUANT_ASSIGN_OR_RETURN(checkpoint->quantization_config_,
+                           ReadQuantizationConfig(dir));
+    QUANT_RETURN_IF_ERROR(
+        CheckPackedMethod(dir, checkpoint->quantization_config_));
+    suffixes = SuffixesFor(checkpoint->quantization_config_);
+  }
   QUANT_ASSIGN_OR_RETURN(checkpoint->tensors_,
                          TensorCollection::Open(dir, options.limits));
-  checkpoint->expected_ = ListExpectedTensors(checkpoint->config_);
+  const TensorCollection& tensors = *checkpoint->tensors_;
+  std::map<std::string, std::string, std::less<>> layer_of_weight;
+  if (packed) {
+    for (const LinearLayerSpec& spec :
+         ListAllLinearLayers(checkpoint->config_)) {
+      layer_of_weight[spec.weight_name()] = spec.name;
+    }
+  }
 
   std::vector<std::string> problems;
-  std::set<std::string, std::less<>> expected_names;
-  for (const ExpectedTensor& expected : checkpoint->expected_) {
-    expected_names.insert(expected.name);
-    const TensorCollection::Entry entry =
-        checkpoint->tensors_->Find(expected.name);
+  std::set<std::string, std::less<>> accounted;
+  for (const ExpectedTensor& expected :
+       ListExpectedTensors(checkpoint->config_)) {
+    const TensorCollection::Entry entry = tensors.Find(expected.name);
+    auto layer = layer_of_weight.find(expected.name);
+    if (layer != layer_of_weight.end() &&
+        tensors.Find(layer->second + "." + suffixes.required[0]).info !=
+            nullptr) {
+      const std::string& name = layer->second;
+      if (entry.info != nullptr) {
+        problems.push_back(absl::StrCat(
+            "linear layer ", name, " is stored twice: both \"", expected.name,
+            "\" and \"", name, ".", suffixes.required[0], "\" are present"));
+        continue;
+      }
+      checkpoint->packed_layers_.push_back(name);
+      checkpoint->packed_set_.insert(name);
+      for (const std::vector<std::string>* list :
+           {&suffixes.required, &suffixes.optional}) {
+        for (const std::string& suffix : *list) {
+          const std::string tensor = absl::StrCat(name, ".", suffix);
+          if (tensors.Find(tensor).info != nullptr) {
+            checkpoint->packed_tensors_.push_back(tensor);
+            accounted.insert(tensor);
+          } else if (list == &suffixes.required) {
+            problems.push_back(absl::StrCat(
+                "packed layer ", name, ": missing tensor \"", tensor, "\" (",
+                checkpoint->config_.quantization_method.value_or(""),
+                " stores ", absl::StrJoin(suffixes.required, ", "), ")"));
+          }
+        }
+      }
+      continue;
+    }
+    checkpoint->expected_.push_back(expected);
+    accounted.insert(expected.name);
     if (entry.info == nullptr) {
-      problems.push_back(absl::StrCat("missing tensor \"", expected.name,
-                                      "\" (expected shape ",
-                                      ShapeString(expected.shape), ")"));
+      problems.push_back(
+          absl::StrCat("missing tensor \"", expected.name,
+                       "\" (expected shape ", ShapeString(expected.shape),
+                       layer == layer_of_weight.end()
+                           ? std::string()
+                           : absl::StrCat(", or the packed \"", layer->second,
+                                          ".", suffixes.required[0], "\""),
+                       ")"));
       continue;
     }
     if (entry.info->shape != expected.shape) {
@@ -83,7 +195,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
   if (!problems.empty()) return ProblemsError(dir, problems);
 
   for (const TensorCollection::Entry& entry : checkpoint->tensors_->Entries()) {
-    if (expected_names.count(entry.info->name) == 0) {
+    if (accounted.count(entry.info->name) == 0) {
       checkpoint->unexpected_.push_back(entry.info->name);
     }
   }
@@ -118,6 +230,12 @@ absl::Status Checkpoint::CheckFinite(absl::string_view name) const {
 absl::Status Checkpoint::CheckAllFinite() const {
   for (const ExpectedTensor& expected : expected_) {
     QUANT_RETURN_IF_ERROR(CheckFinite(expected.name));
+  }
+  for (const std::string& name : packed_tensors_) {
+    const TensorCollection::Entry entry = tensors_->Find(name);
+    if (entry.info != nullptr && IsFloatingPoint(entry.info->dtype)) {
+      QUANT_RETURN_IF_ERROR(CheckFinite(name));
+    }
   }
   return absl::OkStatus();
 }

@@ -143,39 +143,77 @@ std::vector<PackedTensor> CompressedTensorsLayerTensors(
   return tensors;
 }
 
-absl::StatusOr<nlohmann::json> CompressedTensorsQuantizationConfig(
-    const CompressedTensorsConfigOptions& options) {
-  if (!IsPackableBits(options.bits)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("compressed-tensors config: bits = ", options.bits,
-                     " is not 2, 3, 4 or 8"));
-  }
-  if (options.group_size < 0) {
+namespace {
+
+// One config group's "weights" block.
+absl::StatusOr<nlohmann::json> WeightsScheme(
+    int bits, int64_t group_size, bool symmetric,
+    CompressedTensorsActOrder actorder) {
+  if (!IsPackableBits(bits)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "compressed-tensors config: group_size = ", options.group_size,
-        " is negative (0 means per row)"));
+        "compressed-tensors config: bits = ", bits, " is not 2, 3, 4 or 8"));
   }
-  const bool grouped = options.group_size > 0;
-  if (!grouped && options.actorder != CompressedTensorsActOrder::kNone) {
+  if (group_size < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("compressed-tensors config: group_size = ", group_size,
+                     " is negative (0 means per row)"));
+  }
+  const bool grouped = group_size > 0;
+  if (!grouped && actorder != CompressedTensorsActOrder::kNone) {
     return absl::InvalidArgumentError(
         "compressed-tensors config: actorder needs the group strategy "
         "(group_size > 0)");
   }
-  nlohmann::json weights = {
-      {"num_bits", options.bits},
+  return nlohmann::json{
+      {"num_bits", bits},
       {"type", "int"},
-      {"symmetric", options.symmetric},
+      {"symmetric", symmetric},
       {"strategy", grouped ? "group" : "channel"},
       {"group_size",
-       grouped ? nlohmann::json(options.group_size) : nlohmann::json(nullptr)},
+       grouped ? nlohmann::json(group_size) : nlohmann::json(nullptr)},
       {"block_structure", nullptr},
       {"dynamic", false},
-      {"actorder", options.actorder == CompressedTensorsActOrder::kNone
+      {"actorder", actorder == CompressedTensorsActOrder::kNone
                        ? nlohmann::json(nullptr)
-                       : nlohmann::json(ActOrderName(options.actorder))},
+                       : nlohmann::json(ActOrderName(actorder))},
       {"observer", "minmax"},
       {"observer_kwargs", nlohmann::json::object()},
   };
+}
+
+}  // namespace
+
+absl::StatusOr<nlohmann::json> CompressedTensorsQuantizationConfig(
+    const CompressedTensorsConfigOptions& options) {
+  QUANT_ASSIGN_OR_RETURN(nlohmann::json weights,
+                         WeightsScheme(options.bits, options.group_size,
+                                       options.symmetric, options.actorder));
+  // Layers with another scheme, grouped by scheme in first-seen order.
+  nlohmann::json groups = nlohmann::json::object();
+  groups["group_0"] = {{"targets", nlohmann::json::array({"Linear"})},
+                       {"weights", std::move(weights)},
+                       {"input_activations", nullptr},
+                       {"output_activations", nullptr}};
+  std::vector<nlohmann::json> schemes;
+  std::vector<nlohmann::json> targets;
+  for (const CompressedTensorsLayerScheme& layer : options.layer_schemes) {
+    QUANT_ASSIGN_OR_RETURN(nlohmann::json scheme,
+                           WeightsScheme(layer.bits, layer.group_size,
+                                         layer.symmetric, layer.actorder));
+    size_t i = 0;
+    while (i < schemes.size() && schemes[i] != scheme) ++i;
+    if (i == schemes.size()) {
+      schemes.push_back(std::move(scheme));
+      targets.push_back(nlohmann::json::array());
+    }
+    targets[i].push_back(layer.layer);
+  }
+  for (size_t i = 0; i < schemes.size(); ++i) {
+    groups[absl::StrCat("group_", i + 1)] = {{"targets", std::move(targets[i])},
+                                             {"weights", std::move(schemes[i])},
+                                             {"input_activations", nullptr},
+                                             {"output_activations", nullptr}};
+  }
   std::vector<std::string> ignore = options.ignore;
   if (std::find(ignore.begin(), ignore.end(), "lm_head") == ignore.end()) {
     ignore.push_back("lm_head");
@@ -184,12 +222,7 @@ absl::StatusOr<nlohmann::json> CompressedTensorsQuantizationConfig(
       {"quant_method", "compressed-tensors"},
       {"format", "pack-quantized"},
       {"quantization_status", "compressed"},
-      {"config_groups",
-       {{"group_0",
-         {{"targets", nlohmann::json::array({"Linear"})},
-          {"weights", std::move(weights)},
-          {"input_activations", nullptr},
-          {"output_activations", nullptr}}}}},
+      {"config_groups", std::move(groups)},
       {"ignore", ignore},
       {"kv_cache_scheme", nullptr},
       {"global_compression_ratio", nullptr},
@@ -199,7 +232,15 @@ absl::StatusOr<nlohmann::json> CompressedTensorsQuantizationConfig(
 
 absl::Status CheckCompressedTensorsLayerMatchesConfig(
     const PackedCompressedTensorsLayer& layer,
-    const CompressedTensorsConfigOptions& options) {
+    const CompressedTensorsConfigOptions& defaults) {
+  CompressedTensorsConfigOptions options = defaults;
+  for (const CompressedTensorsLayerScheme& scheme : defaults.layer_schemes) {
+    if (scheme.layer != layer.name) continue;
+    options.bits = scheme.bits;
+    options.group_size = scheme.group_size;
+    options.symmetric = scheme.symmetric;
+    options.actorder = scheme.actorder;
+  }
   std::string problem;
   const bool wants_g_idx =
       options.actorder == CompressedTensorsActOrder::kGroup;

@@ -99,6 +99,17 @@ absl::StatusOr<PackedCompressedTensorsLayer> PackCompressedTensors(
 std::vector<PackedTensor> CompressedTensorsLayerTensors(
     const PackedCompressedTensorsLayer& layer);
 
+// Layers quantized differently from the main scheme: each distinct scheme
+// becomes another config group ("group_1", ...) whose targets are the exact
+// module names (readers match names before the "Linear" class target).
+struct CompressedTensorsLayerScheme {
+  std::string layer;  // Full module name.
+  int bits = 4;
+  int64_t group_size = 0;  // 0: "channel" strategy.
+  bool symmetric = true;
+  CompressedTensorsActOrder actorder = CompressedTensorsActOrder::kNone;
+};
+
 struct CompressedTensorsConfigOptions {
   int bits = 4;
   int64_t group_size = 0;  // 0: "channel" strategy.
@@ -107,6 +118,7 @@ struct CompressedTensorsConfigOptions {
   // Module names kept unquantized. "lm_head" is always added (the scheme
   // targets every Linear, and lm_head is one).
   std::vector<std::string> ignore;
+  std::vector<CompressedTensorsLayerScheme> layer_schemes;
 };
 
 // The `quantization_config` block of config.json. InvalidArgument names a bad

@@ -188,10 +188,22 @@ absl::StatusOr<nlohmann::json> GptqQuantizationConfig(
       {"true_sequential", options.true_sequential},
       {"lm_head", false},
   };
-  if (!options.unquantized_layers.empty()) {
+  if (!options.unquantized_layers.empty() || !options.layer_schemes.empty()) {
     nlohmann::json dynamic = nlohmann::json::object();
     for (const std::string& name : options.unquantized_layers) {
       dynamic["-:" + ExactPattern(name)] = nlohmann::json::object();
+    }
+    for (const GptqLayerScheme& scheme : options.layer_schemes) {
+      if (!IsPackableBits(scheme.bits) || scheme.group_size < 0) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "GPTQ config: layer_schemes for ", scheme.layer, ": bits ",
+            scheme.bits, ", group_size ", scheme.group_size));
+      }
+      dynamic["+:" + ExactPattern(scheme.layer)] = {
+          {"bits", scheme.bits},
+          {"group_size", scheme.group_size > 0 ? scheme.group_size : -1},
+          {"sym", scheme.sym},
+          {"desc_act", scheme.desc_act}};
     }
     config["dynamic"] = std::move(dynamic);
   }
@@ -211,7 +223,15 @@ absl::StatusOr<nlohmann::json> GptqQuantizeConfigFile(
 }
 
 absl::Status CheckGptqLayerMatchesConfig(const PackedGptqLayer& layer,
-                                         const GptqConfigOptions& options) {
+                                         const GptqConfigOptions& defaults) {
+  GptqConfigOptions options = defaults;
+  for (const GptqLayerScheme& scheme : defaults.layer_schemes) {
+    if (scheme.layer != layer.name) continue;
+    options.bits = scheme.bits;
+    options.group_size = scheme.group_size;
+    options.sym = scheme.sym;
+    options.desc_act = scheme.desc_act;
+  }
   const int64_t config_group = options.group_size > 0 ? options.group_size : -1;
   std::string problem;
   if (layer.bits != options.bits) {

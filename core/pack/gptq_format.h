@@ -84,6 +84,17 @@ absl::StatusOr<PackedGptqLayer> PackGptqV1(const QuantizedLayer& layer,
 // <name>.qweight, .qzeros, .scales (F16), .g_idx, ready for WriteSafetensors.
 std::vector<PackedTensor> GptqLayerTensors(const PackedGptqLayer& layer);
 
+// A layer quantized differently from the config's defaults, written as a
+// GPTQModel/vLLM "dynamic" positive rule ("+:^name$": {bits, group_size,
+// sym, desc_act}).
+struct GptqLayerScheme {
+  std::string layer;  // Full module name.
+  int bits = 4;
+  int64_t group_size = 0;  // 0: per row (written as -1).
+  bool sym = true;
+  bool desc_act = false;
+};
+
 struct GptqConfigOptions {
   int bits = 4;
   int64_t group_size = 0;  // 0: per row (written as -1).
@@ -98,6 +109,8 @@ struct GptqConfigOptions {
   // "model.layers.0.mlp.down_proj"); written as GPTQModel/vLLM "dynamic"
   // negative rules. lm_head is never quantized ("lm_head": false).
   std::vector<std::string> unquantized_layers;
+  // Layers whose bits, group size or symmetry differ from the above.
+  std::vector<GptqLayerScheme> layer_schemes;
   std::string quantizer;  // Tool and version, recorded in "meta".
 };
 
@@ -111,7 +124,8 @@ absl::StatusOr<nlohmann::json> GptqQuantizeConfigFile(
     const GptqConfigOptions& options);
 
 // FailedPrecondition when a packed layer disagrees with the config (bits,
-// group size, symmetry, act-order without desc_act).
+// group size, symmetry, act-order without desc_act), taking its entry in
+// layer_schemes into account.
 absl::Status CheckGptqLayerMatchesConfig(const PackedGptqLayer& layer,
                                          const GptqConfigOptions& options);
 

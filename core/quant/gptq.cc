@@ -59,7 +59,7 @@ absl::StatusOr<GptqResult> QuantizeGptq(const ConstRowMatrixRef& weights,
         }
         for (int64_t r = 0; r < n; ++r) {
           params[r] = ComputeGroupParams(
-              grid.kind, grid.bits, src->data() + first * n + r, end - j, n);
+              grid, src->data() + first * n + r, end - j, n);
           scales(g, r) = params[r].scale;
           zeros(g, r) = params[r].zero;
         }

@@ -38,7 +38,7 @@ absl::StatusOr<GptqResult> QuantizeGptqReference(
       const int64_t g = j / gs;
       for (int64_t r = 0; r < n; ++r) {
         params[r] =
-            ComputeGroupParams(grid.kind, grid.bits, ws.w.data() + j * n + r,
+            ComputeGroupParams(grid, ws.w.data() + j * n + r,
                                std::min(gs, k - j), n);
         scales(g, r) = params[r].scale;
         zeros(g, r) = params[r].zero;

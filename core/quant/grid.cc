@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/dtype.h"
 
 namespace quant {
 
@@ -50,9 +51,25 @@ CodeRange CodeRangeFor(const GridSpec& grid) {
   return {0, maxq};
 }
 
-GroupParams ComputeGroupParams(GridKind kind, int bits, const float* values,
+namespace {
+
+// fp16's largest finite value and smallest positive subnormal.
+constexpr float kHalfMax = 65504.0f;
+constexpr float kHalfMinSubnormal = 5.9604645e-8f;
+
+float StorableScale(float scale) {
+  if (!(scale <= kHalfMax)) return scale;  // The packer reports it.
+  const float rounded = HalfToFloat(FloatToHalf(scale));
+  return rounded > 0.0f ? rounded : kHalfMinSubnormal;
+}
+
+}  // namespace
+
+GroupParams ComputeGroupParams(const GridSpec& grid, const float* values,
                                int64_t count, int64_t stride,
                                float clip_ratio) {
+  const GridKind kind = grid.kind;
+  const int bits = grid.bits;
   const int maxq = (1 << bits) - 1;
   const float half = static_cast<float>(1 << (bits - 1));
   float lo = 0.0f;
@@ -68,6 +85,7 @@ GroupParams ComputeGroupParams(GridKind kind, int bits, const float* values,
     hi *= clip_ratio;
     if (hi == lo) return {1.0f, 0.0f};
     p.scale = (hi - lo) / static_cast<float>(maxq);
+    if (grid.f16_scales) p.scale = StorableScale(p.scale);
     p.zero = std::nearbyint(-lo / p.scale);
     return p;
   }
@@ -80,6 +98,7 @@ GroupParams ComputeGroupParams(GridKind kind, int bits, const float* values,
   p.scale = kind == GridKind::kSym
                 ? (2.0f * amax) / static_cast<float>(maxq)
                 : amax / static_cast<float>((1 << (bits - 1)) - 1);
+  if (grid.f16_scales) p.scale = StorableScale(p.scale);
   return p;
 }
 

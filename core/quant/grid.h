@@ -37,6 +37,11 @@ struct GridSpec {
   // Input columns per group; 0 means one group per output row. Need not
   // divide K: the last group is then partial.
   int64_t group_size = 0;
+  // Round every scale to fp16 (the stored precision of both packed formats)
+  // before codes are chosen, so a packed layer dequantizes to exactly the
+  // weights the quantizer produced and the audit measured. Off by default:
+  // the seed documents' tables use float scales.
+  bool f16_scales = false;
 };
 
 // Checks bits and group_size; errors name the field.
@@ -62,7 +67,10 @@ struct GroupParams {
 
 // Parameters for a slice of `count` values spaced `stride` apart. With
 // clip_ratio < 1 the range is shrunk (AWQ's clipping search).
-GroupParams ComputeGroupParams(GridKind kind, int bits, const float* values,
+// With grid.f16_scales the scale is rounded to fp16 first (a scale below
+// fp16's smallest subnormal becomes that subnormal; one above its range stays
+// as it is, and the packer refuses it).
+GroupParams ComputeGroupParams(const GridSpec& grid, const float* values,
                                int64_t count, int64_t stride = 1,
                                float clip_ratio = 1.0f);
 

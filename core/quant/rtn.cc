@@ -36,7 +36,7 @@ QuantizedLayer QuantizeRtnUnchecked(const ConstRowMatrixRef& weights,
       const int64_t begin = g * gs;
       const int64_t count = std::min(gs, k - begin);
       const GroupParams p = ComputeGroupParams(
-          grid.kind, grid.bits, row + begin, count, 1, clip_ratio);
+          grid, row + begin, count, 1, clip_ratio);
       out.scales(g, r) = p.scale;
       out.zeros(g, r) = p.zero;
       for (int64_t c = begin; c < begin + count; ++c) {

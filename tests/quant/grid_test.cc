@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/base/dtype.h"
 #include "core/quant/rtn.h"
 #include "gtest/gtest.h"
 #include "tests/quant/random_data.h"
@@ -34,7 +35,7 @@ TEST(GridTest, ValidatesBitsAndGroupSize) {
 
 TEST(GridTest, SymParamsFollowKernelConvention) {
   const float v[] = {-1.0f, 0.5f, 0.25f};
-  const GroupParams p = ComputeGroupParams(GridKind::kSym, 4, v, 3);
+  const GroupParams p = ComputeGroupParams({GridKind::kSym, 4, 0}, v, 3);
   EXPECT_FLOAT_EQ(p.scale, 2.0f / 15.0f);
   EXPECT_EQ(p.zero, 8.0f);
   const CodeRange r = CodeRangeFor({GridKind::kSym, 4, 0});
@@ -42,13 +43,14 @@ TEST(GridTest, SymParamsFollowKernelConvention) {
   EXPECT_EQ(r.hi, 15);
   // amax comes from |w|, not from clipping non-negative groups.
   const float pos[] = {0.0f, 3.0f};
-  EXPECT_FLOAT_EQ(ComputeGroupParams(GridKind::kSym, 4, pos, 2).scale,
+  EXPECT_FLOAT_EQ(ComputeGroupParams({GridKind::kSym, 4, 0}, pos, 2).scale,
                   6.0f / 15.0f);
 }
 
 TEST(GridTest, SymRestrictedUsesFifteenOfSixteenCodes) {
   const float v[] = {0.7f, -0.35f};
-  const GroupParams p = ComputeGroupParams(GridKind::kSymRestricted, 4, v, 2);
+  const GroupParams p =
+      ComputeGroupParams({GridKind::kSymRestricted, 4, 0}, v, 2);
   EXPECT_FLOAT_EQ(p.scale, 0.7f / 7.0f);
   EXPECT_EQ(p.zero, 8.0f);
   const CodeRange r = CodeRangeFor({GridKind::kSymRestricted, 4, 0});
@@ -61,20 +63,42 @@ TEST(GridTest, SymRestrictedUsesFifteenOfSixteenCodes) {
 
 TEST(GridTest, AsymParamsIncludeZeroInRange) {
   const float v[] = {0.2f, 1.7f};  // lo clamps to 0
-  const GroupParams p = ComputeGroupParams(GridKind::kAsym, 4, v, 2);
+  const GroupParams p = ComputeGroupParams({GridKind::kAsym, 4, 0}, v, 2);
   EXPECT_FLOAT_EQ(p.scale, 1.7f / 15.0f);
   EXPECT_EQ(p.zero, 0.0f);
   const float w[] = {-3.0f, 1.0f};
-  const GroupParams q = ComputeGroupParams(GridKind::kAsym, 4, w, 2);
+  const GroupParams q = ComputeGroupParams({GridKind::kAsym, 4, 0}, w, 2);
   EXPECT_FLOAT_EQ(q.scale, 4.0f / 15.0f);
   EXPECT_EQ(q.zero, std::nearbyint(3.0f / (4.0f / 15.0f)));
+}
+
+TEST(GridTest, F16ScalesAreRepresentableAndChooseCodesWithThem) {
+  const float v[] = {-0.123456f, 0.05f, 0.1f};
+  GridSpec grid{GridKind::kSym, 4, 0};
+  const GroupParams exact = ComputeGroupParams(grid, v, 3);
+  grid.f16_scales = true;
+  const GroupParams stored = ComputeGroupParams(grid, v, 3);
+  EXPECT_NE(stored.scale, exact.scale);
+  EXPECT_EQ(stored.scale, HalfToFloat(FloatToHalf(exact.scale)));
+  // Tiny ranges keep a positive scale; out-of-range ones are left to the
+  // packer to refuse.
+  const float tiny[] = {1e-12f, -1e-12f};
+  EXPECT_GT(ComputeGroupParams(grid, tiny, 2).scale, 0.0f);
+  const float huge[] = {1e9f, -1e9f};
+  EXPECT_EQ(ComputeGroupParams(grid, huge, 2).scale, 2e9f / 15.0f);
+  // Asymmetric zeros are chosen with the stored scale.
+  grid.kind = GridKind::kAsym;
+  const float w[] = {-3.0f, 1.1f};
+  const GroupParams a = ComputeGroupParams(grid, w, 2);
+  EXPECT_EQ(a.scale, HalfToFloat(FloatToHalf(4.1f / 15.0f)));
+  EXPECT_EQ(a.zero, std::nearbyint(3.0f / a.scale));
 }
 
 TEST(GridTest, ZeroSliceGetsScaleOne) {
   const float z[] = {0.0f, 0.0f, 0.0f};
   for (GridKind kind :
        {GridKind::kSym, GridKind::kSymRestricted, GridKind::kAsym}) {
-    const GroupParams p = ComputeGroupParams(kind, 4, z, 3);
+    const GroupParams p = ComputeGroupParams({kind, 4, 0}, z, 3);
     EXPECT_EQ(p.scale, 1.0f);
     const CodeRange r = CodeRangeFor({kind, 4, 0});
     EXPECT_EQ(DequantizeCode(QuantizeToCode(0.0f, p, r), p), 0.0f);

@@ -1,0 +1,162 @@
+// `quantctl quantize --local`; see quantize_command.h.
+#include "client/quantize_command.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <ostream>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/common_flags.h"
+#include "core/base/status_macros.h"
+#include "core/pipeline/audit_report.h"
+#include "core/pipeline/local_pipeline.h"
+#include "core/recipe/recipe.h"
+#include "nlohmann/json.hpp"
+
+ABSL_FLAG(bool, local, false,
+          "Run the job in this process instead of submitting it to quantd. "
+          "Required for now: the service client arrives with quantd.");
+ABSL_FLAG(std::string, calibration, "",
+          "Calibration set: JSONL ({\"text\": ...} or {\"input_ids\": [...]} "
+          "per line) or plain text with documents separated by empty lines. "
+          "Split into calibration and held-out documents as the recipe "
+          "says. Required.");
+ABSL_FLAG(std::string, recipe, "",
+          "Recipe file, YAML or JSON (see `quantctl recipe validate`). "
+          "Required.");
+ABSL_FLAG(int64_t, max_shard_mb, 4096,
+          "Largest safetensors shard in MiB; bigger checkpoints are split "
+          "into model-0000i-of-0000n.safetensors with an index.");
+
+namespace quant {
+namespace {
+
+// Progress on stderr: a line per layer and block, as they finish.
+class ProgressPrinter : public PipelineObserver {
+ public:
+  explicit ProgressPrinter(std::ostream* err) : err_(err) {}
+  void OnStage(const std::string& what) override {
+    *err_ << "[quantize] " << what << "\n" << std::flush;
+  }
+  void OnBlockStart(int block, int blocks) override {
+    *err_ << absl::StrFormat("[quantize] block %d/%d\n", block + 1, blocks)
+          << std::flush;
+  }
+  void OnLayer(const LayerResult& l) override {
+    if (!l.quantized) {
+      *err_ << absl::StrFormat("  %-36s kept: %s\n", l.name, l.reason);
+    } else {
+      *err_ << absl::StrFormat(
+          "  %-36s %-4s held-out rel. error %.5f (rtn %.5f) gain %.3f\n",
+          l.name, l.audit.method, l.audit.method_heldout.relative_error,
+          l.audit.rtn_heldout.relative_error, l.audit.gain_heldout);
+    }
+    *err_ << std::flush;
+  }
+  void OnBlockDone(int block, int blocks, double seconds) override {
+    *err_ << absl::StrFormat("[quantize] block %d/%d done in %.1f s\n",
+                             block + 1, blocks, seconds)
+          << std::flush;
+  }
+
+ private:
+  std::ostream* err_;
+};
+
+absl::Status RunQuantize(const CommandInvocation& invocation) {
+  if (!absl::GetFlag(FLAGS_local)) {
+    return UsageError(
+        "--local is required: this version runs jobs in-process only "
+        "(quantd is not available yet)");
+  }
+  LocalQuantizeOptions options;
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint);
+  options.calibration_path = absl::GetFlag(FLAGS_calibration);
+  options.out_dir = absl::GetFlag(FLAGS_out);
+  const std::string recipe_path = absl::GetFlag(FLAGS_recipe);
+  for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{
+                                        "checkpoint", &options.checkpoint_dir},
+                                    {"calibration", &options.calibration_path},
+                                    {"recipe", &recipe_path},
+                                    {"out", &options.out_dir}}) {
+    if (value->empty()) {
+      return UsageError(absl::StrCat("--", flag, " is required"));
+    }
+  }
+  const int64_t shard_mb = absl::GetFlag(FLAGS_max_shard_mb);
+  if (shard_mb <= 0) {
+    return UsageError(
+        absl::StrCat("--max_shard_mb must be positive, got ", shard_mb));
+  }
+  options.max_shard_bytes = shard_mb << 20;
+  QUANT_ASSIGN_OR_RETURN(options.recipe, LoadRecipe(recipe_path));
+
+  const bool json_output = absl::GetFlag(FLAGS_json);
+  ProgressPrinter printer(invocation.err);
+  QUANT_ASSIGN_OR_RETURN(
+      LocalQuantizeResult result,
+      RunLocalQuantization(options, json_output ? nullptr : &printer));
+  const std::string verdict = result.passed ? "PASS" : "FAIL";
+  if (json_output) {
+    nlohmann::json out = result.audit;
+    out["output"] = options.out_dir;
+    out["warnings"] = result.warnings;
+    *invocation.out << out.dump(2) << "\n";
+  } else {
+    for (const std::string& w : result.warnings) {
+      *invocation.out << "warning: " << w << "\n";
+    }
+    *invocation.out << FormatAuditTable(result.audit)
+                    << "packed checkpoint: " << options.out_dir << "\n";
+  }
+  if (!result.passed) {
+    return GateFailedError(absl::StrCat(
+        "gate verdict FAIL (see ", options.out_dir,
+        "/audit.json); the checkpoint was written but must not ship"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Command QuantizeCommand() {
+  Command command;
+  command.name = "quantize";
+  command.summary =
+      "Quantize a checkpoint with a recipe and a calibration set; write the "
+      "packed checkpoint, audit and gate verdict.";
+  command.usage =
+      "quantize --local --checkpoint DIR --calibration FILE --recipe FILE "
+      "--out DIR [--max_shard_mb N] [--json]";
+  command.description =
+      "Runs the job block by block in this process: the calibration set is "
+      "split into calibration and held-out documents, each decoder block's "
+      "linear layers are quantized (rtn, gptq or awq) and audited against "
+      "round-to-nearest on both splits, and the packed checkpoint (gptq or "
+      "compressed-tensors format) is written to --out with audit.json and "
+      "manifest.json. The release gates (held-out perplexity ratio, mean KL, "
+      "top-1 agreement against the unquantized model) are evaluated on the "
+      "packed checkpoint as read back from disk. Progress goes to stderr "
+      "(not with --json). Exit codes: 0 PASS, 3 gates FAIL (the checkpoint "
+      "is still written), 1 error (nothing is left at --out), 2 usage.";
+  command.example =
+      "quantctl quantize --local --checkpoint models/stories260K/hf-f32 "
+      "--calibration tinystories.txt --recipe recipe.yaml --out out/w4";
+  command.flags = {
+      &absl::GetFlagReflectionHandle(FLAGS_local),
+      &absl::GetFlagReflectionHandle(FLAGS_checkpoint),
+      &absl::GetFlagReflectionHandle(FLAGS_calibration),
+      &absl::GetFlagReflectionHandle(FLAGS_recipe),
+      &absl::GetFlagReflectionHandle(FLAGS_out),
+      &absl::GetFlagReflectionHandle(FLAGS_max_shard_mb),
+      &absl::GetFlagReflectionHandle(FLAGS_json),
+  };
+  command.run = RunQuantize;
+  return command;
+}
+
+}  // namespace quant

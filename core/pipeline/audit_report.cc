@@ -1,0 +1,180 @@
+// audit.json and its table.
+#include "core/pipeline/audit_report.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/quant/grid.h"
+
+namespace quant {
+namespace {
+
+using nlohmann::json;
+
+json SplitJson(const SplitErrors& method, const SplitErrors& rtn) {
+  return {{"method_relative_error", method.relative_error},
+          {"rtn_relative_error", rtn.relative_error},
+          {"method_output_mse", method.output_mse},
+          {"rtn_output_mse", rtn.output_mse}};
+}
+
+std::vector<std::string> Flags(const LayerAudit& a) {
+  std::vector<std::string> flags;
+  if (a.worse_than_rtn_heldout) flags.push_back("worse_than_rtn");
+  if (a.overfit) flags.push_back("overfit");
+  if (a.rank_deficient) flags.push_back("rank_deficient");
+  if (a.outlier) flags.push_back("outlier");
+  return flags;
+}
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+void MarkLayerOutliers(std::vector<LayerResult>* layers) {
+  std::vector<LayerAudit> audits;
+  for (const LayerResult& l : *layers) {
+    if (l.quantized) audits.push_back(l.audit);
+  }
+  MarkOutliers(&audits);
+  size_t at = 0;
+  for (LayerResult& l : *layers) {
+    if (l.quantized) l.audit.outlier = audits[at++].outlier;
+  }
+}
+
+json LayerResultToJson(const LayerResult& layer) {
+  const LayerSettings& s = layer.settings;
+  json j = {{"name", layer.name},
+            {"type", layer.type},
+            {"input_group", layer.input_group},
+            {"quantized", layer.quantized},
+            {"method", QuantMethodName(s.method)},
+            {"bits", s.bits},
+            {"group_size", s.group_size},
+            {"grid", QuantGridName(s.grid)}};
+  if (!layer.quantized) {
+    j["reason"] = layer.reason;
+    if (!layer.awq_fold.empty()) j["awq_fold"] = layer.awq_fold;
+    if (!layer.absorbed_awq_scales_of.empty()) {
+      j["absorbed_awq_scales_of"] = layer.absorbed_awq_scales_of;
+    }
+    return j;
+  }
+  const LayerAudit& a = layer.audit;
+  const HessianDiagnostics& h = a.hessian;
+  j["calibration"] = SplitJson(a.method_calibration, a.rtn_calibration);
+  j["heldout"] = SplitJson(a.method_heldout, a.rtn_heldout);
+  j["weight_mse"] = {{"method", a.method_weight_mse},
+                     {"rtn", a.rtn_weight_mse}};
+  j["gain_calibration"] = a.gain_calibration;
+  j["gain_heldout"] = a.gain_heldout;
+  j["flattery"] = a.flattery;
+  j["bits_per_weight"] = a.bits_per_weight;
+  j["hessian"] = {{"tokens", h.tokens},
+                  {"k", h.k},
+                  {"tokens_per_input", h.tokens_per_input},
+                  {"dead_channels", h.dead_channels},
+                  {"rho_rms", h.rho_rms},
+                  {"inv_sqrt_tokens", h.inv_sqrt_tokens}};
+  if (s.method == QuantMethod::kGptq) {
+    j["damp"] = {{"used", layer.damp_used},
+                 {"retries", layer.damp_retries},
+                 {"automatic", s.damp.automatic}};
+    if (!layer.damp_grid.empty()) {
+      j["damp"]["grid"] = layer.damp_grid;
+      j["damp"]["validation_error"] = layer.damp_validation_error;
+    }
+  }
+  if (layer.awq_alpha.has_value()) {
+    j["awq"] = {{"alpha", *layer.awq_alpha}, {"fold", layer.awq_fold}};
+  }
+  if (!layer.absorbed_awq_scales_of.empty()) {
+    j["absorbed_awq_scales_of"] = layer.absorbed_awq_scales_of;
+  }
+  j["seconds"] = a.seconds;
+  j["flags"] = Flags(a);
+  return j;
+}
+
+json BuildAuditJson(const std::vector<LayerResult>& layers, const json& gates) {
+  json list = json::array();
+  int quantized = 0;
+  int better = 0;
+  std::vector<double> gains;
+  for (const LayerResult& l : layers) {
+    list.push_back(LayerResultToJson(l));
+    if (!l.quantized) continue;
+    ++quantized;
+    gains.push_back(l.audit.gain_heldout);
+    if (l.audit.method_heldout.relative_error <
+        l.audit.rtn_heldout.relative_error) {
+      ++better;
+    }
+  }
+  json summary = {{"layers", layers.size()},
+                  {"quantized", quantized},
+                  {"unquantized", static_cast<int>(layers.size()) - quantized},
+                  {"better_than_rtn_heldout", better},
+                  {"median_gain_heldout", Median(gains)}};
+  return {{"format_version", 1},
+          {"layers", std::move(list)},
+          {"summary", std::move(summary)},
+          {"gates", gates},
+          {"verdict", gates.value("verdict", "FAIL")}};
+}
+
+std::string FormatAuditTable(const json& audit) {
+  std::string out = absl::StrFormat(
+      "%-36s %-6s %4s %10s %10s %7s %8s  %s\n", "layer", "method", "bits",
+      "rtn_held", "meth_held", "gain", "flattery", "flags / note");
+  for (const json& l : audit.at("layers")) {
+    const std::string name = l.at("name").get<std::string>();
+    if (!l.at("quantized").get<bool>()) {
+      absl::StrAppend(
+          &out, absl::StrFormat("%-36s %-6s %4s %10s %10s %7s %8s  %s\n", name,
+                                "-", "-", "-", "-", "-", "-",
+                                "kept: " + l.value("reason", "")));
+      continue;
+    }
+    std::vector<std::string> flags = l.at("flags");
+    absl::StrAppend(
+        &out, absl::StrFormat(
+                  "%-36s %-6s %4d %10.5f %10.5f %7.3f %8.3f  %s\n", name,
+                  l.at("method").get<std::string>(), l.at("bits").get<int>(),
+                  l.at("heldout").at("rtn_relative_error").get<double>(),
+                  l.at("heldout").at("method_relative_error").get<double>(),
+                  l.at("gain_heldout").get<double>(),
+                  l.at("flattery").get<double>(), absl::StrJoin(flags, ",")));
+  }
+  const json& g = audit.at("gates");
+  absl::StrAppend(
+      &out,
+      absl::StrFormat(
+          "held-out: perplexity %.4f (unquantized %.4f, ratio "
+          "%.4f), mean KL %.5f, top-1 agreement %.4f over %d "
+          "tokens\n",
+          g.at("perplexity").get<double>(),
+          g.at("reference_perplexity").get<double>(),
+          g.at("ppl_ratio").get<double>(), g.at("mean_kl").get<double>(),
+          g.at("top1_agreement").get<double>(), g.at("tokens").get<int64_t>()));
+  for (const json& c : g.at("checks")) {
+    absl::StrAppend(
+        &out, absl::StrFormat("gate %-20s value %.5f threshold %.5f  %s\n",
+                              c.at("gate").get<std::string>(),
+                              c.at("value").get<double>(),
+                              c.at("threshold").get<double>(),
+                              c.at("passed").get<bool>() ? "pass" : "FAIL"));
+  }
+  absl::StrAppend(&out, "verdict: ", g.at("verdict").get<std::string>(), "\n");
+  return out;
+}
+
+}  // namespace quant

@@ -1,0 +1,31 @@
+// audit.json: every layer's result (audit metrics, Hessian diagnostics,
+// flags, or why it stayed unquantized), the gate values and the verdict; and
+// the text table quantctl prints from it.
+#ifndef QUANT_CORE_PIPELINE_AUDIT_REPORT_H_
+#define QUANT_CORE_PIPELINE_AUDIT_REPORT_H_
+
+#include <string>
+#include <vector>
+
+#include "core/pipeline/block_task.h"
+#include "nlohmann/json.hpp"
+
+namespace quant {
+
+// Sets the outlier flag across all quantized layers (by layer type).
+void MarkLayerOutliers(std::vector<LayerResult>* layers);
+
+nlohmann::json LayerResultToJson(const LayerResult& layer);
+
+// {"format_version": 1, "layers": [...], "summary": {...}, "gates": gates,
+//  "verdict": gates["verdict"]}.
+nlohmann::json BuildAuditJson(const std::vector<LayerResult>& layers,
+                              const nlohmann::json& gates);
+
+// One line per layer: name, method, bits, held-out rel. error of RTN and of
+// the method, gain, flattery, flags; then the gates and the verdict.
+std::string FormatAuditTable(const nlohmann::json& audit);
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_PIPELINE_AUDIT_REPORT_H_

@@ -1,0 +1,113 @@
+// The block task: one decoder block quantized on the activations that enter
+// it. The unit a worker runs; the local pipeline runs the same function.
+//
+// Inputs: the block's float32 weights, the resolved settings of its seven
+// linear layers, the recipe, and the hidden states entering the block for the
+// calibration and held-out windows. Outputs: the block's tensors as the
+// packed checkpoint stores them, the per-layer results with audits, the
+// block's effective weights (what the packed checkpoint computes), and the
+// hidden states leaving the block.
+//
+// Order inside the block: [q,k,v] -> o -> [gate,up] -> down. With sequential
+// propagation each group is calibrated on inputs computed with the groups
+// already quantized, and the block's output uses the quantized block; with
+// independent propagation every group sees the unquantized block's
+// activations and the output is the unquantized block's (so blocks can run
+// in parallel from the unquantized model's hidden states).
+//
+// AWQ's 1/s goes into the op that produces the group's input: the input
+// RMSNorm weight for [q,k,v], the post-attention RMSNorm for [gate,up],
+// v_proj's rows for o (only when every attention head has its own value
+// head; under grouped-query attention o_proj is searched at α = 0, as
+// AutoAWQ does), up_proj's rows for down. A quantized producer absorbs the
+// row factor in its per-row scales (re-rounded to fp16), a float one in its
+// weights.
+#ifndef QUANT_CORE_PIPELINE_BLOCK_TASK_H_
+#define QUANT_CORE_PIPELINE_BLOCK_TASK_H_
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/base/dtype.h"
+#include "core/forward/block_weights.h"
+#include "core/model/model_config.h"
+#include "core/pack/packed_tensor.h"
+#include "core/pipeline/layer_group_quantizer.h"
+#include "core/quant/audit.h"
+#include "core/recipe/layer_plan.h"
+#include "core/recipe/recipe.h"
+
+namespace quant {
+
+// Hidden states of equal-length sequences, [sequences * seq_len, hidden];
+// rows at or past lengths[i] in sequence i are padding, left out of every
+// statistic.
+struct HiddenStates {
+  int seq_len = 0;
+  std::vector<int> lengths;
+  RowMatrixF rows;
+};
+
+struct LayerResult {
+  std::string name;  // "model.layers.0.self_attn.q_proj"
+  std::string type;  // "q_proj"
+  std::string input_group;
+  LayerSettings settings;
+  bool quantized = false;
+  std::string reason;  // Why not, when !quantized.
+  // When quantized: the packed layer (codes, fp16 scales, zeros, g_idx) as
+  // stored, after any AWQ fold, and its audit (measured before the fold, in
+  // the layer's own units).
+  QuantizedLayer layer;
+  LayerAudit audit;
+  double damp_used = 0.0;
+  int damp_retries = 0;
+  std::vector<double> damp_grid;
+  std::vector<double> damp_validation_error;
+  std::optional<float> awq_alpha;
+  // The op its AWQ input scale was folded into ("input_layernorm", ...), or
+  // why there was none.
+  std::string awq_fold;
+  // Set on a producer whose rows absorbed a later layer's 1/s.
+  std::string absorbed_awq_scales_of;
+};
+
+struct BlockTaskInput {
+  const ModelConfig* config = nullptr;
+  const Recipe* recipe = nullptr;
+  BlockWeights weights;  // Unquantized, float32.
+  // Settings of the block's layers by layer type ("q_proj", ...).
+  std::map<std::string, LayerSettings> settings;
+  // The stored dtype of each of the block's source tensors by full name;
+  // kept tensors are written in it (F32 when absent).
+  std::map<std::string, DType> stored_dtypes;
+  HiddenStates calibration;
+  HiddenStates heldout;
+};
+
+struct BlockTaskOutput {
+  int block = 0;
+  std::vector<LayerResult> layers;  // q, k, v, o, gate, up, down.
+  BlockWeights effective;           // Exactly what the stored tensors compute.
+  std::vector<PackedTensor> tensors;  // The block's checkpoint tensors.
+  HiddenStates calibration_out;
+  HiddenStates heldout_out;
+};
+
+// Called after each layer group, for progress displays.
+using LayerProgress = std::function<void(const LayerResult&)>;
+
+absl::StatusOr<BlockTaskOutput> RunBlockTask(
+    const BlockTaskInput& input, const LayerProgress& progress = nullptr);
+
+// The rows of real tokens (see HiddenStates).
+RowMatrixF RealRows(const ConstRowMatrixRef& rows, int seq_len,
+                    const std::vector<int>& lengths);
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_PIPELINE_BLOCK_TASK_H_

@@ -1,0 +1,330 @@
+// Packed checkpoint assembly, gates, audit and manifest; see finalize_task.h.
+#include "core/pipeline/finalize_task.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/directory_util.h"
+#include "core/base/file_util.h"
+#include "core/base/sha256.h"
+#include "core/base/status_macros.h"
+#include "core/pack/checkpoint_config.h"
+#include "core/pack/compressed_tensors_format.h"
+#include "core/pack/gptq_format.h"
+#include "core/pipeline/audit_report.h"
+#include "core/pipeline/layer_packing.h"
+
+#ifndef QUANT_VERSION
+#define QUANT_VERSION "unknown"
+#endif
+
+namespace quant {
+namespace {
+
+using nlohmann::json;
+
+// Removes the temporary directory unless the result was renamed into place.
+class TempDirectoryGuard {
+ public:
+  explicit TempDirectoryGuard(std::string path) : path_(std::move(path)) {}
+  ~TempDirectoryGuard() {
+    if (!released_) RemoveTree(path_).IgnoreError();
+  }
+  void Release() { released_ = true; }
+
+ private:
+  std::string path_;
+  bool released_ = false;
+};
+
+std::vector<std::string> UnquantizedLinearLayers(
+    const std::vector<LayerResult>& layers) {
+  std::vector<std::string> names;
+  for (const LayerResult& l : layers) {
+    if (!l.quantized) names.push_back(l.name);
+  }
+  return names;
+}
+
+// The damping recorded in the GPTQ config: the recipe's fraction, or with
+// damp: auto the median chosen; readers insist on a value in (0, 1).
+double ConfigDamp(const Recipe& recipe,
+                  const std::vector<LayerResult>& layers) {
+  std::vector<double> used;
+  for (const LayerResult& l : layers) {
+    if (l.quantized && l.settings.method == QuantMethod::kGptq) {
+      used.push_back(l.damp_used);
+    }
+  }
+  double damp = recipe.damp.fraction;
+  if (recipe.damp.automatic && !used.empty()) {
+    std::sort(used.begin(), used.end());
+    damp = used[used.size() / 2];
+  }
+  return damp > 0.0 && damp < 1.0 ? damp : 0.01;
+}
+
+struct FormatFiles {
+  json quantization_config;
+  std::optional<json> quantize_config_file;  // GPTQ only.
+};
+
+bool Symmetric(QuantGrid grid) { return grid != QuantGrid::kAsym; }
+
+// Quantized layers whose bits, group size or symmetry differ from the
+// recipe's: the formats record them per layer.
+std::vector<const LayerResult*> LayersWithOwnScheme(
+    const Recipe& recipe, const std::vector<LayerResult>& layers) {
+  std::vector<const LayerResult*> out;
+  for (const LayerResult& l : layers) {
+    const LayerSettings& s = l.settings;
+    if (l.quantized &&
+        (s.bits != recipe.bits || s.group_size != recipe.group_size ||
+         Symmetric(s.grid) != Symmetric(recipe.grid))) {
+      out.push_back(&l);
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<FormatFiles> FormatConfig(const Recipe& recipe,
+                                         const std::vector<LayerResult>& l) {
+  FormatFiles files;
+  if (recipe.format == OutputFormat::kCompressedTensors) {
+    CompressedTensorsConfigOptions options;
+    options.bits = recipe.bits;
+    options.group_size = recipe.group_size;
+    options.symmetric = Symmetric(recipe.grid);
+    options.actorder = ActOrderFor(recipe, recipe.group_size);
+    options.ignore = UnquantizedLinearLayers(l);
+    for (const LayerResult* layer : LayersWithOwnScheme(recipe, l)) {
+      const LayerSettings& s = layer->settings;
+      options.layer_schemes.push_back({layer->name, s.bits, s.group_size,
+                                       Symmetric(s.grid),
+                                       ActOrderFor(recipe, s.group_size)});
+    }
+    QUANT_ASSIGN_OR_RETURN(files.quantization_config,
+                           CompressedTensorsQuantizationConfig(options));
+    return files;
+  }
+  GptqConfigOptions options;
+  options.bits = recipe.bits;
+  options.group_size = recipe.group_size;
+  options.sym = Symmetric(recipe.grid);
+  options.desc_act = recipe.act_order;
+  options.static_groups = recipe.static_groups;
+  options.damp_percent = ConfigDamp(recipe, l);
+  options.true_sequential = recipe.propagation == Propagation::kSequential;
+  options.unquantized_layers = UnquantizedLinearLayers(l);
+  options.quantizer = ToolVersion();
+  for (const LayerResult* layer : LayersWithOwnScheme(recipe, l)) {
+    const LayerSettings& s = layer->settings;
+    options.layer_schemes.push_back({layer->name, s.bits, s.group_size,
+                                     Symmetric(s.grid), recipe.act_order});
+  }
+  QUANT_ASSIGN_OR_RETURN(files.quantization_config,
+                         GptqQuantizationConfig(options));
+  QUANT_ASSIGN_OR_RETURN(json file, GptqQuantizeConfigFile(options));
+  files.quantize_config_file = std::move(file);
+  return files;
+}
+
+// The source's tensors outside the blocks (embeddings, final norm, lm_head),
+// in their stored dtype.
+absl::StatusOr<std::vector<PackedTensor>> OuterTensors(const Checkpoint& source,
+                                                       bool before_blocks) {
+  std::vector<PackedTensor> out;
+  for (const ExpectedTensor& expected : source.expected_tensors()) {
+    if (absl::StartsWith(expected.name, "model.layers.")) continue;
+    const bool is_embedding = expected.name == "model.embed_tokens.weight";
+    if (is_embedding != before_blocks) continue;
+    const TensorCollection::Entry entry = source.tensors().Find(expected.name);
+    QUANT_ASSIGN_OR_RETURN(FloatTensor t, source.ReadFloat(expected.name));
+    QUANT_ASSIGN_OR_RETURN(
+        PackedTensor packed,
+        FloatTensorAs(expected.name, t.shape, t.data, entry.info->dtype));
+    out.push_back(std::move(packed));
+  }
+  return out;
+}
+
+absl::Status CopyFile(const std::string& from, const std::string& to) {
+  QUANT_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(from));
+  return WriteFileAtomically(to, bytes);
+}
+
+json SplitJson(const CalibrationSplit& split) {
+  const CalibrationSplitOptions& o = split.options;
+  return {{"sha256", split.calibration_hash},
+          {"samples", o.samples},
+          {"seq_len", o.seq_len},
+          {"heldout_fraction", o.heldout_fraction},
+          {"heldout_count", o.heldout_count},
+          {"heldout_samples", o.heldout_samples},
+          {"seed", o.seed},
+          {"packing", o.packing == WindowPacking::kPerDocument ? "per-document"
+                                                               : "concatenate"},
+          {"calibration_documents", split.calibration_documents},
+          {"heldout_documents", split.heldout_documents},
+          {"calibration_windows", split.calibration.sequences.size()},
+          {"heldout_windows", split.heldout.sequences.size()},
+          {"calibration_tokens", split.calibration.RealTokens()},
+          {"heldout_tokens", split.heldout.RealTokens()}};
+}
+
+absl::StatusOr<json> SourceFingerprint(const Checkpoint& source) {
+  std::vector<std::string> names;
+  for (const auto& file : source.tensors().files()) {
+    names.push_back(std::filesystem::path(file->path()).filename().string());
+  }
+  if (source.tensors().sharded()) {
+    names.push_back("model.safetensors.index.json");
+  }
+  std::sort(names.begin(), names.end());
+  QUANT_ASSIGN_OR_RETURN(json files,
+                         FingerprintFiles(source.directory(), names));
+  std::error_code error;
+  const std::string absolute =
+      std::filesystem::absolute(source.directory(), error).string();
+  files["path"] = error ? source.directory() : absolute;
+  return files;
+}
+
+}  // namespace
+
+std::string ToolVersion() { return absl::StrCat("quant ", QUANT_VERSION); }
+
+const std::vector<std::string>& TokenizerFileNames() {
+  static const auto* names = new std::vector<std::string>{
+      "tokenizer.json",  "tokenizer_config.json",  "special_tokens_map.json",
+      "tokenizer.model", "generation_config.json", "added_tokens.json"};
+  return *names;
+}
+
+absl::StatusOr<json> FingerprintFiles(const std::string& dir,
+                                      const std::vector<std::string>& names) {
+  std::vector<std::string> sorted = names;
+  std::sort(sorted.begin(), sorted.end());
+  json files = json::array();
+  std::string lines;
+  for (const std::string& name : sorted) {
+    const std::string path = JoinPath(dir, name);
+    QUANT_ASSIGN_OR_RETURN(std::string sha, Sha256File(path));
+    std::error_code error;
+    const auto bytes = std::filesystem::file_size(path, error);
+    files.push_back({{"name", name},
+                     {"sha256", sha},
+                     {"bytes", error ? 0 : static_cast<int64_t>(bytes)}});
+    absl::StrAppend(&lines, name, " ", sha, "\n");
+  }
+  return json{{"fingerprint", Sha256Hex(lines)}, {"files", std::move(files)}};
+}
+
+absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
+                                               const StageProgress& progress) {
+  if (input.source == nullptr || input.reference == nullptr ||
+      input.recipe == nullptr || input.split == nullptr) {
+    return absl::InvalidArgumentError(
+        "finalize: source, reference, recipe and split are required");
+  }
+  auto say = [&](const std::string& what) {
+    if (progress) progress(what);
+  };
+  const Recipe& recipe = *input.recipe;
+  const std::string out = input.out_dir;
+  if (FileExists(out) || IsDirectory(out)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("output ", out, " already exists; choose a new path"));
+  }
+  const std::string temp = absl::StrCat(out, ".partial-", ::getpid());
+  QUANT_RETURN_IF_ERROR(RemoveTree(temp));
+  QUANT_RETURN_IF_ERROR(MakeDirectory(temp));
+  TempDirectoryGuard guard(temp);
+
+  say("writing tensors");
+  QUANT_ASSIGN_OR_RETURN(std::vector<PackedTensor> tensors,
+                         OuterTensors(*input.source, true));
+  for (std::vector<PackedTensor>& block : input.block_tensors) {
+    for (PackedTensor& t : block) tensors.push_back(std::move(t));
+    block.clear();
+  }
+  QUANT_ASSIGN_OR_RETURN(std::vector<PackedTensor> tail,
+                         OuterTensors(*input.source, false));
+  for (PackedTensor& t : tail) tensors.push_back(std::move(t));
+  QUANT_ASSIGN_OR_RETURN(
+      std::vector<std::string> files,
+      WriteModelTensors(temp, tensors, input.max_shard_bytes));
+  tensors.clear();
+
+  QUANT_ASSIGN_OR_RETURN(FormatFiles format,
+                         FormatConfig(recipe, input.layers));
+  QUANT_ASSIGN_OR_RETURN(
+      std::string source_config,
+      ReadFileToString(JoinPath(input.source->directory(), "config.json")));
+  QUANT_ASSIGN_OR_RETURN(
+      std::string config,
+      WithQuantizationConfig(source_config, format.quantization_config));
+  QUANT_RETURN_IF_ERROR(
+      WriteFileAtomically(JoinPath(temp, "config.json"), config));
+  files.push_back("config.json");
+  if (format.quantize_config_file.has_value()) {
+    QUANT_RETURN_IF_ERROR(
+        WriteFileAtomically(JoinPath(temp, "quantize_config.json"),
+                            format.quantize_config_file->dump(2) + "\n"));
+    files.push_back("quantize_config.json");
+  }
+  for (const std::string& name : TokenizerFileNames()) {
+    const std::string from = JoinPath(input.tokenizer_dir, name);
+    if (!FileExists(from)) continue;
+    QUANT_RETURN_IF_ERROR(CopyFile(from, JoinPath(temp, name)));
+    files.push_back(name);
+  }
+
+  // The gates run on the checkpoint as a runtime would read it.
+  say("evaluating gates on the packed checkpoint");
+  CheckpointOptions open_options;
+  open_options.allow_packed = true;
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> packed,
+                         Checkpoint::Open(temp, open_options));
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> packed_model,
+                         LlamaModel::Load(*packed));
+  FinalizeOutput output;
+  QUANT_ASSIGN_OR_RETURN(
+      output.gates,
+      EvaluateGates(*packed_model, *input.reference, input.split->heldout,
+                    recipe.gates, input.eval_batch_windows));
+  packed_model.reset();
+  packed.reset();
+
+  say("writing audit and manifest");
+  MarkLayerOutliers(&input.layers);
+  output.audit = BuildAuditJson(input.layers, GateReportToJson(output.gates));
+  QUANT_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(temp, "audit.json"),
+                                            output.audit.dump(2) + "\n"));
+  files.push_back("audit.json");
+
+  QUANT_ASSIGN_OR_RETURN(json source, SourceFingerprint(*input.source));
+  QUANT_ASSIGN_OR_RETURN(json outputs, FingerprintFiles(temp, files));
+  output.manifest = {
+      {"format_version", 1},
+      {"tool", ToolVersion()},
+      {"recipe", json::parse(RecipeToJson(recipe), nullptr, false)},
+      {"source", std::move(source)},
+      {"calibration", SplitJson(*input.split)},
+      {"output",
+       {{"format", OutputFormatName(recipe.format)},
+        {"verdict", output.audit.at("verdict")},
+        {"files", outputs.at("files")}}}};
+  QUANT_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(temp, "manifest.json"),
+                                            output.manifest.dump(2) + "\n"));
+  QUANT_RETURN_IF_ERROR(SyncDirectory(temp));
+  QUANT_RETURN_IF_ERROR(RenameDirectoryIntoPlace(temp, out));
+  guard.Release();
+  return output;
+}
+
+}  // namespace quant

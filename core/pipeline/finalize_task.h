@@ -1,0 +1,76 @@
+// The finalize task: assembles the packed checkpoint from the block tasks'
+// tensors, evaluates the release gates on it as read back from disk, and
+// writes audit.json and manifest.json. Everything is written into a
+// temporary directory beside the destination and renamed into place at the
+// end, so the destination either holds a whole checkpoint or does not exist.
+//
+// Output directory:
+//   config.json              the source's, with quantization_config
+//   quantize_config.json     (gptq format) AutoGPTQ's copy of the settings
+//   model.safetensors        or model-0000i-of-0000n.safetensors + index
+//   tokenizer files          copied as they are
+//   audit.json               see audit_report.h
+//   manifest.json            recipe, tool version, source fingerprint,
+//                            calibration hash and split, sha256 of every
+//                            other file
+#ifndef QUANT_CORE_PIPELINE_FINALIZE_TASK_H_
+#define QUANT_CORE_PIPELINE_FINALIZE_TASK_H_
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/calib/calibration_split.h"
+#include "core/forward/llama_model.h"
+#include "core/model/checkpoint.h"
+#include "core/pack/packed_tensor.h"
+#include "core/pipeline/block_task.h"
+#include "core/pipeline/gates.h"
+#include "core/pipeline/model_files_writer.h"
+#include "core/recipe/recipe.h"
+#include "nlohmann/json.hpp"
+
+namespace quant {
+
+// The tool's name and version as recorded in outputs ("quant 0.1.0").
+std::string ToolVersion();
+
+// Tokenizer and generation files copied next to the weights when present.
+const std::vector<std::string>& TokenizerFileNames();
+
+struct FinalizeInput {
+  const Checkpoint* source = nullptr;     // The unquantized checkpoint.
+  const LlamaModel* reference = nullptr;  // It, loaded, for the gates.
+  const Recipe* recipe = nullptr;
+  const CalibrationSplit* split = nullptr;
+  std::string tokenizer_dir;
+  std::string out_dir;  // Must not exist yet.
+  // Per block in order: its tensors and layer results.
+  std::vector<std::vector<PackedTensor>> block_tensors;
+  std::vector<LayerResult> layers;
+  int64_t max_shard_bytes = kDefaultMaxShardBytes;
+  int eval_batch_windows = 8;
+};
+
+struct FinalizeOutput {
+  GateReport gates;
+  nlohmann::json audit;
+  nlohmann::json manifest;
+};
+
+// Progress messages ("writing tensors", "evaluating gates", ...).
+using StageProgress = std::function<void(const std::string&)>;
+
+absl::StatusOr<FinalizeOutput> RunFinalizeTask(
+    FinalizeInput input, const StageProgress& progress = nullptr);
+
+// sha256 of each file (name, bytes, sha256) and a fingerprint over them:
+// sha256 of "<name> <sha256>\n" lines in name order.
+absl::StatusOr<nlohmann::json> FingerprintFiles(
+    const std::string& dir, const std::vector<std::string>& names);
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_PIPELINE_FINALIZE_TASK_H_

@@ -1,0 +1,280 @@
+// One input group's layers through RTN, GPTQ or AWQ, then the audit.
+#include "core/pipeline/layer_group_quantizer.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/quant/awq.h"
+#include "core/quant/gptq.h"
+#include "core/quant/hessian.h"
+#include "core/quant/output_error.h"
+#include "core/quant/rtn.h"
+
+namespace quant {
+namespace {
+
+GridKind ToGridKind(QuantGrid grid) {
+  switch (grid) {
+    case QuantGrid::kSym:
+      return GridKind::kSym;
+    case QuantGrid::kSymRestricted:
+      return GridKind::kSymRestricted;
+    case QuantGrid::kAsym:
+      return GridKind::kAsym;
+  }
+  return GridKind::kSym;
+}
+
+bool SameGrid(const GridSpec& a, const GridSpec& b) {
+  return a.kind == b.kind && a.bits == b.bits && a.group_size == b.group_size &&
+         a.f16_scales == b.f16_scales;
+}
+
+double SecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+// Rows [begin, begin + count) of a layer quantized as part of a stack.
+QuantizedLayer SliceRows(const QuantizedLayer& stacked, int64_t begin,
+                         int64_t count) {
+  QuantizedLayer out;
+  out.grid = stacked.grid;
+  out.rows = count;
+  out.cols = stacked.cols;
+  out.dequantized = stacked.dequantized.middleRows(begin, count);
+  out.codes = stacked.codes.middleRows(begin, count);
+  out.scales = stacked.scales.middleCols(begin, count);
+  out.zeros = stacked.zeros.middleCols(begin, count);
+  out.g_idx = stacked.g_idx;
+  out.order = stacked.order;
+  out.method = stacked.method;
+  return out;
+}
+
+// The statistics every layer of the group shares, computed once.
+struct GroupStatistics {
+  HessianAccumulator hessian;
+  std::optional<SplitHessianAccumulator> split;  // For damp: auto.
+  std::optional<OutputErrorEvaluator> calibration;
+  std::optional<OutputErrorEvaluator> heldout;
+  Eigen::VectorXf mean_abs;
+
+  explicit GroupStatistics(int64_t k) : hessian(k) {}
+};
+
+absl::StatusOr<GroupStatistics> ComputeStatistics(
+    const std::vector<GroupLayerInput>& layers,
+    const ConstRowMatrixRef& calibration, const ConstRowMatrixRef& heldout,
+    const GroupQuantizeOptions& options) {
+  const int64_t k = calibration.cols();
+  GroupStatistics stats(k);
+  QUANT_RETURN_IF_ERROR(stats.hessian.Add(calibration));
+  bool any_auto = false;
+  bool any_awq = false;
+  for (const GroupLayerInput& layer : layers) {
+    any_auto |= layer.settings.method == QuantMethod::kGptq &&
+                layer.settings.damp.automatic;
+    any_awq |= layer.settings.method == QuantMethod::kAwq;
+  }
+  if (any_auto) {
+    stats.split.emplace(k, options.auto_damp_validation_fraction);
+    QUANT_RETURN_IF_ERROR(stats.split->Add(calibration));
+  }
+  if (any_awq) {
+    ActivationStatsAccumulator acc(k);
+    QUANT_RETURN_IF_ERROR(acc.Add(calibration));
+    stats.mean_abs = acc.MeanAbs();
+  }
+  const RowMatrixF h = stats.hessian.Finish();
+  QUANT_ASSIGN_OR_RETURN(
+      OutputErrorEvaluator cal,
+      OutputErrorEvaluator::FromHessian(h, stats.hessian.token_count()));
+  stats.calibration.emplace(std::move(cal));
+  QUANT_ASSIGN_OR_RETURN(OutputErrorEvaluator held,
+                         OutputErrorEvaluator::FromActivations(heldout));
+  stats.heldout.emplace(std::move(held));
+  return stats;
+}
+
+absl::StatusOr<QuantizedGroupLayer> QuantizeOne(
+    const GroupLayerInput& input, const GroupStatistics& stats,
+    const GroupQuantizeOptions& options) {
+  const GridSpec grid = GridForSettings(input.settings);
+  QuantizedGroupLayer out;
+  out.name = input.name;
+  if (input.settings.method == QuantMethod::kRtn) {
+    QUANT_ASSIGN_OR_RETURN(out.layer,
+                           QuantizeRtn(input.weight, grid, input.name));
+    return out;
+  }
+  // GPTQ.
+  const Recipe& recipe = *options.recipe;
+  GptqOptions gptq;
+  gptq.grid = grid;
+  gptq.act_order = recipe.act_order;
+  gptq.static_groups = recipe.static_groups;
+  gptq.layer_name = input.name;
+  if (input.settings.damp.automatic) {
+    const RowMatrixF train = stats.split->train().Finish();
+    const RowMatrixF validation = stats.split->validation().Finish();
+    QUANT_ASSIGN_OR_RETURN(DampSearchResult search,
+                           QuantizeGptqAutoDamp(input.weight, train, validation,
+                                                recipe.damp.auto_grid, gptq));
+    out.layer = std::move(search.result.layer);
+    out.damp_used = search.result.damp_used;
+    out.damp_retries = search.result.damp_retries;
+    out.damp_grid = std::move(search.damp_grid);
+    out.damp_validation_error = std::move(search.validation_error);
+    return out;
+  }
+  gptq.damp_percent = input.settings.damp.fraction;
+  const RowMatrixF h = stats.hessian.Finish();
+  QUANT_ASSIGN_OR_RETURN(GptqResult result,
+                         QuantizeGptq(input.weight, h, gptq));
+  out.layer = std::move(result.layer);
+  out.damp_used = result.damp_used;
+  out.damp_retries = result.damp_retries;
+  return out;
+}
+
+// Every AWQ layer of the group, stacked and quantized with one s.
+absl::Status QuantizeAwqLayers(const std::vector<GroupLayerInput>& layers,
+                               const std::vector<int>& awq_indices,
+                               const GroupStatistics& stats,
+                               const GroupQuantizeOptions& options,
+                               QuantizedGroup* group) {
+  const GridSpec grid = GridForSettings(layers[awq_indices[0]].settings);
+  int64_t rows = 0;
+  std::string names;
+  for (int i : awq_indices) {
+    if (!SameGrid(GridForSettings(layers[i].settings), grid)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          layers[i].name, " and ", layers[awq_indices[0]].name,
+          " read the same input and both use AWQ, so they must share one "
+          "input scale and therefore bits, group_size and grid; give them "
+          "the same settings or another method"));
+    }
+    rows += layers[i].weight.rows();
+    absl::StrAppend(&names, names.empty() ? "" : "+", layers[i].name);
+  }
+  RowMatrixF stacked(rows, layers[awq_indices[0]].weight.cols());
+  int64_t at = 0;
+  for (int i : awq_indices) {
+    stacked.middleRows(at, layers[i].weight.rows()) = layers[i].weight;
+    at += layers[i].weight.rows();
+  }
+  AwqOptions awq;
+  awq.grid = grid;
+  awq.layer_name = names;
+  awq.clip_search = options.recipe->awq_clip_search;
+  awq.alpha_grid.clear();
+  if (options.awq_fold_available) {
+    for (double a : options.recipe->awq_alpha_grid) {
+      awq.alpha_grid.push_back(static_cast<float>(a));
+    }
+  } else {
+    awq.alpha_grid = {0.0f};
+  }
+  QUANT_ASSIGN_OR_RETURN(
+      AwqResult result,
+      QuantizeAwq(stacked, stats.mean_abs, *stats.calibration, awq));
+  group->awq_input_scales = result.input_scales;
+  at = 0;
+  for (int i : awq_indices) {
+    const int64_t n = layers[i].weight.rows();
+    QuantizedGroupLayer& out = group->layers[i];
+    out.name = layers[i].name;
+    out.layer = SliceRows(result.layer, at, n);
+    out.awq_alpha = result.alpha;
+    at += n;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+GridSpec GridForSettings(const LayerSettings& settings) {
+  GridSpec grid;
+  grid.kind = ToGridKind(settings.grid);
+  grid.bits = settings.bits;
+  grid.group_size = settings.group_size;
+  grid.f16_scales = true;
+  return grid;
+}
+
+absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
+    const std::vector<GroupLayerInput>& layers,
+    const ConstRowMatrixRef& calibration, const ConstRowMatrixRef& heldout,
+    const GroupQuantizeOptions& options) {
+  if (options.recipe == nullptr) {
+    return absl::InvalidArgumentError("QuantizeLayerGroup: no recipe");
+  }
+  QuantizedGroup group;
+  if (layers.empty()) return group;
+  const int64_t k = calibration.cols();
+  for (const GroupLayerInput& layer : layers) {
+    if (layer.weight.cols() != k || heldout.cols() != k) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(layer.name, ": weight has ", layer.weight.cols(),
+                       " input columns but the group's activations have ", k,
+                       " and ", heldout.cols()));
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  QUANT_ASSIGN_OR_RETURN(
+      GroupStatistics stats,
+      ComputeStatistics(layers, calibration, heldout, options));
+  const double statistics_seconds = SecondsSince(start);
+
+  group.layers.resize(layers.size());
+  std::vector<double> seconds(
+      layers.size(), statistics_seconds / static_cast<double>(layers.size()));
+  std::vector<int> awq_indices;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    if (layers[i].settings.method == QuantMethod::kAwq) {
+      awq_indices.push_back(static_cast<int>(i));
+      continue;
+    }
+    const auto layer_start = std::chrono::steady_clock::now();
+    QUANT_ASSIGN_OR_RETURN(group.layers[i],
+                           QuantizeOne(layers[i], stats, options));
+    seconds[i] += SecondsSince(layer_start);
+  }
+  if (!awq_indices.empty()) {
+    const auto awq_start = std::chrono::steady_clock::now();
+    QUANT_RETURN_IF_ERROR(
+        QuantizeAwqLayers(layers, awq_indices, stats, options, &group));
+    const double each =
+        SecondsSince(awq_start) / static_cast<double>(awq_indices.size());
+    for (int i : awq_indices) seconds[i] += each;
+  }
+
+  for (size_t i = 0; i < layers.size(); ++i) {
+    QuantizedGroupLayer& out = group.layers[i];
+    // AWQ's layer is W·diag(s) quantized; the audit compares in W's units.
+    RowMatrixF effective;
+    if (out.awq_alpha.has_value()) {
+      effective = out.layer.dequantized *
+                  group.awq_input_scales.cwiseInverse().asDiagonal();
+    }
+    const AuditInputs audit{layers[i].name,
+                            QuantMethodName(layers[i].settings.method),
+                            out.layer.grid,
+                            layers[i].weight,
+                            out.awq_alpha.has_value()
+                                ? ConstRowMatrixRef(effective)
+                                : ConstRowMatrixRef(out.layer.dequantized),
+                            &*stats.calibration,
+                            &*stats.heldout,
+                            out.damp_used,
+                            out.damp_retries};
+    QUANT_ASSIGN_OR_RETURN(out.audit, AuditLayer(audit));
+    out.audit.seconds = seconds[i];
+  }
+  return group;
+}
+
+}  // namespace quant

@@ -1,0 +1,81 @@
+// Quantizes the linear layers that read one activation matrix (an input
+// group: [q,k,v], [o], [gate,up] or [down]) with their resolved settings,
+// and audits each against RTN on the calibration and held-out activations.
+//
+// The group is the unit because its layers share the calibration statistics
+// (one Hessian, one AWQ activation statistic) and because AWQ's input scale
+// s is folded into the single op that produces the group's input, so every
+// AWQ layer of a group must share s: their weights are stacked row-wise and
+// quantized as one matrix (rows are quantized independently, so stacking
+// changes nothing but the choice of α, which then minimises the group's
+// total error).
+#ifndef QUANT_CORE_PIPELINE_LAYER_GROUP_QUANTIZER_H_
+#define QUANT_CORE_PIPELINE_LAYER_GROUP_QUANTIZER_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/quant/audit.h"
+#include "core/quant/grid.h"
+#include "core/quant/matrix_types.h"
+#include "core/quant/quantized_layer.h"
+#include "core/recipe/layer_plan.h"
+#include "core/recipe/recipe.h"
+
+namespace quant {
+
+// The grid a layer's settings describe. Scales are rounded to fp16, the
+// precision both packed formats store.
+GridSpec GridForSettings(const LayerSettings& settings);
+
+struct GroupLayerInput {
+  std::string name;  // "model.layers.0.self_attn.q_proj"
+  LayerSettings settings;
+  ConstRowMatrixRef weight;  // W [N, K]
+};
+
+struct GroupQuantizeOptions {
+  const Recipe* recipe = nullptr;  // act_order, damping grid, AWQ options.
+  // False when nothing can undo AWQ's scaling upstream (e.g. o_proj under
+  // grouped-query attention): AWQ layers then search only α = 0.
+  bool awq_fold_available = true;
+  // Fraction of the calibration tokens that validate damp: auto.
+  double auto_damp_validation_fraction = 0.25;
+};
+
+struct QuantizedGroupLayer {
+  std::string name;
+  QuantizedLayer layer;  // Codes, scales, zeros; dequantized = what computes.
+  LayerAudit audit;
+  // GPTQ: damping chosen and, for damp: auto, the grid and its errors.
+  double damp_used = 0.0;
+  int damp_retries = 0;
+  std::vector<double> damp_grid;
+  std::vector<double> damp_validation_error;
+  // AWQ: α and whether this layer's dequantized weights are in scaled units.
+  std::optional<float> awq_alpha;
+};
+
+struct QuantizedGroup {
+  std::vector<QuantizedGroupLayer> layers;  // In the input order.
+  // AWQ's s [K], shared by the group's AWQ layers; empty without AWQ. The
+  // layers' weights are W·diag(s): the caller divides the group's input by s
+  // in the op that produces it.
+  Eigen::VectorXf awq_input_scales;
+};
+
+// `calibration` and `heldout` are the group's input rows of real tokens
+// ([T, K], [T', K]). Every layer in `layers` is quantized (callers leave out
+// the ones kept unquantized). Errors: layers of one group disagreeing on
+// K, AWQ layers with different grids, and what the cores report (naming the
+// layer).
+absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
+    const std::vector<GroupLayerInput>& layers,
+    const ConstRowMatrixRef& calibration, const ConstRowMatrixRef& heldout,
+    const GroupQuantizeOptions& options);
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_PIPELINE_LAYER_GROUP_QUANTIZER_H_

@@ -1,0 +1,136 @@
+// In-process driver of the block and finalize tasks.
+#include "core/pipeline/local_pipeline.h"
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/file_util.h"
+#include "core/base/status_macros.h"
+#include "core/calib/calibration_file.h"
+#include "core/calib/calibration_split.h"
+#include "core/forward/llama_model.h"
+#include "core/model/checkpoint.h"
+#include "core/model/linear_layers.h"
+#include "core/pipeline/quantization_plan.h"
+#include "core/text/tokenizer.h"
+
+namespace quant {
+namespace {
+
+absl::StatusOr<HiddenStates> EmbedWindows(const LlamaModel& model,
+                                          const TokenWindows& windows) {
+  std::vector<int32_t> ids;
+  for (const std::vector<int32_t>& sequence : windows.sequences) {
+    ids.insert(ids.end(), sequence.begin(), sequence.end());
+  }
+  HiddenStates states;
+  states.seq_len = windows.seq_len;
+  states.lengths = windows.lengths;
+  QUANT_ASSIGN_OR_RETURN(states.rows, model.Embed(ids));
+  return states;
+}
+
+std::map<std::string, DType> BlockDTypes(const Checkpoint& checkpoint,
+                                         int block) {
+  std::map<std::string, DType> dtypes;
+  const std::string prefix = BlockPrefix(block);
+  for (const ExpectedTensor& t : checkpoint.expected_tensors()) {
+    if (t.name.compare(0, prefix.size(), prefix) != 0) continue;
+    dtypes[t.name] = checkpoint.tensors().Find(t.name).info->dtype;
+  }
+  return dtypes;
+}
+
+}  // namespace
+
+absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
+    const LocalQuantizeOptions& options, PipelineObserver* observer) {
+  PipelineObserver ignore;
+  PipelineObserver& obs = observer != nullptr ? *observer : ignore;
+  const Recipe& recipe = options.recipe;
+  if (FileExists(options.out_dir) || IsDirectory(options.out_dir)) {
+    return absl::AlreadyExistsError(absl::StrCat(
+        "output ", options.out_dir, " already exists; choose a new path"));
+  }
+
+  obs.OnStage("opening the checkpoint and checking every weight is finite");
+  CheckpointOptions open_options;
+  open_options.check_finite = true;
+  QUANT_ASSIGN_OR_RETURN(
+      std::unique_ptr<Checkpoint> checkpoint,
+      Checkpoint::Open(options.checkpoint_dir, open_options));
+  const ModelConfig& config = checkpoint->config();
+  QUANT_ASSIGN_OR_RETURN(QuantizationPlan plan,
+                         PlanQuantization(config, recipe));
+
+  obs.OnStage("tokenizing the calibration set");
+  const std::string tokenizer_dir = options.tokenizer_dir.empty()
+                                        ? options.checkpoint_dir
+                                        : options.tokenizer_dir;
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                         Tokenizer::LoadFromDirectory(tokenizer_dir));
+  QUANT_ASSIGN_OR_RETURN(CalibrationFile file,
+                         LoadCalibrationFile(options.calibration_path));
+  QUANT_ASSIGN_OR_RETURN(
+      CalibrationSplit split,
+      BuildCalibrationSplit(file, *tokenizer, SplitOptionsFromRecipe(recipe)));
+
+  obs.OnStage("loading the model");
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
+                         LlamaModel::Load(*checkpoint));
+  QUANT_ASSIGN_OR_RETURN(HiddenStates calibration,
+                         EmbedWindows(*model, split.calibration));
+  QUANT_ASSIGN_OR_RETURN(HiddenStates heldout,
+                         EmbedWindows(*model, split.heldout));
+
+  FinalizeInput finalize;
+  const int blocks = config.num_hidden_layers;
+  for (int b = 0; b < blocks; ++b) {
+    obs.OnBlockStart(b, blocks);
+    const auto start = std::chrono::steady_clock::now();
+    BlockTaskInput input;
+    input.config = &config;
+    input.recipe = &recipe;
+    input.weights = model->block(b);
+    input.settings = plan.blocks[b];
+    input.stored_dtypes = BlockDTypes(*checkpoint, b);
+    input.calibration = std::move(calibration);
+    input.heldout = std::move(heldout);
+    QUANT_ASSIGN_OR_RETURN(
+        BlockTaskOutput output,
+        RunBlockTask(input, [&](const LayerResult& l) { obs.OnLayer(l); }));
+    calibration = std::move(output.calibration_out);
+    heldout = std::move(output.heldout_out);
+    finalize.block_tensors.push_back(std::move(output.tensors));
+    for (LayerResult& l : output.layers) {
+      l.layer = QuantizedLayer();  // Packed already; keep the audit only.
+      finalize.layers.push_back(std::move(l));
+    }
+    obs.OnBlockDone(
+        b, blocks,
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count());
+  }
+
+  finalize.source = checkpoint.get();
+  finalize.reference = model.get();
+  finalize.recipe = &recipe;
+  finalize.split = &split;
+  finalize.tokenizer_dir = tokenizer_dir;
+  finalize.out_dir = options.out_dir;
+  finalize.max_shard_bytes = options.max_shard_bytes;
+  finalize.eval_batch_windows = options.eval_batch_windows;
+  QUANT_ASSIGN_OR_RETURN(
+      FinalizeOutput out,
+      RunFinalizeTask(std::move(finalize),
+                      [&](const std::string& what) { obs.OnStage(what); }));
+  LocalQuantizeResult result;
+  result.passed = out.gates.passed;
+  result.audit = std::move(out.audit);
+  result.manifest = std::move(out.manifest);
+  result.warnings = std::move(plan.warnings);
+  return result;
+}
+
+}  // namespace quant

@@ -1,0 +1,38 @@
+// What a quantization job will do, decided before any block runs: the
+// calibration split options the recipe implies, and every linear layer's
+// settings, so a job fails at submit time rather than after hours of work on
+// something known up front.
+#ifndef QUANT_CORE_PIPELINE_QUANTIZATION_PLAN_H_
+#define QUANT_CORE_PIPELINE_QUANTIZATION_PLAN_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/calib/calibration_split.h"
+#include "core/model/model_config.h"
+#include "core/recipe/layer_plan.h"
+#include "core/recipe/recipe.h"
+
+namespace quant {
+
+CalibrationSplitOptions SplitOptionsFromRecipe(const Recipe& recipe);
+
+struct QuantizationPlan {
+  // Per block, the settings of its layers by type ("q_proj", ...).
+  std::vector<std::map<std::string, LayerSettings>> blocks;
+  std::vector<std::string> warnings;  // From ResolveLayerSettings.
+};
+
+// Resolves `recipe` over the model's linear layers. Errors
+// (InvalidArgument or Unimplemented, naming the layer and the override):
+// what ResolveLayerSettings refuses, and overrides that would quantize the
+// embeddings or lm_head (not supported yet). Per-layer bits, group sizes
+// and grids are fine: both formats record them per layer.
+absl::StatusOr<QuantizationPlan> PlanQuantization(const ModelConfig& config,
+                                                  const Recipe& recipe);
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_PIPELINE_QUANTIZATION_PLAN_H_

@@ -1,0 +1,148 @@
+// `quantctl quantize --local` end to end as a user runs it: exit codes (0
+// PASS, 3 gates FAIL, 1 error, 2 usage), the audit table, --json, and the
+// packed checkpoint read back by `quantctl eval`.
+#include <filesystem>
+
+#include "core/base/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/quantctl_runner.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using ::quant::testing::Quote;
+using ::quant::testing::RunQuantctl;
+using ::quant::testing::RunResult;
+using ::testing::HasSubstr;
+
+constexpr char kRecipe[] = R"(method: gptq
+bits: 4
+group_size: 32
+act_order: true
+calibration:
+  samples: 8
+  seq_len: 128
+  heldout_fraction: 0.1
+format: gptq
+)";
+
+class QuantizeCommandTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = testing::SharedPath("models/stories260K/hf-f32");
+    text_ = testing::SharedPath("data/tinystories_val.txt");
+    QUANT_REQUIRE_SHARED(model_);
+    QUANT_REQUIRE_SHARED(text_);
+    temp_ = testing::MakeTempDir();
+  }
+
+  std::string WriteRecipe(const std::string& name, const std::string& text) {
+    const std::string path = temp_ + "/" + name;
+    EXPECT_TRUE(WriteFileAtomically(path, text).ok());
+    return path;
+  }
+
+  RunResult Quantize(const std::string& recipe, const std::string& out,
+                     const std::string& extra = "") {
+    return RunQuantctl("quantize --local --checkpoint " + Quote(model_) +
+                       " --calibration " + Quote(text_) + " --recipe " +
+                       Quote(recipe) + " --out " + Quote(out) + " " + extra);
+  }
+
+  std::string model_;
+  std::string text_;
+  std::string temp_;
+};
+
+TEST_F(QuantizeCommandTest, PassPrintsTheAuditTableAndExitsZero) {
+  const std::string recipe = WriteRecipe(
+      "r.yaml", std::string(kRecipe) + "gates:\n  max_ppl_ratio: 1.5\n");
+  const std::string out = temp_ + "/w4";
+  const RunResult run = Quantize(recipe, out);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("model.layers.0.self_attn.q_proj"));
+  EXPECT_THAT(run.out, HasSubstr("kept: format gptq cannot hold it"));
+  EXPECT_THAT(run.out, HasSubstr("gate max_ppl_ratio"));
+  EXPECT_THAT(run.out, HasSubstr("verdict: PASS"));
+  // Progress per block and layer on stderr.
+  EXPECT_THAT(run.err, HasSubstr("block 5/5 done"));
+  EXPECT_THAT(run.err, HasSubstr("held-out rel. error"));
+
+  // `quantctl eval` reads the packed checkpoint back from disk and, on the
+  // job's held-out windows, gets exactly the gate values of audit.json.
+  const RunResult eval = RunQuantctl(
+      "eval --checkpoint " + Quote(out) + " --reference " + Quote(model_) +
+      " --text " + Quote(text_) + " --heldout_of " + Quote(out) + " --json");
+  ASSERT_EQ(eval.exit_code, 0) << eval.err;
+  const auto metrics = nlohmann::json::parse(eval.out, nullptr, false);
+  ASSERT_FALSE(metrics.is_discarded()) << eval.out;
+  auto audit_text = ReadFileToString(out + "/audit.json");
+  ASSERT_TRUE(audit_text.ok());
+  const auto audit = nlohmann::json::parse(*audit_text, nullptr, false);
+  const auto& gates = audit["gates"];
+  EXPECT_EQ(metrics["quantization"], "gptq");
+  EXPECT_EQ(metrics["perplexity"].get<double>(),
+            gates["perplexity"].get<double>());
+  EXPECT_EQ(metrics["ppl_ratio"].get<double>(),
+            gates["ppl_ratio"].get<double>());
+  EXPECT_EQ(metrics["mean_kl"].get<double>(), gates["mean_kl"].get<double>());
+  EXPECT_EQ(metrics["top1_agreement"].get<double>(),
+            gates["top1_agreement"].get<double>());
+  EXPECT_EQ(metrics["tokens"], gates["tokens"]);
+
+  // Another calibration file cannot stand in for the job's.
+  const std::string other = temp_ + "/other.txt";
+  ASSERT_TRUE(WriteFileAtomically(other, "A different story.\n").ok());
+  const RunResult wrong =
+      RunQuantctl("eval --checkpoint " + Quote(out) + " --text " +
+                  Quote(other) + " --heldout_of " + Quote(out));
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_THAT(wrong.err, HasSubstr("sha256"));
+}
+
+TEST_F(QuantizeCommandTest, FailedGatesExitThreeAndKeepTheCheckpoint) {
+  const std::string recipe = WriteRecipe(
+      "fail.yaml", std::string(kRecipe) + "gates:\n  min_top1_agreement: 1\n");
+  const std::string out = temp_ + "/fail";
+  const RunResult run = Quantize(recipe, out, "--json");
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("verdict FAIL"));
+  const auto audit = nlohmann::json::parse(run.out, nullptr, false);
+  ASSERT_FALSE(audit.is_discarded()) << run.out;
+  EXPECT_EQ(audit["verdict"], "FAIL");
+  EXPECT_EQ(audit["output"], out);
+  // --json: no progress on stderr.
+  EXPECT_THAT(run.err, ::testing::Not(HasSubstr("block 1/5")));
+  EXPECT_TRUE(FileExists(out + "/audit.json"));
+}
+
+TEST_F(QuantizeCommandTest, BadInputsExitOneOrTwoAndWriteNothing) {
+  const std::string out = temp_ + "/never";
+  const std::string typo =
+      WriteRecipe("typo.yaml", std::string(kRecipe) + "damping: 0.1\n");
+  RunResult run = Quantize(typo, out);
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_THAT(run.err, HasSubstr("damping"));
+  EXPECT_FALSE(FileExists(out));
+
+  run = RunQuantctl("quantize --local --checkpoint " + Quote(model_) +
+                    " --calibration " + Quote(text_) + " --out " + Quote(out));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--recipe"));
+
+  run = RunQuantctl("quantize --checkpoint " + Quote(model_));
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("--local"));
+  EXPECT_FALSE(FileExists(out));
+
+  const RunResult help = RunQuantctl("quantize --help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_THAT(help.out, HasSubstr("--calibration"));
+  EXPECT_THAT(help.out, HasSubstr("3 gates FAIL"));
+}
+
+}  // namespace
+}  // namespace quant

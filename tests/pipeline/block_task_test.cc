@@ -1,0 +1,249 @@
+// The block task on stories260K's block 0: what each layer group is
+// calibrated on in sequential and independent propagation, what the block
+// hands to the next one, AWQ's fold, and that the packed tensors hold exactly
+// the weights the audit measured (read back with the independent unpacker).
+#include "core/pipeline/block_task.h"
+
+#include <cmath>
+
+#include "core/forward/block_forward.h"
+#include "core/forward/rope.h"
+#include "core/io/safetensors.h"
+#include "core/pack/packed_tensor.h"
+#include "core/quant/rtn.h"
+#include "gtest/gtest.h"
+#include "tests/pack/reference_unpacker.h"
+#include "tests/pipeline/pipeline_fixture.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using testing::Block0Input;
+using testing::LoadStories260K;
+using testing::SmallRecipe;
+
+const char* const kTypes[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
+                              "gate_proj", "up_proj", "down_proj"};
+
+double RelativeDifference(const RowMatrixF& a, const RowMatrixF& b) {
+  return (a - b).norm() / b.norm();
+}
+
+class BlockTaskTest : public ::testing::Test {
+ protected:
+  void SetUp() override { QUANT_REQUIRE_SHARED(testing::Stories260KDir()); }
+
+  // Runs block 0 with `recipe`.
+  BlockTaskOutput Run(const Recipe& recipe) {
+    auto loaded = LoadStories260K(recipe);
+    EXPECT_TRUE(loaded.ok()) << loaded.status();
+    loaded_ = std::move(*loaded);
+    auto input = Block0Input(loaded_, recipe);
+    EXPECT_TRUE(input.ok()) << input.status();
+    input_ = std::move(*input);
+    input_.recipe = &recipe;
+    auto output = RunBlockTask(input_);
+    EXPECT_TRUE(output.ok()) << output.status();
+    return output.ok() ? std::move(*output) : BlockTaskOutput();
+  }
+
+  RowMatrixF RunBlockWith(const BlockWeights& weights,
+                          const HiddenStates& hidden) {
+    RopeTable rope(loaded_.model->config(), hidden.seq_len);
+    return RunBlock(loaded_.model->config(), weights, rope, hidden.seq_len,
+                    hidden.rows);
+  }
+
+  testing::LoadedModel loaded_;
+  BlockTaskInput input_;
+};
+
+TEST_F(BlockTaskTest, RtnLayersEqualStandaloneRtnAndSequentialOutputUsesThem) {
+  const Recipe recipe =
+      SmallRecipe(QuantMethod::kRtn, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential);
+  const BlockTaskOutput out = Run(recipe);
+  ASSERT_EQ(out.layers.size(), 7u);
+  for (const LayerResult& layer : out.layers) {
+    ASSERT_TRUE(layer.quantized) << layer.name << ": " << layer.reason;
+    const GridSpec grid{GridKind::kSym, 4, 0, /*f16_scales=*/true};
+    auto rtn =
+        QuantizeRtn(input_.weights.Linear(layer.type).weight, grid, layer.name);
+    ASSERT_TRUE(rtn.ok());
+    EXPECT_EQ(layer.layer.dequantized, rtn->dequantized) << layer.name;
+    EXPECT_EQ(out.effective.Linear(layer.type).weight, rtn->dequantized);
+    // RTN against itself: gain exactly 1 on both splits.
+    EXPECT_DOUBLE_EQ(layer.audit.gain_heldout, 1.0) << layer.name;
+    EXPECT_GT(layer.audit.hessian.tokens, 0);
+  }
+  // The next block receives the quantized block's output.
+  EXPECT_EQ(out.calibration_out.rows,
+            RunBlockWith(out.effective, input_.calibration));
+  EXPECT_EQ(out.heldout_out.rows, RunBlockWith(out.effective, input_.heldout));
+  EXPECT_GT(
+      RelativeDifference(out.calibration_out.rows,
+                         RunBlockWith(input_.weights, input_.calibration)),
+      1e-4);
+}
+
+TEST_F(BlockTaskTest, IndependentPropagationPassesOnTheUnquantizedOutput) {
+  const Recipe recipe =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kIndependent);
+  const BlockTaskOutput out = Run(recipe);
+  EXPECT_EQ(out.calibration_out.rows,
+            RunBlockWith(input_.weights, input_.calibration));
+  EXPECT_EQ(out.heldout_out.rows, RunBlockWith(input_.weights, input_.heldout));
+}
+
+TEST_F(BlockTaskTest, SequentialCalibratesLaterGroupsOnQuantizedInputs) {
+  const Recipe sequential =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential);
+  const BlockTaskOutput seq = Run(sequential);
+  const Recipe independent =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kIndependent);
+  const BlockTaskOutput ind = Run(independent);
+  ASSERT_EQ(seq.layers.size(), 7u);
+  ASSERT_EQ(ind.layers.size(), 7u);
+  // q, k, v read the block's input in both modes: identical results.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(seq.layers[i].layer.codes, ind.layers[i].layer.codes)
+        << seq.layers[i].name;
+  }
+  // o, gate, up, down read activations downstream of quantized layers only
+  // in sequential mode.
+  for (int i = 3; i < 7; ++i) {
+    EXPECT_NE(seq.layers[i].layer.dequantized, ind.layers[i].layer.dequantized)
+        << seq.layers[i].name;
+  }
+}
+
+TEST_F(BlockTaskTest, GptqBeatsRtnOnHeldOutOutputError) {
+  const Recipe recipe =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential, 16, 128);
+  const BlockTaskOutput out = Run(recipe);
+  int better = 0;
+  for (const LayerResult& layer : out.layers) {
+    ASSERT_TRUE(layer.quantized);
+    EXPECT_EQ(layer.audit.method, "gptq");
+    EXPECT_GT(layer.damp_used, 0.0);
+    better += layer.audit.method_heldout.relative_error <
+              layer.audit.rtn_heldout.relative_error;
+  }
+  EXPECT_GE(better, 5) << "of 7 layers";
+}
+
+// Converts the block's packed tensors for the independent unpacker.
+testing::StoredTensors AsStored(const std::vector<PackedTensor>& tensors) {
+  testing::StoredTensors stored;
+  for (const PackedTensor& t : tensors) {
+    stored[t.name] = {t.dtype, t.shape, t.bytes};
+  }
+  return stored;
+}
+
+TEST_F(BlockTaskTest, GptqFormatPacksExactlyTheAuditedWeights) {
+  Recipe recipe = SmallRecipe(QuantMethod::kGptq, 32, OutputFormat::kGptq,
+                              Propagation::kSequential);
+  recipe.act_order = true;
+  const BlockTaskOutput out = Run(recipe);
+  const testing::StoredTensors stored = AsStored(out.tensors);
+  int packed = 0;
+  for (const LayerResult& layer : out.layers) {
+    if (!layer.quantized) {
+      // stories260K's MLP width 172 is not a multiple of 8.
+      EXPECT_NE(layer.reason.find("172"), std::string::npos) << layer.reason;
+      EXPECT_TRUE(stored.count(layer.name + ".weight")) << layer.name;
+      EXPECT_EQ(out.effective.Linear(layer.type).weight,
+                input_.weights.Linear(layer.type).weight);
+      continue;
+    }
+    ++packed;
+    auto unpacked = testing::UnpackGptqV1(stored, layer.name, 4);
+    ASSERT_TRUE(unpacked.ok()) << unpacked.status();
+    const RowMatrixF weight = Eigen::Map<const RowMatrixF>(
+        unpacked->weight.data(), unpacked->rows, unpacked->cols);
+    EXPECT_EQ(weight, layer.layer.dequantized) << layer.name;
+    EXPECT_EQ(weight, out.effective.Linear(layer.type).weight) << layer.name;
+  }
+  EXPECT_EQ(packed, 4);  // q, k, v, o
+}
+
+TEST_F(BlockTaskTest, CompressedTensorsPacksEveryLayerExactly) {
+  Recipe recipe =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential);
+  recipe.grid = QuantGrid::kAsym;
+  const BlockTaskOutput out = Run(recipe);
+  const testing::StoredTensors stored = AsStored(out.tensors);
+  for (const LayerResult& layer : out.layers) {
+    ASSERT_TRUE(layer.quantized) << layer.name;
+    auto unpacked = testing::UnpackCompressedTensors(stored, layer.name, 4,
+                                                     /*symmetric=*/false, 0);
+    ASSERT_TRUE(unpacked.ok()) << unpacked.status();
+    const RowMatrixF weight = Eigen::Map<const RowMatrixF>(
+        unpacked->weight.data(), unpacked->rows, unpacked->cols);
+    EXPECT_EQ(weight, layer.layer.dequantized) << layer.name;
+  }
+}
+
+TEST_F(BlockTaskTest, AwqFoldsInverseScalesIntoTheProducingOps) {
+  Recipe recipe =
+      SmallRecipe(QuantMethod::kAwq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential);
+  recipe.bits = 8;  // Nearly lossless, so the fold's effect is visible.
+  recipe.awq_alpha_grid = {0.5};
+  const BlockTaskOutput out = Run(recipe);
+  const LayerResult& q = out.layers[0];
+  ASSERT_TRUE(q.awq_alpha.has_value());
+  EXPECT_EQ(q.awq_fold, "input_layernorm");
+  EXPECT_EQ(out.layers[4].awq_fold, "post_attention_layernorm");
+  EXPECT_EQ(out.layers[6].awq_fold, "up_proj");
+  EXPECT_EQ(out.layers[5].absorbed_awq_scales_of, "down_proj");
+  // Grouped-query attention: no op can absorb o_proj's scales.
+  EXPECT_NE(out.layers[3].awq_fold.find("grouped-query"), std::string::npos);
+  EXPECT_FLOAT_EQ(*out.layers[3].awq_alpha, 0.0f);
+  EXPECT_NE(out.effective.input_norm, input_.weights.input_norm);
+
+  // The folded block computes what the unquantized one does, up to 8-bit
+  // rounding; without the folds the same quantized weights are far off.
+  const RowMatrixF reference = RunBlockWith(input_.weights, input_.calibration);
+  const double folded = RelativeDifference(
+      RunBlockWith(out.effective, input_.calibration), reference);
+  BlockWeights unfolded = out.effective;
+  unfolded.input_norm = input_.weights.input_norm;
+  unfolded.post_attention_norm = input_.weights.post_attention_norm;
+  const double without =
+      RelativeDifference(RunBlockWith(unfolded, input_.calibration), reference);
+  EXPECT_LT(folded, 0.01);
+  EXPECT_GT(without, 10 * folded);
+}
+
+TEST_F(BlockTaskTest, RefusesHiddenStatesOfTheWrongShape) {
+  Recipe recipe =
+      SmallRecipe(QuantMethod::kRtn, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential);
+  auto loaded = LoadStories260K(recipe);
+  ASSERT_TRUE(loaded.ok());
+  auto input = Block0Input(*loaded, recipe);
+  ASSERT_TRUE(input.ok());
+  input->recipe = &recipe;
+  input->heldout.lengths.push_back(3);  // One more sequence than rows.
+  auto out = RunBlockTask(*input);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("held-out"), std::string::npos)
+      << out.status();
+  input = Block0Input(*loaded, recipe);
+  input->recipe = &recipe;
+  input->settings.erase("up_proj");
+  out = RunBlockTask(*input);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("mlp.up_proj"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace quant

@@ -1,0 +1,75 @@
+// Shared setup for the pipeline tests.
+#include "tests/pipeline/pipeline_fixture.h"
+
+#include "core/base/status_macros.h"
+#include "core/calib/calibration_file.h"
+#include "core/model/linear_layers.h"
+#include "core/pipeline/quantization_plan.h"
+#include "tests/support/test_env.h"
+
+namespace quant::testing {
+
+std::string Stories260KDir() { return SharedPath("models/stories260K/hf-f32"); }
+
+std::string TinyStoriesPath() { return SharedPath("data/tinystories_val.txt"); }
+
+Recipe SmallRecipe(QuantMethod method, int group_size, OutputFormat format,
+                   Propagation propagation, int samples, int seq_len) {
+  Recipe recipe;
+  recipe.method = method;
+  recipe.bits = 4;
+  recipe.group_size = group_size;
+  recipe.format = format;
+  recipe.propagation = propagation;
+  recipe.calibration.samples = samples;
+  recipe.calibration.seq_len = seq_len;
+  recipe.calibration.heldout_fraction = 0.1;
+  return recipe;
+}
+
+absl::StatusOr<LoadedModel> LoadStories260K(const Recipe& recipe) {
+  LoadedModel loaded;
+  QUANT_ASSIGN_OR_RETURN(loaded.checkpoint, Checkpoint::Open(Stories260KDir()));
+  QUANT_ASSIGN_OR_RETURN(loaded.model, LlamaModel::Load(*loaded.checkpoint));
+  QUANT_ASSIGN_OR_RETURN(loaded.tokenizer,
+                         Tokenizer::LoadFromDirectory(Stories260KDir()));
+  QUANT_ASSIGN_OR_RETURN(CalibrationFile file,
+                         LoadCalibrationFile(TinyStoriesPath()));
+  QUANT_ASSIGN_OR_RETURN(loaded.split,
+                         BuildCalibrationSplit(file, *loaded.tokenizer,
+                                               SplitOptionsFromRecipe(recipe)));
+  return loaded;
+}
+
+namespace {
+
+absl::StatusOr<HiddenStates> Embedded(const LlamaModel& model,
+                                      const TokenWindows& windows) {
+  std::vector<int32_t> ids;
+  for (const auto& s : windows.sequences)
+    ids.insert(ids.end(), s.begin(), s.end());
+  HiddenStates h;
+  h.seq_len = windows.seq_len;
+  h.lengths = windows.lengths;
+  QUANT_ASSIGN_OR_RETURN(h.rows, model.Embed(ids));
+  return h;
+}
+
+}  // namespace
+
+absl::StatusOr<BlockTaskInput> Block0Input(const LoadedModel& loaded,
+                                           const Recipe& recipe) {
+  QUANT_ASSIGN_OR_RETURN(QuantizationPlan plan,
+                         PlanQuantization(loaded.model->config(), recipe));
+  BlockTaskInput input;
+  input.config = &loaded.model->config();
+  input.weights = loaded.model->block(0);
+  input.settings = plan.blocks[0];
+  QUANT_ASSIGN_OR_RETURN(input.calibration,
+                         Embedded(*loaded.model, loaded.split.calibration));
+  QUANT_ASSIGN_OR_RETURN(input.heldout,
+                         Embedded(*loaded.model, loaded.split.heldout));
+  return input;
+}
+
+}  // namespace quant::testing

@@ -1,0 +1,44 @@
+// Shared setup for the pipeline tests: stories260K from ../shared, its
+// tokenizer, a small calibration split of TinyStories text, and recipes.
+#ifndef QUANT_TESTS_PIPELINE_PIPELINE_FIXTURE_H_
+#define QUANT_TESTS_PIPELINE_PIPELINE_FIXTURE_H_
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/calib/calibration_split.h"
+#include "core/forward/llama_model.h"
+#include "core/model/checkpoint.h"
+#include "core/pipeline/block_task.h"
+#include "core/recipe/recipe.h"
+#include "core/text/tokenizer.h"
+
+namespace quant::testing {
+
+std::string Stories260KDir();   // .../models/stories260K/hf-f32
+std::string TinyStoriesPath();  // .../data/tinystories_val.txt
+
+// A recipe small enough for sanitizer builds: `samples` windows of
+// `seq_len` tokens, 10% of the documents held out.
+Recipe SmallRecipe(QuantMethod method, int group_size, OutputFormat format,
+                   Propagation propagation, int samples = 8, int seq_len = 64);
+
+// The model, its checkpoint and a split built from `recipe`.
+struct LoadedModel {
+  std::unique_ptr<Checkpoint> checkpoint;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<Tokenizer> tokenizer;
+  CalibrationSplit split;
+};
+absl::StatusOr<LoadedModel> LoadStories260K(const Recipe& recipe);
+
+// Block 0's task input for `recipe` (every layer's settings from the
+// recipe's plan, hidden states = the split's embeddings).
+absl::StatusOr<BlockTaskInput> Block0Input(const LoadedModel& loaded,
+                                           const Recipe& recipe);
+
+}  // namespace quant::testing
+
+#endif  // QUANT_TESTS_PIPELINE_PIPELINE_FIXTURE_H_
