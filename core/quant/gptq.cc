@@ -58,8 +58,8 @@ absl::StatusOr<GptqResult> QuantizeGptq(const ConstRowMatrixRef& weights,
           first = 0;
         }
         for (int64_t r = 0; r < n; ++r) {
-          params[r] = ComputeGroupParams(
-              grid, src->data() + first * n + r, end - j, n);
+          params[r] =
+              ComputeGroupParams(grid, src->data() + first * n + r, end - j, n);
           scales(g, r) = params[r].scale;
           zeros(g, r) = params[r].zero;
         }

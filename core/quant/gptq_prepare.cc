@@ -129,8 +129,7 @@ absl::StatusOr<GptqWorkspace> PrepareGptq(const ConstRowMatrixRef& weights,
       for (int64_t g = 0; g < groups; ++g) {
         const int64_t begin = g * gs;
         const GroupParams p = ComputeGroupParams(
-            grid, w_storage.data() + begin * n + r,
-            std::min(gs, k - begin), n);
+            grid, w_storage.data() + begin * n + r, std::min(gs, k - begin), n);
         ws.static_scales(g, r) = p.scale;
         ws.static_zeros(g, r) = p.zero;
       }

@@ -37,9 +37,8 @@ absl::StatusOr<GptqResult> QuantizeGptqReference(
     } else if (j % gs == 0) {
       const int64_t g = j / gs;
       for (int64_t r = 0; r < n; ++r) {
-        params[r] =
-            ComputeGroupParams(grid, ws.w.data() + j * n + r,
-                               std::min(gs, k - j), n);
+        params[r] = ComputeGroupParams(grid, ws.w.data() + j * n + r,
+                                       std::min(gs, k - j), n);
         scales(g, r) = params[r].scale;
         zeros(g, r) = params[r].zero;
       }

@@ -35,8 +35,8 @@ QuantizedLayer QuantizeRtnUnchecked(const ConstRowMatrixRef& weights,
     for (int64_t g = 0; g < groups; ++g) {
       const int64_t begin = g * gs;
       const int64_t count = std::min(gs, k - begin);
-      const GroupParams p = ComputeGroupParams(
-          grid, row + begin, count, 1, clip_ratio);
+      const GroupParams p =
+          ComputeGroupParams(grid, row + begin, count, 1, clip_ratio);
       out.scales(g, r) = p.scale;
       out.zeros(g, r) = p.zero;
       for (int64_t c = begin; c < begin + count; ++c) {
