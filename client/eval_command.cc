@@ -3,19 +3,28 @@
 // the windowed evaluation, print text or JSON.
 #include "client/eval_command.h"
 
+#include <unistd.h>
+
+#include <functional>
+#include <iostream>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "client/common_flags.h"
+#include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/calib/calibration_file.h"
 #include "core/eval/evaluate.h"
+#include "core/eval/greedy_continuation.h"
 #include "core/forward/llama_model.h"
 #include "core/model/checkpoint.h"
 #include "core/pipeline/heldout_windows.h"
@@ -41,6 +50,16 @@ ABSL_FLAG(std::string, heldout_of, "",
           "of --text. --text must then be the job's calibration file "
           "(checked by sha256); --seq_len, --packing and --max_documents "
           "come from the job.");
+ABSL_FLAG(int32_t, max_windows, 0,
+          "Evaluate only the first N windows; 0 = all.");
+ABSL_FLAG(std::string, prompt, "",
+          "Also print the greedy continuation of this prompt (after a BOS), "
+          "side by side with the reference's when --reference is given.");
+ABSL_FLAG(std::string, prompts, "",
+          "A file of prompts, one per non-empty line, continued like "
+          "--prompt.");
+ABSL_FLAG(int32_t, max_new_tokens, 32,
+          "Tokens generated per prompt (greedy; stops at EOS).");
 ABSL_FLAG(std::string, packing, "document",
           "How documents become windows: \"document\" (each document in "
           "its own windows; no context across documents) or \"concatenate\" "
@@ -151,6 +170,63 @@ std::string EvaluationToText(const TextEvaluation& evaluation,
   return text;
 }
 
+// --prompt and the lines of --prompts.
+absl::StatusOr<std::vector<std::string>> Prompts() {
+  std::vector<std::string> prompts;
+  if (!absl::GetFlag(FLAGS_prompt).empty()) {
+    prompts.push_back(absl::GetFlag(FLAGS_prompt));
+  }
+  const std::string path = absl::GetFlag(FLAGS_prompts);
+  if (!path.empty()) {
+    QUANT_ASSIGN_OR_RETURN(std::string text,
+                           ReadFileToString(path, size_t{1} << 20));
+    for (absl::string_view line : absl::StrSplit(text, '\n')) {
+      line = absl::StripAsciiWhitespace(line);
+      if (!line.empty()) prompts.emplace_back(line);
+    }
+  }
+  return prompts;
+}
+
+json ContinuationsToJson(const std::vector<ContinuationComparison>& list,
+                         bool has_reference) {
+  json out = json::array();
+  for (const ContinuationComparison& c : list) {
+    json item = {{"prompt", c.prompt}, {"ids", c.ids}, {"text", c.text}};
+    if (has_reference) {
+      item["reference_ids"] = c.reference_ids;
+      item["reference_text"] = c.reference_text;
+      item["agreeing_prefix"] = c.agreeing_prefix;
+    }
+    out.push_back(std::move(item));
+  }
+  return out;
+}
+
+std::string ContinuationsToText(const std::vector<ContinuationComparison>& list,
+                                bool has_reference) {
+  std::string text;
+  for (const ContinuationComparison& c : list) {
+    absl::StrAppend(&text, "\nprompt      ", c.prompt, "\ncheckpoint  ", c.text,
+                    "\n");
+    if (has_reference) {
+      absl::StrAppend(&text, "reference   ", c.reference_text, "\n",
+                      "agree       first ", c.agreeing_prefix, " of ",
+                      c.ids.size(), " tokens\n");
+    }
+  }
+  return text;
+}
+
+// A progress line on stderr when it is a terminal (never with --json).
+std::function<void(int, int)> ProgressLine() {
+  if (absl::GetFlag(FLAGS_json) || !::isatty(STDERR_FILENO)) return nullptr;
+  return [](int done, int total) {
+    std::cerr << "\r[eval] windows " << done << "/" << total
+              << (done == total ? "\n" : "") << std::flush;
+  };
+}
+
 absl::Status RunEval(const CommandInvocation& invocation) {
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint);
   const std::string text_path = absl::GetFlag(FLAGS_text);
@@ -182,11 +258,24 @@ absl::Status RunEval(const CommandInvocation& invocation) {
     return UsageError(absl::StrCat("--max_documents must not be negative, got ",
                                    options.max_documents));
   }
+  options.max_windows = absl::GetFlag(FLAGS_max_windows);
+  if (options.max_windows < 0) {
+    return UsageError(absl::StrCat("--max_windows must not be negative, got ",
+                                   options.max_windows));
+  }
+  const int max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
+  if (max_new_tokens < 1) {
+    return UsageError(absl::StrCat("--max_new_tokens must be positive, got ",
+                                   max_new_tokens));
+  }
+  QUANT_ASSIGN_OR_RETURN(const std::vector<std::string> prompts, Prompts());
+  options.progress = ProgressLine();
   const std::string heldout_of = absl::GetFlag(FLAGS_heldout_of);
-  if (!heldout_of.empty() && options.max_documents != 0) {
+  if (!heldout_of.empty() &&
+      (options.max_documents != 0 || options.max_windows != 0)) {
     return UsageError(
-        "--max_documents does not apply with --heldout_of (the job's split "
-        "decides the documents)");
+        "--max_documents and --max_windows do not apply with --heldout_of "
+        "(the job's split decides the windows)");
   }
 
   // The cheap checks first, so that a bad file or directory fails before
@@ -230,18 +319,29 @@ absl::Status RunEval(const CommandInvocation& invocation) {
     options.packing = split.options.packing;
     QUANT_ASSIGN_OR_RETURN(
         evaluation.metrics,
-        EvaluateWindows(*model, reference.get(), split.heldout));
+        EvaluateWindows(*model, reference.get(), split.heldout,
+                        options.batch_windows, options.progress));
     evaluation.documents = static_cast<int>(split.heldout_documents.size());
     evaluation.input_tokens = split.heldout.RealTokens();
     evaluation.windows = static_cast<int>(split.heldout.sequences.size());
   }
+  QUANT_ASSIGN_OR_RETURN(
+      const std::vector<ContinuationComparison> continuations,
+      CompareContinuations(*model, reference.get(), *tokenizer, prompts,
+                           max_new_tokens));
   if (absl::GetFlag(FLAGS_json)) {
-    *invocation.out << EvaluationToJson(evaluation, file, options, evaluated)
-                           .dump(2, ' ', /*ensure_ascii=*/false,
-                                 json::error_handler_t::replace)
+    json result = EvaluationToJson(evaluation, file, options, evaluated);
+    if (!prompts.empty()) {
+      result["continuations"] =
+          ContinuationsToJson(continuations, evaluated.has_reference);
+    }
+    *invocation.out << result.dump(2, ' ', /*ensure_ascii=*/false,
+                                   json::error_handler_t::replace)
                     << "\n";
   } else {
-    *invocation.out << EvaluationToText(evaluation, file, options, evaluated);
+    *invocation.out << EvaluationToText(evaluation, file, options, evaluated)
+                    << ContinuationsToText(continuations,
+                                           evaluated.has_reference);
   }
   return absl::OkStatus();
 }
@@ -256,7 +356,8 @@ Command EvalCommand() {
       "ratio, KL and top-1 agreement.";
   command.usage =
       "eval --checkpoint DIR --text FILE [--reference DIR] [--seq_len N] "
-      "[--max_documents N] [--packing document|concatenate] [--heldout_of OUT] "
+      "[--max_documents N] [--max_windows N] [--packing document|concatenate] "
+      "[--heldout_of OUT] [--prompt STR] [--prompts FILE] [--max_new_tokens N] "
       "[--json]";
   command.description =
       "Reads FILE as a calibration file (JSONL with {\"text\": ...} or\n"
@@ -285,7 +386,10 @@ Command EvalCommand() {
       "windows,\n"
       "tokens, nll, perplexity, and with a reference: reference,\n"
       "reference_quantization, reference_nll, reference_perplexity,\n"
-      "ppl_ratio, mean_kl, top1_agreement. Runs locally in float32; no\n"
+      "ppl_ratio, mean_kl, top1_agreement; with --prompt/--prompts,\n"
+      "continuations: [{prompt, ids, text, reference_ids, reference_text,\n"
+      "agreeing_prefix}]. A progress line goes to stderr when it is a\n"
+      "terminal (never with --json). Runs locally in float32; no\n"
       "server.";
   command.example =
       "quantctl eval --checkpoint ../shared/models/stories260K/hf-bf16 "
@@ -298,6 +402,10 @@ Command EvalCommand() {
                    &absl::GetFlagReflectionHandle(FLAGS_max_documents),
                    &absl::GetFlagReflectionHandle(FLAGS_packing),
                    &absl::GetFlagReflectionHandle(FLAGS_heldout_of),
+                   &absl::GetFlagReflectionHandle(FLAGS_max_windows),
+                   &absl::GetFlagReflectionHandle(FLAGS_prompt),
+                   &absl::GetFlagReflectionHandle(FLAGS_prompts),
+                   &absl::GetFlagReflectionHandle(FLAGS_max_new_tokens),
                    &absl::GetFlagReflectionHandle(FLAGS_json)};
   command.min_args = 0;
   command.max_args = 0;

@@ -135,10 +135,10 @@ TokenWindows MakeEvaluationWindows(
   return windows;
 }
 
-absl::StatusOr<NextTokenMetrics> EvaluateWindows(const LlamaModel& model,
-                                                 const LlamaModel* reference,
-                                                 const TokenWindows& windows,
-                                                 int batch_windows) {
+absl::StatusOr<NextTokenMetrics> EvaluateWindows(
+    const LlamaModel& model, const LlamaModel* reference,
+    const TokenWindows& windows, int batch_windows,
+    const std::function<void(int, int)>& progress) {
   if (batch_windows <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch_windows must be positive, got ", batch_windows));
@@ -161,6 +161,7 @@ absl::StatusOr<NextTokenMetrics> EvaluateWindows(const LlamaModel& model,
   // causal attention keeps padding from affecting real positions, so
   // padding past every window's end need not be computed at all.
   std::vector<size_t> batch;
+  const int total = static_cast<int>(windows.sequences.size());
   auto flush = [&]() -> absl::Status {
     if (batch.empty()) return absl::OkStatus();
     int batch_len = 0;
@@ -188,9 +189,11 @@ absl::StatusOr<NextTokenMetrics> EvaluateWindows(const LlamaModel& model,
     batch.push_back(w);
     if (static_cast<int>(batch.size()) == batch_windows) {
       QUANT_RETURN_IF_ERROR(flush());
+      if (progress) progress(static_cast<int>(w + 1), total);
     }
   }
   QUANT_RETURN_IF_ERROR(flush());
+  if (progress) progress(total, total);
   return metrics.Result();
 }
 
@@ -209,13 +212,23 @@ absl::StatusOr<TextEvaluation> EvaluateText(
   for (const std::vector<int32_t>& doc : documents) {
     evaluation.input_tokens += static_cast<int64_t>(doc.size());
   }
-  const TokenWindows windows =
+  if (options.max_windows < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_windows must not be negative, got ", options.max_windows));
+  }
+  TokenWindows windows =
       MakeEvaluationWindows(documents, options.seq_len, options.packing,
                             tokenizer.eos_id().value_or(0));
+  if (options.max_windows > 0 &&
+      windows.sequences.size() > static_cast<size_t>(options.max_windows)) {
+    windows.sequences.resize(options.max_windows);
+    windows.lengths.resize(options.max_windows);
+  }
   evaluation.windows = static_cast<int>(windows.sequences.size());
   QUANT_ASSIGN_OR_RETURN(
       evaluation.metrics,
-      EvaluateWindows(model, reference, windows, options.batch_windows));
+      EvaluateWindows(model, reference, windows, options.batch_windows,
+                      options.progress));
   return evaluation;
 }
 

@@ -23,6 +23,7 @@
 #define QUANT_CORE_EVAL_EVALUATE_H_
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -45,6 +46,10 @@ struct TextEvaluationOptions {
   // Windows per forward call: larger is faster, but the logits of a batch
   // (batch_windows * seq_len * vocab floats, per model) are held at once.
   int batch_windows = 8;
+  // Evaluate only the first N windows; 0 = all.
+  int max_windows = 0;
+  // Called after each batch with (windows done, windows in all).
+  std::function<void(int, int)> progress;
 };
 
 // The token ids of documents [0, max_documents) of `file` (all when 0), in
@@ -75,10 +80,12 @@ TokenWindows MakeEvaluationWindows(
 // through the model past the longest window of a batch. Errors: no position
 // to score, windows longer than a model's positions, token ids outside the
 // vocabulary.
-absl::StatusOr<NextTokenMetrics> EvaluateWindows(const LlamaModel& model,
-                                                 const LlamaModel* reference,
-                                                 const TokenWindows& windows,
-                                                 int batch_windows = 8);
+// `progress`, when set, is called after each batch with (windows done,
+// windows in all).
+absl::StatusOr<NextTokenMetrics> EvaluateWindows(
+    const LlamaModel& model, const LlamaModel* reference,
+    const TokenWindows& windows, int batch_windows = 8,
+    const std::function<void(int, int)>& progress = nullptr);
 
 struct TextEvaluation {
   NextTokenMetrics metrics;

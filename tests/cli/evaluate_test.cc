@@ -3,11 +3,14 @@
 #include "core/eval/evaluate.h"
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/base/file_util.h"
 #include "core/calib/calibration_file.h"
+#include "core/eval/greedy_continuation.h"
 #include "core/forward/llama_model.h"
 #include "core/model/checkpoint.h"
 #include "core/text/tokenizer.h"
@@ -290,6 +293,61 @@ TEST_F(EvaluateTest, RejectsWindowsItCannotScore) {
   auto zero_batch =
       EvaluateWindows(*model_, nullptr, CutIntoWindows({1, 2, 3}, 3, 0), 0);
   EXPECT_FALSE(zero_batch.ok());
+}
+
+TEST_F(EvaluateTest, GreedyContinuationReproducesLlama2cAndComparesSideBySide) {
+  QUANT_REQUIRE_SHARED(f32_);
+  LoadStories260K();
+  auto text = ReadFileToString(
+      quant::testing::SharedPath("models/stories260K/reference.json"));
+  ASSERT_TRUE(text.ok());
+  const nlohmann::json reference = nlohmann::json::parse(*text);
+  const std::vector<int32_t> expected = reference["greedy_from_bos_64"];
+  const std::vector<int32_t> prompt = {expected[0]};
+  auto ids = GreedyContinue(
+      *model_, prompt, static_cast<int>(expected.size()) - 1, std::nullopt);
+  ASSERT_TRUE(ids.ok()) << ids.status();
+  EXPECT_EQ(*ids, std::vector<int32_t>(expected.begin() + 1, expected.end()));
+  EXPECT_FALSE(GreedyContinue(*model_, {}, 4, std::nullopt).ok());
+  EXPECT_FALSE(GreedyContinue(*model_, prompt, 100000, std::nullopt).ok());
+
+  // Against itself every token agrees.
+  auto compared = CompareContinuations(*model_, model_.get(), *tokenizer_,
+                                       {"Once upon a time"}, 12);
+  ASSERT_TRUE(compared.ok()) << compared.status();
+  ASSERT_EQ(compared->size(), 1u);
+  const ContinuationComparison& c = (*compared)[0];
+  EXPECT_EQ(c.ids.size(), 12u);
+  EXPECT_EQ(c.agreeing_prefix, 12);
+  EXPECT_EQ(c.text, c.reference_text);
+  EXPECT_THAT(c.text, HasSubstr("there was a little girl"));
+}
+
+TEST_F(EvaluateTest, MaxWindowsAndProgressCoverWhatIsEvaluated) {
+  QUANT_REQUIRE_SHARED(f32_);
+  QUANT_REQUIRE_SHARED(tinystories_);
+  LoadStories260K();
+  auto file = LoadCalibrationFile(tinystories_);
+  ASSERT_TRUE(file.ok());
+  TextEvaluationOptions options;
+  options.max_documents = 40;
+  options.max_windows = 10;
+  options.batch_windows = 4;
+  std::vector<std::pair<int, int>> calls;
+  options.progress = [&](int done, int total) {
+    calls.emplace_back(done, total);
+  };
+  auto evaluation = EvaluateText(*model_, nullptr, *tokenizer_, *file, options);
+  ASSERT_TRUE(evaluation.ok()) << evaluation.status();
+  EXPECT_EQ(evaluation->windows, 10);
+  ASSERT_FALSE(calls.empty());
+  EXPECT_EQ(calls.back(), std::make_pair(10, 10));
+  for (size_t i = 1; i < calls.size(); ++i) {
+    EXPECT_GE(calls[i].first, calls[i - 1].first);
+  }
+  options.max_windows = -1;
+  EXPECT_FALSE(
+      EvaluateText(*model_, nullptr, *tokenizer_, *file, options).ok());
 }
 
 }  // namespace

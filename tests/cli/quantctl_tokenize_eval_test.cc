@@ -30,6 +30,7 @@ using ::quant::testing::RunResult;
 
 using ::nlohmann::json;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 json ParseJson(const std::string& text) {
   return json::parse(text, nullptr, /*allow_exceptions=*/false);
@@ -289,6 +290,39 @@ TEST_F(QuantctlTokenizeEvalTest, EvalReproducesReferenceNll) {
   EXPECT_EQ(joined["packing"], "concatenate");
   std::printf("concatenated: nll %.10f over %d tokens\n",
               joined["nll"].get<double>(), joined["tokens"].get<int>());
+}
+
+TEST_F(QuantctlTokenizeEvalTest, EvalContinuesPromptsSideBySide) {
+  QUANT_REQUIRE_SHARED(f32_);
+  QUANT_REQUIRE_SHARED(bf16_);
+  QUANT_REQUIRE_SHARED(tinystories_);
+  const RunResult result = RunQuantctl(
+      "eval --checkpoint " + Quote(bf16_) + " --reference " + Quote(f32_) +
+      " --text " + Quote(tinystories_) +
+      " --max_windows 3 --prompt 'Once upon a time' --max_new_tokens 16 "
+      "--json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json output = ParseJson(result.out);
+  ASSERT_FALSE(output.is_discarded()) << result.out;
+  EXPECT_EQ(output["windows"], 3);
+  ASSERT_EQ(output["continuations"].size(), 1u);
+  const json& c = output["continuations"][0];
+  EXPECT_EQ(c["prompt"], "Once upon a time");
+  EXPECT_EQ(c["ids"].size(), 16u);
+  EXPECT_EQ(c["reference_ids"].size(), 16u);
+  // bf16 and f32 stories260K agree on at least the start of the story.
+  EXPECT_GE(c["agreeing_prefix"].get<int>(), 4);
+  EXPECT_THAT(c["reference_text"].get<std::string>(),
+              HasSubstr("there was a little girl"));
+  // Not a terminal, and --json: no progress line.
+  EXPECT_THAT(result.err, Not(HasSubstr("[eval]")));
+
+  const RunResult text =
+      RunQuantctl("eval --checkpoint " + Quote(f32_) + " --text " +
+                  Quote(tinystories_) + " --max_windows 2 --prompt 'The cat'");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("prompt      The cat"));
+  EXPECT_THAT(text.out, HasSubstr("windows               2 of seq_len"));
 }
 
 TEST_F(QuantctlTokenizeEvalTest, EvalAgainstReference) {
