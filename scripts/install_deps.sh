@@ -9,7 +9,7 @@ PACKAGES=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libabsl-dev libeigen3-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  libsqlite3-dev nlohmann-json3-dev libyaml-cpp-dev libssl-dev
+  libsqlite3-dev nlohmann-json3-dev libyaml-dev libssl-dev
   libpcre2-dev libutf8proc-dev ccache
 )
 

@@ -2,6 +2,7 @@
 #include "core/pipeline/audit_report.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -85,16 +86,19 @@ json LayerResultToJson(const LayerResult& layer) {
                   {"rho_rms", h.rho_rms},
                   {"inv_sqrt_tokens", h.inv_sqrt_tokens}};
   if (s.method == QuantMethod::kGptq) {
-    j["damp"] = {{"used", layer.damp_used},
-                 {"retries", layer.damp_retries},
+    j["damp"] = {{"used", layer.choices.damp_used},
+                 {"retries", layer.choices.damp_retries},
                  {"automatic", s.damp.automatic}};
-    if (!layer.damp_grid.empty()) {
-      j["damp"]["grid"] = layer.damp_grid;
-      j["damp"]["validation_error"] = layer.damp_validation_error;
+    if (!layer.choices.damp_grid.empty()) {
+      j["damp"]["grid"] = layer.choices.damp_grid;
+      j["damp"]["validation_error"] = layer.choices.damp_validation_error;
     }
   }
-  if (layer.awq_alpha.has_value()) {
-    j["awq"] = {{"alpha", *layer.awq_alpha}, {"fold", layer.awq_fold}};
+  if (layer.choices.awq_alpha.has_value()) {
+    // α comes from a grid of short decimals; print it as one.
+    const double alpha =
+        std::round(static_cast<double>(*layer.choices.awq_alpha) * 1e6) / 1e6;
+    j["awq"] = {{"alpha", alpha}, {"fold", layer.awq_fold}};
   }
   if (!layer.absorbed_awq_scales_of.empty()) {
     j["absorbed_awq_scales_of"] = layer.absorbed_awq_scales_of;

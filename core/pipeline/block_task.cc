@@ -207,7 +207,7 @@ absl::Status BlockRunner::FoldAwqScales(const std::string& group,
   }
   for (const std::string& type : types) {
     LayerResult* result = Result(type);
-    if (result->quantized && result->awq_alpha.has_value()) {
+    if (result->quantized && result->choices.awq_alpha.has_value()) {
       result->awq_fold = fold;
     } else if (!result->quantized) {
       // Its input is now x / s as well: W·diag(s) keeps its output.
@@ -261,11 +261,7 @@ absl::Status BlockRunner::QuantizeGroup(const std::vector<std::string>& types,
     result->quantized = true;
     result->layer = std::move(q.layer);
     result->audit = std::move(q.audit);
-    result->damp_used = q.damp_used;
-    result->damp_retries = q.damp_retries;
-    result->damp_grid = std::move(q.damp_grid);
-    result->damp_validation_error = std::move(q.damp_validation_error);
-    result->awq_alpha = q.awq_alpha;
+    result->choices = std::move(q.choices);
     working_.linear[quantized_types[i]].weight = result->layer.dequantized;
   }
   if (quantized.awq_input_scales.size() > 0 && options.awq_fold_available) {
@@ -275,7 +271,7 @@ absl::Status BlockRunner::QuantizeGroup(const std::vector<std::string>& types,
     // α = 0 only: s is all ones and there is nothing to fold.
     for (const std::string& type : types) {
       LayerResult* result = Result(type);
-      if (result->awq_alpha.has_value()) {
+      if (result->choices.awq_alpha.has_value()) {
         result->awq_fold =
             "none: grouped-query attention shares value heads, so o_proj "
             "was searched at alpha 0 only";

@@ -64,11 +64,7 @@ struct LayerResult {
   // the layer's own units).
   QuantizedLayer layer;
   LayerAudit audit;
-  double damp_used = 0.0;
-  int damp_retries = 0;
-  std::vector<double> damp_grid;
-  std::vector<double> damp_validation_error;
-  std::optional<float> awq_alpha;
+  MethodChoices choices;
   // The op its AWQ input scale was folded into ("input_layernorm", ...), or
   // why there was none.
   std::string awq_fold;

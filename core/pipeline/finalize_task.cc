@@ -57,7 +57,7 @@ double ConfigDamp(const Recipe& recipe,
   std::vector<double> used;
   for (const LayerResult& l : layers) {
     if (l.quantized && l.settings.method == QuantMethod::kGptq) {
-      used.push_back(l.damp_used);
+      used.push_back(l.choices.damp_used);
     }
   }
   double damp = recipe.damp.fraction;

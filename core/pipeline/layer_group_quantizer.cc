@@ -124,10 +124,10 @@ absl::StatusOr<QuantizedGroupLayer> QuantizeOne(
                            QuantizeGptqAutoDamp(input.weight, train, validation,
                                                 recipe.damp.auto_grid, gptq));
     out.layer = std::move(search.result.layer);
-    out.damp_used = search.result.damp_used;
-    out.damp_retries = search.result.damp_retries;
-    out.damp_grid = std::move(search.damp_grid);
-    out.damp_validation_error = std::move(search.validation_error);
+    out.choices.damp_used = search.result.damp_used;
+    out.choices.damp_retries = search.result.damp_retries;
+    out.choices.damp_grid = std::move(search.damp_grid);
+    out.choices.damp_validation_error = std::move(search.validation_error);
     return out;
   }
   gptq.damp_percent = input.settings.damp.fraction;
@@ -135,8 +135,8 @@ absl::StatusOr<QuantizedGroupLayer> QuantizeOne(
   QUANT_ASSIGN_OR_RETURN(GptqResult result,
                          QuantizeGptq(input.weight, h, gptq));
   out.layer = std::move(result.layer);
-  out.damp_used = result.damp_used;
-  out.damp_retries = result.damp_retries;
+  out.choices.damp_used = result.damp_used;
+  out.choices.damp_retries = result.damp_retries;
   return out;
 }
 
@@ -188,7 +188,7 @@ absl::Status QuantizeAwqLayers(const std::vector<GroupLayerInput>& layers,
     QuantizedGroupLayer& out = group->layers[i];
     out.name = layers[i].name;
     out.layer = SliceRows(result.layer, at, n);
-    out.awq_alpha = result.alpha;
+    out.choices.awq_alpha = result.alpha;
     at += n;
   }
   return absl::OkStatus();
@@ -256,7 +256,7 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
     QuantizedGroupLayer& out = group.layers[i];
     // AWQ's layer is W·diag(s) quantized; the audit compares in W's units.
     RowMatrixF effective;
-    if (out.awq_alpha.has_value()) {
+    if (out.choices.awq_alpha.has_value()) {
       effective = out.layer.dequantized *
                   group.awq_input_scales.cwiseInverse().asDiagonal();
     }
@@ -264,13 +264,13 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
                             QuantMethodName(layers[i].settings.method),
                             out.layer.grid,
                             layers[i].weight,
-                            out.awq_alpha.has_value()
+                            out.choices.awq_alpha.has_value()
                                 ? ConstRowMatrixRef(effective)
                                 : ConstRowMatrixRef(out.layer.dequantized),
                             &*stats.calibration,
                             &*stats.heldout,
-                            out.damp_used,
-                            out.damp_retries};
+                            out.choices.damp_used,
+                            out.choices.damp_retries};
     QUANT_ASSIGN_OR_RETURN(out.audit, AuditLayer(audit));
     out.audit.seconds = seconds[i];
   }

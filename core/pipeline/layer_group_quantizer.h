@@ -45,17 +45,22 @@ struct GroupQuantizeOptions {
   double auto_damp_validation_fraction = 0.25;
 };
 
-struct QuantizedGroupLayer {
-  std::string name;
-  QuantizedLayer layer;  // Codes, scales, zeros; dequantized = what computes.
-  LayerAudit audit;
+// What the method chose for one layer, for the audit.
+struct MethodChoices {
   // GPTQ: damping chosen and, for damp: auto, the grid and its errors.
   double damp_used = 0.0;
   int damp_retries = 0;
   std::vector<double> damp_grid;
   std::vector<double> damp_validation_error;
-  // AWQ: α and whether this layer's dequantized weights are in scaled units.
+  // AWQ: α; set means the layer's dequantized weights are W·diag(s).
   std::optional<float> awq_alpha;
+};
+
+struct QuantizedGroupLayer {
+  std::string name;
+  QuantizedLayer layer;  // Codes, scales, zeros; dequantized = what computes.
+  LayerAudit audit;
+  MethodChoices choices;
 };
 
 struct QuantizedGroup {

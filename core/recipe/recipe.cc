@@ -1,10 +1,50 @@
 // Recipe value names, equality and the canonical JSON form.
 #include "core/recipe/recipe.h"
 
+#include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {
 namespace {
+
+// JSON text as YAML also reads it: code points that JSON leaves raw but YAML
+// forbids (DEL, C1 controls, U+FFFE/U+FFFF) or reads as line breaks (NEL,
+// U+2028, U+2029) are written as \u escapes. They can only occur inside
+// strings, where the escape means the same character.
+std::string EscapeForYaml(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const auto byte = static_cast<unsigned char>(text[i]);
+    size_t length = 1;
+    uint32_t cp = byte;
+    if (byte >= 0xF0) {
+      length = 4;
+    } else if (byte >= 0xE0) {
+      length = 3;
+      cp = byte & 0x0F;
+    } else if (byte >= 0xC0) {
+      length = 2;
+      cp = byte & 0x1F;
+    }
+    if (length > 1 && length <= 3 && i + length <= text.size()) {
+      for (size_t k = 1; k < length; ++k) {
+        cp = (cp << 6) | (static_cast<unsigned char>(text[i + k]) & 0x3F);
+      }
+    }
+    const bool escape = (length == 1 && cp == 0x7F) ||
+                        (length == 2 && cp >= 0x80 && cp <= 0x9F) ||
+                        (length == 3 && (cp == 0x2028 || cp == 0x2029 ||
+                                         cp == 0xFFFE || cp == 0xFFFF));
+    if (escape) {
+      absl::StrAppend(&out, "\\u", absl::Hex(cp, absl::kZeroPad4));
+    } else {
+      out.append(text, i, length);
+    }
+    i += length;
+  }
+  return out;
+}
 
 using OrderedJson = nlohmann::ordered_json;
 
@@ -198,8 +238,8 @@ std::string RecipeToJson(const Recipe& recipe) {
   json["awq_clip_search"] = recipe.awq_clip_search;
   // Invalid UTF-8 (possible only in a recipe built in code) becomes U+FFFD
   // instead of an exception.
-  return json.dump(2, ' ', /*ensure_ascii=*/false,
-                   OrderedJson::error_handler_t::replace);
+  return EscapeForYaml(json.dump(2, ' ', /*ensure_ascii=*/false,
+                                 OrderedJson::error_handler_t::replace));
 }
 
 }  // namespace quant

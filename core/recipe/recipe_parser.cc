@@ -1,7 +1,6 @@
 // ParseRecipe / LoadRecipe: YAML (or JSON) text -> Recipe, strictly typed,
-// every error pointing at the field's line and column. yaml-cpp reports
-// syntax errors by exception; they are caught here, at the parse boundary,
-// and nowhere else.
+// every error pointing at the field's line and column. The YAML itself is
+// read by libyaml (yaml_tree.h).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -23,7 +22,7 @@
 #include "core/base/status_macros.h"
 #include "core/recipe/recipe.h"
 #include "core/recipe/recipe_validation.h"
-#include "yaml-cpp/yaml.h"
+#include "core/recipe/yaml_tree.h"
 
 namespace quant {
 namespace {
@@ -83,21 +82,19 @@ constexpr EnumName<CalibrationPacking> kPackings[] = {
     {"per-document", CalibrationPacking::kPerDocument}};
 
 // A YAML node's kind in words, for "expected X, got Y" messages.
-std::string Describe(const YAML::Node& node) {
-  switch (node.Type()) {
-    case YAML::NodeType::Null:
+std::string Describe(const YamlNode& node) {
+  switch (node.kind) {
+    case YamlNode::Kind::kNull:
       return "null";
-    case YAML::NodeType::Sequence:
+    case YamlNode::Kind::kSequence:
       return "a list";
-    case YAML::NodeType::Map:
+    case YamlNode::Kind::kMapping:
       return "a mapping";
-    case YAML::NodeType::Scalar:
-      if (node.Tag() == "!")
-        return absl::StrCat("string \"", node.Scalar(), "\"");
-      return absl::StrCat("\"", node.Scalar(), "\"");
-    default:
-      return "nothing";
+    case YamlNode::Kind::kScalar:
+      if (node.quoted) return absl::StrCat("string \"", node.scalar, "\"");
+      return absl::StrCat("\"", node.scalar, "\"");
   }
+  return "nothing";
 }
 
 // Converts one document to a Recipe. Member functions return InvalidArgument
@@ -107,7 +104,7 @@ class RecipeReader {
   explicit RecipeReader(absl::string_view source_name)
       : source_name_(source_name) {}
 
-  absl::StatusOr<Recipe> Read(const YAML::Node& root) {
+  absl::StatusOr<Recipe> Read(const YamlNode& root) {
     if (root.IsNull()) {
       return absl::InvalidArgumentError(
           absl::StrCat(source_name_, ": empty recipe"));
@@ -117,7 +114,7 @@ class RecipeReader {
                            MapEntries(root, "", TopLevelKeys()));
     for (const auto& key_value : entries) {
       const std::string& key = key_value.first;
-      const YAML::Node& value = key_value.second;
+      const YamlNode& value = key_value.second;
       QUANT_RETURN_IF_ERROR(ReadTopLevel(key, value, recipe));
     }
     if (std::optional<RecipeFieldError> error = FindRecipeError(recipe)) {
@@ -127,9 +124,9 @@ class RecipeReader {
   }
 
  private:
-  using Entries = std::vector<std::pair<std::string, YAML::Node>>;
+  using Entries = std::vector<std::pair<std::string, YamlNode>>;
 
-  absl::Status ErrorAt(const YAML::Mark& mark, absl::string_view path,
+  absl::Status ErrorAt(const YamlMark& mark, absl::string_view path,
                        absl::string_view problem) const {
     std::string where(source_name_);
     if (mark.line >= 0) {
@@ -142,20 +139,20 @@ class RecipeReader {
         absl::StrCat(where, ": ", path, ": ", problem));
   }
 
-  absl::Status Error(const YAML::Node& node, absl::string_view path,
+  absl::Status Error(const YamlNode& node, absl::string_view path,
                      absl::string_view problem) {
     // A null value has no text of its own; point at its key.
     if (node.IsNull()) return ErrorAt(MarkOf(std::string(path)), path, problem);
-    return ErrorAt(node.Mark(), path, problem);
+    return ErrorAt(node.mark, path, problem);
   }
 
   // The position of `path` or, failing that, of its closest parent.
-  YAML::Mark MarkOf(std::string path) const {
+  YamlMark MarkOf(std::string path) const {
     while (true) {
       auto it = marks_.find(path);
       if (it != marks_.end()) return it->second;
       const size_t cut = path.find_last_of(".[");
-      if (cut == std::string::npos) return YAML::Mark::null_mark();
+      if (cut == std::string::npos) return YamlMark{};
       path.resize(cut);
     }
   }
@@ -166,7 +163,7 @@ class RecipeReader {
 
   // The key/value pairs of a mapping, in order; rejects other node types,
   // non-string keys, duplicate keys and keys not in `known`.
-  absl::StatusOr<Entries> MapEntries(const YAML::Node& node,
+  absl::StatusOr<Entries> MapEntries(const YamlNode& node,
                                      absl::string_view path,
                                      const std::vector<std::string>& known) {
     if (!node.IsMap()) {
@@ -175,13 +172,13 @@ class RecipeReader {
     }
     Entries entries;
     std::set<std::string> seen;
-    for (auto it = node.begin(); it != node.end(); ++it) {
-      const YAML::Node key = it->first;
+    for (const auto& entry : node.entries) {
+      const YamlNode& key = entry.first;
       if (!key.IsScalar()) {
         return Error(key, path,
                      absl::StrCat("keys must be strings, got ", Describe(key)));
       }
-      const std::string& name = key.Scalar();
+      const std::string& name = key.scalar;
       const std::string child = Child(path, name);
       if (std::find(known.begin(), known.end(), name) == known.end()) {
         return Error(key, child,
@@ -191,26 +188,26 @@ class RecipeReader {
       if (!seen.insert(name).second) {
         return Error(key, child, "duplicate key");
       }
-      marks_[child] = it->second.IsNull() ? key.Mark() : it->second.Mark();
-      entries.emplace_back(name, it->second);
+      marks_[child] = entry.second.IsNull() ? key.mark : entry.second.mark;
+      entries.emplace_back(name, entry.second);
     }
     return entries;
   }
 
   // A plain (unquoted) scalar, i.e. what may be a number or boolean.
-  absl::StatusOr<std::string> PlainScalar(const YAML::Node& node,
+  absl::StatusOr<std::string> PlainScalar(const YamlNode& node,
                                           absl::string_view path,
                                           absl::string_view expected) {
-    if (!node.IsScalar() || node.Tag() == "!") {
+    if (!node.IsScalar() || node.quoted) {
       return Error(
           node, path,
           absl::StrCat("expected ", expected, ", got ", Describe(node)));
     }
-    return node.Scalar();
+    return node.scalar;
   }
 
   template <typename Int>
-  absl::Status ReadInteger(const YAML::Node& node, absl::string_view path,
+  absl::Status ReadInteger(const YamlNode& node, absl::string_view path,
                            Int* value) {
     QUANT_ASSIGN_OR_RETURN(const std::string text,
                            PlainScalar(node, path, "an integer"));
@@ -237,7 +234,7 @@ class RecipeReader {
     return absl::OkStatus();
   }
 
-  absl::Status ReadDouble(const YAML::Node& node, absl::string_view path,
+  absl::Status ReadDouble(const YamlNode& node, absl::string_view path,
                           double* value) {
     QUANT_ASSIGN_OR_RETURN(const std::string text,
                            PlainScalar(node, path, "a number"));
@@ -252,7 +249,7 @@ class RecipeReader {
   }
 
   // YAML 1.2 core schema booleans only: no yes/no/on/off.
-  absl::Status ReadBool(const YAML::Node& node, absl::string_view path,
+  absl::Status ReadBool(const YamlNode& node, absl::string_view path,
                         bool* value) {
     QUANT_ASSIGN_OR_RETURN(const std::string text,
                            PlainScalar(node, path, "true or false"));
@@ -267,18 +264,18 @@ class RecipeReader {
     return absl::OkStatus();
   }
 
-  absl::Status ReadString(const YAML::Node& node, absl::string_view path,
+  absl::Status ReadString(const YamlNode& node, absl::string_view path,
                           std::string* value) {
     if (!node.IsScalar()) {
       return Error(node, path,
                    absl::StrCat("expected a string, got ", Describe(node)));
     }
-    *value = node.Scalar();
+    *value = node.scalar;
     return absl::OkStatus();
   }
 
   template <typename Enum, size_t N>
-  absl::Status ReadEnum(const YAML::Node& node, absl::string_view path,
+  absl::Status ReadEnum(const YamlNode& node, absl::string_view path,
                         const EnumName<Enum> (&names)[N], Enum* value) {
     std::string text;
     QUANT_RETURN_IF_ERROR(ReadString(node, path, &text));
@@ -296,13 +293,13 @@ class RecipeReader {
   }
 
   template <typename Damp>  // Damping or DampValue.
-  absl::Status ReadDamp(const YAML::Node& node, absl::string_view path,
+  absl::Status ReadDamp(const YamlNode& node, absl::string_view path,
                         Damp* damp) {
-    if (node.IsScalar() && node.Scalar() == "auto") {
+    if (node.IsScalar() && node.scalar == "auto") {
       damp->automatic = true;
       return absl::OkStatus();
     }
-    if (!node.IsScalar() || node.Tag() == "!") {
+    if (!node.IsScalar() || node.quoted) {
       return Error(node, path,
                    absl::StrCat("expected a number in [0, 1) or auto, got ",
                                 Describe(node)));
@@ -311,7 +308,7 @@ class RecipeReader {
     return ReadDouble(node, path, &damp->fraction);
   }
 
-  absl::Status ReadDoubleList(const YAML::Node& node, absl::string_view path,
+  absl::Status ReadDoubleList(const YamlNode& node, absl::string_view path,
                               std::vector<double>* values) {
     if (!node.IsSequence()) {
       return Error(
@@ -319,16 +316,16 @@ class RecipeReader {
           absl::StrCat("expected a list of numbers, got ", Describe(node)));
     }
     values->clear();
-    for (size_t i = 0; i < node.size(); ++i) {
+    for (size_t i = 0; i < node.items.size(); ++i) {
       const std::string item = absl::StrCat(path, "[", i, "]");
-      marks_[item] = node[i].Mark();
+      marks_[item] = node.items[i].mark;
       values->push_back(0.0);
-      QUANT_RETURN_IF_ERROR(ReadDouble(node[i], item, &values->back()));
+      QUANT_RETURN_IF_ERROR(ReadDouble(node.items[i], item, &values->back()));
     }
     return absl::OkStatus();
   }
 
-  absl::Status ReadStringList(const YAML::Node& node, absl::string_view path,
+  absl::Status ReadStringList(const YamlNode& node, absl::string_view path,
                               std::vector<std::string>* values) {
     if (!node.IsSequence()) {
       return Error(
@@ -336,18 +333,18 @@ class RecipeReader {
           absl::StrCat("expected a list of strings, got ", Describe(node)));
     }
     values->clear();
-    for (size_t i = 0; i < node.size(); ++i) {
+    for (size_t i = 0; i < node.items.size(); ++i) {
       const std::string item = absl::StrCat(path, "[", i, "]");
-      marks_[item] = node[i].Mark();
+      marks_[item] = node.items[i].mark;
       values->emplace_back();
-      QUANT_RETURN_IF_ERROR(ReadString(node[i], item, &values->back()));
+      QUANT_RETURN_IF_ERROR(ReadString(node.items[i], item, &values->back()));
     }
     return absl::OkStatus();
   }
 
   // Reads an optional field: null leaves it unset.
   template <typename T, typename ReadFn>
-  absl::Status ReadOptional(const YAML::Node& node, std::optional<T>* value,
+  absl::Status ReadOptional(const YamlNode& node, std::optional<T>* value,
                             ReadFn read) {
     if (node.IsNull()) {
       value->reset();
@@ -359,13 +356,13 @@ class RecipeReader {
     return absl::OkStatus();
   }
 
-  absl::Status ReadCalibration(const YAML::Node& node,
+  absl::Status ReadCalibration(const YamlNode& node,
                                CalibrationSettings& calibration) {
     QUANT_ASSIGN_OR_RETURN(const Entries entries,
                            MapEntries(node, "calibration", CalibrationKeys()));
     for (const auto& key_value : entries) {
       const std::string& key = key_value.first;
-      const YAML::Node& value = key_value.second;
+      const YamlNode& value = key_value.second;
       const std::string path = Child("calibration", key);
       if (key == "samples") {
         QUANT_RETURN_IF_ERROR(ReadInteger(value, path, &calibration.samples));
@@ -390,13 +387,13 @@ class RecipeReader {
     return absl::OkStatus();
   }
 
-  absl::Status ReadGates(const YAML::Node& node, Gates& gates) {
+  absl::Status ReadGates(const YamlNode& node, Gates& gates) {
     QUANT_ASSIGN_OR_RETURN(const Entries entries,
                            MapEntries(node, "gates", GateKeys()));
     // Not a structured binding: C++17 lambdas cannot capture those.
     for (const auto& key_value : entries) {
       const std::string& key = key_value.first;
-      const YAML::Node& value = key_value.second;
+      const YamlNode& value = key_value.second;
       const std::string path = Child("gates", key);
       std::optional<double>* target =
           key == "max_ppl_ratio" ? &gates.max_ppl_ratio
@@ -409,7 +406,7 @@ class RecipeReader {
     return absl::OkStatus();
   }
 
-  absl::Status ReadOverride(const YAML::Node& node, absl::string_view path,
+  absl::Status ReadOverride(const YamlNode& node, absl::string_view path,
                             LayerOverride& entry) {
     QUANT_ASSIGN_OR_RETURN(const Entries entries,
                            MapEntries(node, path, OverrideKeys()));
@@ -417,7 +414,7 @@ class RecipeReader {
     // Not a structured binding: C++17 lambdas cannot capture those.
     for (const auto& key_value : entries) {
       const std::string& key = key_value.first;
-      const YAML::Node& value = key_value.second;
+      const YamlNode& value = key_value.second;
       const std::string field = Child(path, key);
       if (key == "match") {
         has_match = true;
@@ -452,7 +449,7 @@ class RecipeReader {
     return absl::OkStatus();
   }
 
-  absl::Status ReadOverrides(const YAML::Node& node,
+  absl::Status ReadOverrides(const YamlNode& node,
                              std::vector<LayerOverride>& overrides) {
     if (!node.IsSequence()) {
       return Error(
@@ -460,16 +457,17 @@ class RecipeReader {
           absl::StrCat("expected a list of mappings, got ", Describe(node)));
     }
     overrides.clear();
-    for (size_t i = 0; i < node.size(); ++i) {
+    for (size_t i = 0; i < node.items.size(); ++i) {
       const std::string path = absl::StrCat("overrides[", i, "]");
-      marks_[path] = node[i].Mark();
+      marks_[path] = node.items[i].mark;
       overrides.emplace_back();
-      QUANT_RETURN_IF_ERROR(ReadOverride(node[i], path, overrides.back()));
+      QUANT_RETURN_IF_ERROR(
+          ReadOverride(node.items[i], path, overrides.back()));
     }
     return absl::OkStatus();
   }
 
-  absl::Status ReadTopLevel(const std::string& key, const YAML::Node& value,
+  absl::Status ReadTopLevel(const std::string& key, const YamlNode& value,
                             Recipe& recipe) {
     if (key == "method") return ReadEnum(value, key, kMethods, &recipe.method);
     if (key == "bits") return ReadInteger(value, key, &recipe.bits);
@@ -501,70 +499,8 @@ class RecipeReader {
   }
 
   std::string source_name_;
-  std::map<std::string, YAML::Mark> marks_;  // Field path -> its value.
+  std::map<std::string, YamlMark> marks_;  // Field path -> its value.
 };
-
-// yaml-cpp 0.7 loops forever, allocating, on some malformed or unusual
-// documents (found by recipe_fuzzer): a flow entry ',' as a token outside any
-// flow collection (",f", "!,f", "[a]\n, b"), and anchors inside multi-line
-// flow collections or quoted strings over several lines. Recipes need
-// none of these, so these are refused before
-// yaml-cpp sees the text: the reason, or "" when the text is plain YAML.
-// Quotes and comments are skipped; a token starts after only whitespace on
-// its line, or after '-', ':', '?', a quoted string or a bracket.
-absl::string_view UnsupportedYamlReason(absl::string_view text) {
-  constexpr absl::string_view kComma = "',' outside a [list] or {mapping}";
-  constexpr absl::string_view kMultiLineQuote =
-      "a quoted string must end on the line where it starts";
-  constexpr absl::string_view kProperty =
-      "anchors, aliases and tags (&, *, !) are not allowed in a recipe";
-  bool has_property = false;
-  int depth = 0;
-  bool token_start = true;
-  size_t i = 0;
-  while (i < text.size()) {
-    const char c = text[i];
-    if (c == '\n') {
-      token_start = true;
-      ++i;
-    } else if (c == ' ' || c == '\t' || c == '\r') {
-      ++i;
-    } else if (c == '#' && (i == 0 || text[i - 1] == ' ' ||
-                            text[i - 1] == '\t' || text[i - 1] == '\n')) {
-      while (i < text.size() && text[i] != '\n') ++i;  // A comment.
-    } else if ((c == '"' || c == '\'') && token_start) {
-      ++i;  // A quoted scalar: skip to its end, on the same line.
-      while (i < text.size() && text[i] != c) {
-        if (text[i] == '\n') return kMultiLineQuote;
-        i += (c == '"' && text[i] == '\\') ? 2 : 1;
-      }
-      ++i;
-      token_start = true;
-    } else if (c == '[' || c == '{') {
-      ++depth;
-      token_start = true;
-      ++i;
-    } else if (c == ']' || c == '}') {
-      if (depth > 0) --depth;
-      token_start = true;
-      ++i;
-    } else if (c == ',') {
-      if (depth == 0 && token_start) return kComma;
-      token_start = true;
-      ++i;
-    } else if (token_start && (c == '!' || c == '&' || c == '*')) {
-      has_property = true;
-      while (i < text.size() && text[i] != ' ' && text[i] != '\t' &&
-             text[i] != '\n' && text[i] != ',') {
-        ++i;  // A node property; a token may still follow.
-      }
-    } else {
-      token_start = c == '-' || c == ':' || c == '?';
-      ++i;
-    }
-  }
-  return has_property ? kProperty : "";
-}
 
 }  // namespace
 
@@ -575,8 +511,7 @@ absl::StatusOr<Recipe> ParseRecipe(absl::string_view text,
         absl::StrCat(source_name, ": recipe is ", text.size(),
                      " bytes, more than the limit of ", kMaxRecipeBytes));
   }
-  // YAML allows no C0 control characters but tab, LF and CR; yaml-cpp does
-  // not always refuse them (and may hang on them).
+  // YAML allows no C0 control characters but tab, LF and CR; say which byte.
   for (size_t i = 0; i < text.size(); ++i) {
     const auto byte = static_cast<unsigned char>(text[i]);
     if (byte < 0x20 && byte != '\t' && byte != '\n' && byte != '\r') {
@@ -585,45 +520,18 @@ absl::StatusOr<Recipe> ParseRecipe(absl::string_view text,
                        absl::Hex(byte, absl::kZeroPad2), " at byte ", i));
     }
   }
-  // Explicit keys ("? key") have no use in a recipe, and yaml-cpp 0.7 can
-  // hang on some documents that hold one (found by recipe_fuzzer).
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    const absl::string_view body = absl::StripLeadingAsciiWhitespace(line);
-    if (!body.empty() && body[0] == '?' &&
-        (body.size() == 1 || body[1] == ' ' || body[1] == '\t' ||
-         body[1] == '\r')) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source_name,
-                       ": invalid YAML: explicit keys (\"? \") are not "
-                       "allowed in a recipe"));
-    }
-  }
-  if (const absl::string_view reason = UnsupportedYamlReason(text);
-      !reason.empty()) {
+  QUANT_ASSIGN_OR_RETURN(const std::vector<YamlNode> documents,
+                         ParseYamlDocuments(text, source_name));
+  if (documents.empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat(source_name, ": invalid YAML: ", reason));
+        absl::StrCat(source_name, ": empty recipe"));
   }
-  try {
-    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(text));
-    if (documents.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source_name, ": empty recipe"));
-    }
-    if (documents.size() > 1) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(source_name, ": ", documents.size(),
-                       " YAML documents; a recipe is exactly one"));
-    }
-    return RecipeReader(source_name).Read(documents[0]);
-  } catch (const YAML::Exception& error) {
-    std::string where(source_name);
-    if (error.mark.line >= 0) {
-      absl::StrAppend(&where, ":", error.mark.line + 1, ":",
-                      error.mark.column + 1);
-    }
+  if (documents.size() > 1) {
     return absl::InvalidArgumentError(
-        absl::StrCat(where, ": invalid YAML: ", error.msg));
+        absl::StrCat(source_name, ": ", documents.size(),
+                     " YAML documents; a recipe is exactly one"));
   }
+  return RecipeReader(source_name).Read(documents[0]);
 }
 
 absl::StatusOr<Recipe> LoadRecipe(const std::string& path) {

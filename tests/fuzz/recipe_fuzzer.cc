@@ -1,5 +1,5 @@
 // libFuzzer target: recipe texts of arbitrary bytes parse or are refused
-// with an InvalidArgument error (no crash, no exception escaping yaml-cpp);
+// with an InvalidArgument error (no crash, no hang, no unbounded memory);
 // a parsed recipe validates, its canonical JSON parses back to an equal
 // recipe with identical text, and it resolves against a few layer names
 // without crashing.

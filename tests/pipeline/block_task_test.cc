@@ -130,7 +130,7 @@ TEST_F(BlockTaskTest, GptqBeatsRtnOnHeldOutOutputError) {
   for (const LayerResult& layer : out.layers) {
     ASSERT_TRUE(layer.quantized);
     EXPECT_EQ(layer.audit.method, "gptq");
-    EXPECT_GT(layer.damp_used, 0.0);
+    EXPECT_GT(layer.choices.damp_used, 0.0);
     better += layer.audit.method_heldout.relative_error <
               layer.audit.rtn_heldout.relative_error;
   }
@@ -199,14 +199,14 @@ TEST_F(BlockTaskTest, AwqFoldsInverseScalesIntoTheProducingOps) {
   recipe.awq_alpha_grid = {0.5};
   const BlockTaskOutput out = Run(recipe);
   const LayerResult& q = out.layers[0];
-  ASSERT_TRUE(q.awq_alpha.has_value());
+  ASSERT_TRUE(q.choices.awq_alpha.has_value());
   EXPECT_EQ(q.awq_fold, "input_layernorm");
   EXPECT_EQ(out.layers[4].awq_fold, "post_attention_layernorm");
   EXPECT_EQ(out.layers[6].awq_fold, "up_proj");
   EXPECT_EQ(out.layers[5].absorbed_awq_scales_of, "down_proj");
   // Grouped-query attention: no op can absorb o_proj's scales.
   EXPECT_NE(out.layers[3].awq_fold.find("grouped-query"), std::string::npos);
-  EXPECT_FLOAT_EQ(*out.layers[3].awq_alpha, 0.0f);
+  EXPECT_FLOAT_EQ(*out.layers[3].choices.awq_alpha, 0.0f);
   EXPECT_NE(out.effective.input_norm, input_.weights.input_norm);
 
   // The folded block computes what the unquantized one does, up to 8-bit
