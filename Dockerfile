@@ -12,7 +12,7 @@ FROM debian:12-slim
 RUN apt-get update \
  && apt-get install -y --no-install-recommends \
       libgrpc++1.51 libprotobuf32 libabsl20220623 libssl3 libsqlite3-0 \
-      libyaml-cpp0.7 libpcre2-8-0 libutf8proc2 libprometheus-cpp-core1.0 \
+      libyaml-0-2 libpcre2-8-0 libutf8proc2 libprometheus-cpp-core1.0 \
       libprometheus-cpp-pull1.0 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --create-home --uid 10001 quant
