@@ -14,13 +14,6 @@ namespace {
 
 using nlohmann::json;
 
-json SplitJson(const SplitErrors& method, const SplitErrors& rtn) {
-  return {{"method_relative_error", method.relative_error},
-          {"rtn_relative_error", rtn.relative_error},
-          {"method_output_mse", method.output_mse},
-          {"rtn_output_mse", rtn.output_mse}};
-}
-
 std::vector<std::string> Flags(const LayerAudit& a) {
   std::vector<std::string> flags;
   if (a.worse_than_rtn_heldout) flags.push_back("worse_than_rtn");
@@ -56,7 +49,7 @@ json LayerResultToJson(const LayerResult& layer) {
   json j = {{"name", layer.name},
             {"type", layer.type},
             {"input_group", layer.input_group},
-            {"quantized", layer.quantized},
+            {"packed", layer.quantized},
             {"method", QuantMethodName(s.method)},
             {"bits", s.bits},
             {"group_size", s.group_size},
@@ -71,11 +64,17 @@ json LayerResultToJson(const LayerResult& layer) {
   }
   const LayerAudit& a = layer.audit;
   const HessianDiagnostics& h = a.hessian;
-  j["calibration"] = SplitJson(a.method_calibration, a.rtn_calibration);
-  j["heldout"] = SplitJson(a.method_heldout, a.rtn_heldout);
-  j["weight_mse"] = {{"method", a.method_weight_mse},
-                     {"rtn", a.rtn_weight_mse}};
-  j["gain_calibration"] = a.gain_calibration;
+  j["rel_output_error_cal"] = a.method_calibration.relative_error;
+  j["rel_output_error_heldout"] = a.method_heldout.relative_error;
+  j["rtn_rel_output_error_cal"] = a.rtn_calibration.relative_error;
+  j["rtn_rel_output_error_heldout"] = a.rtn_heldout.relative_error;
+  j["output_mse_cal"] = a.method_calibration.output_mse;
+  j["output_mse_heldout"] = a.method_heldout.output_mse;
+  j["rtn_output_mse_cal"] = a.rtn_calibration.output_mse;
+  j["rtn_output_mse_heldout"] = a.rtn_heldout.output_mse;
+  j["weight_mse"] = a.method_weight_mse;
+  j["rtn_weight_mse"] = a.rtn_weight_mse;
+  j["gain_cal"] = a.gain_calibration;
   j["gain_heldout"] = a.gain_heldout;
   j["flattery"] = a.flattery;
   j["bits_per_weight"] = a.bits_per_weight;
@@ -124,8 +123,8 @@ json BuildAuditJson(const std::vector<LayerResult>& layers, const json& gates) {
     }
   }
   json summary = {{"layers", layers.size()},
-                  {"quantized", quantized},
-                  {"unquantized", static_cast<int>(layers.size()) - quantized},
+                  {"packed", quantized},
+                  {"kept", static_cast<int>(layers.size()) - quantized},
                   {"better_than_rtn_heldout", better},
                   {"median_gain_heldout", Median(gains)}};
   return {{"format_version", 1},
@@ -141,7 +140,7 @@ std::string FormatAuditTable(const json& audit) {
       "rtn_held", "meth_held", "gain", "flattery", "flags / note");
   for (const json& l : audit.at("layers")) {
     const std::string name = l.at("name").get<std::string>();
-    if (!l.at("quantized").get<bool>()) {
+    if (!l.at("packed").get<bool>()) {
       absl::StrAppend(
           &out, absl::StrFormat("%-36s %-6s %4s %10s %10s %7s %8s  %s\n", name,
                                 "-", "-", "-", "-", "-", "-",
@@ -153,8 +152,8 @@ std::string FormatAuditTable(const json& audit) {
         &out, absl::StrFormat(
                   "%-36s %-6s %4d %10.5f %10.5f %7.3f %8.3f  %s\n", name,
                   l.at("method").get<std::string>(), l.at("bits").get<int>(),
-                  l.at("heldout").at("rtn_relative_error").get<double>(),
-                  l.at("heldout").at("method_relative_error").get<double>(),
+                  l.at("rtn_rel_output_error_heldout").get<double>(),
+                  l.at("rel_output_error_heldout").get<double>(),
                   l.at("gain_heldout").get<double>(),
                   l.at("flattery").get<double>(), absl::StrJoin(flags, ",")));
   }

@@ -15,6 +15,14 @@ namespace quant {
 // Sets the outlier flag across all quantized layers (by layer type).
 void MarkLayerOutliers(std::vector<LayerResult>* layers);
 
+// One layer of audit.json (and of the service's report): name, type,
+// input_group, method, bits, group_size, grid, packed (false: kept as it
+// was, with "reason"), rel_output_error_cal / _heldout and the RTN ones
+// (rtn_rel_output_error_cal / _heldout), output MSEs, weight_mse,
+// rtn_weight_mse, gain_cal, gain_heldout, flattery, bits_per_weight,
+// hessian {tokens, k, tokens_per_input, dead_channels, rho_rms,
+// inv_sqrt_tokens}, damp {used, retries, automatic, grid, validation_error}
+// for GPTQ, awq {alpha, fold} for AWQ, seconds, flags.
 nlohmann::json LayerResultToJson(const LayerResult& layer);
 
 // {"format_version": 1, "layers": [...], "summary": {...}, "gates": gates,

@@ -90,10 +90,10 @@ TEST_F(LocalPipelineTest, GptqCheckpointReproducesItsAuditAndGates) {
   ASSERT_EQ(audit["layers"].size(), 35u);
   int quantized = 0, better = 0;
   for (const json& layer : audit["layers"]) {
-    ASSERT_TRUE(layer["quantized"].get<bool>()) << layer["name"];
+    ASSERT_TRUE(layer["packed"].get<bool>()) << layer["name"];
     ++quantized;
-    better += layer["heldout"]["method_relative_error"].get<double>() <
-              layer["heldout"]["rtn_relative_error"].get<double>();
+    better += layer["rel_output_error_heldout"].get<double>() <
+              layer["rtn_rel_output_error_heldout"].get<double>();
   }
   EXPECT_GT(better, quantized / 2) << "GPTQ beat RTN on " << better << " of "
                                    << quantized << " layers (held-out)";
@@ -156,7 +156,7 @@ TEST_F(LocalPipelineTest, GptqCheckpointReproducesItsAuditAndGates) {
     ASSERT_TRUE(evaluator.ok());
     const RowMatrixF& w = loaded->model->block(0).Linear(spec.type).weight;
     const double expected =
-        audit["layers"][i]["heldout"]["method_relative_error"].get<double>();
+        audit["layers"][i]["rel_output_error_heldout"].get<double>();
     EXPECT_NEAR(evaluator->RelativeError(w, q), expected, 1e-6 * expected)
         << spec.name;
   }
@@ -190,8 +190,10 @@ TEST_F(LocalPipelineTest, BothPropagationsRunAndRerunsAreByteIdentical) {
   const json& ind_layers = independent->audit["layers"];
   ASSERT_EQ(seq_layers.size(), ind_layers.size());
   // Block 0's q/k/v read the embeddings either way; block 1's do not.
-  EXPECT_EQ(seq_layers[0]["heldout"], ind_layers[0]["heldout"]);
-  EXPECT_NE(seq_layers[7]["heldout"], ind_layers[7]["heldout"]);
+  EXPECT_EQ(seq_layers[0]["rel_output_error_heldout"],
+            ind_layers[0]["rel_output_error_heldout"]);
+  EXPECT_NE(seq_layers[7]["rel_output_error_heldout"],
+            ind_layers[7]["rel_output_error_heldout"]);
   const json config = ReadJson(temp_ + "/ind/quantize_config.json");
   EXPECT_EQ(config["true_sequential"], false);
 }
@@ -204,10 +206,10 @@ TEST_F(LocalPipelineTest, EveryMethodRecordsHeldOutErrorsPerLayer) {
         Options(recipe, std::string("m-") + QuantMethodName(method)));
     ASSERT_TRUE(result.ok()) << result.status();
     for (const json& layer : result->audit["layers"]) {
-      ASSERT_TRUE(layer["quantized"].get<bool>());
+      ASSERT_TRUE(layer["packed"].get<bool>());
       EXPECT_EQ(layer["method"], QuantMethodName(method));
-      EXPECT_GT(layer["heldout"]["method_relative_error"].get<double>(), 0.0);
-      EXPECT_GT(layer["heldout"]["rtn_relative_error"].get<double>(), 0.0);
+      EXPECT_GT(layer["rel_output_error_heldout"].get<double>(), 0.0);
+      EXPECT_GT(layer["rtn_rel_output_error_heldout"].get<double>(), 0.0);
       if (method == QuantMethod::kAwq) {
         EXPECT_TRUE(layer.contains("awq"));
       }
@@ -276,14 +278,14 @@ TEST_F(LocalPipelineTest, PerLayerOverridesAreRecordedInBothFormats) {
     const json& layers = result->audit["layers"];
     EXPECT_EQ(layers[0]["bits"], 8);
     EXPECT_EQ(layers[0]["group_size"], 0);
-    EXPECT_TRUE(layers[0]["quantized"].get<bool>());
+    EXPECT_TRUE(layers[0]["packed"].get<bool>());
     EXPECT_EQ(layers[7]["bits"], 4);
-    EXPECT_FALSE(layers[10]["quantized"].get<bool>());  // layers.1 o_proj
+    EXPECT_FALSE(layers[10]["packed"].get<bool>());  // layers.1 o_proj
     EXPECT_NE(layers[10]["reason"].get<std::string>().find("overrides[1]"),
               std::string::npos);
     // 8-bit per-row layers are closer to the original than 4-bit ones.
-    EXPECT_LT(layers[0]["heldout"]["method_relative_error"].get<double>(),
-              layers[7]["heldout"]["method_relative_error"].get<double>());
+    EXPECT_LT(layers[0]["rel_output_error_heldout"].get<double>(),
+              layers[7]["rel_output_error_heldout"].get<double>());
     const json config = ReadJson(temp_ + "/" + name + "/config.json");
     const json& q = config["quantization_config"];
     if (format == OutputFormat::kGptq) {
