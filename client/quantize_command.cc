@@ -28,6 +28,10 @@ ABSL_FLAG(std::string, calibration, "",
 ABSL_FLAG(std::string, recipe, "",
           "Recipe file, YAML or JSON (see `quantctl recipe validate`). "
           "Required.");
+ABSL_FLAG(std::string, work_dir, "",
+          "Keep every block's output in this directory; rerunning the same "
+          "job with it (after a crash or Ctrl-C) resumes from the last "
+          "finished block instead of starting over.");
 ABSL_FLAG(int64_t, max_shard_mb, 4096,
           "Largest safetensors shard in MiB; bigger checkpoints are split "
           "into model-0000i-of-0000n.safetensors with an index.");
@@ -44,6 +48,13 @@ class ProgressPrinter : public PipelineObserver {
   }
   void OnBlockStart(int block, int blocks) override {
     *err_ << absl::StrFormat("[quantize] block %d/%d\n", block + 1, blocks)
+          << std::flush;
+  }
+  void OnBlockResumed(int block, int blocks) override {
+    *err_ << absl::StrFormat(
+                 "[quantize] block %d/%d: output found in the "
+                 "work directory, not recomputed\n",
+                 block + 1, blocks)
           << std::flush;
   }
   void OnLayer(const LayerResult& l) override {
@@ -93,6 +104,7 @@ absl::Status RunQuantize(const CommandInvocation& invocation) {
         absl::StrCat("--max_shard_mb must be positive, got ", shard_mb));
   }
   options.max_shard_bytes = shard_mb << 20;
+  options.work_dir = absl::GetFlag(FLAGS_work_dir);
   QUANT_ASSIGN_OR_RETURN(options.recipe, LoadRecipe(recipe_path));
 
   const bool json_output = absl::GetFlag(FLAGS_json);
@@ -131,7 +143,7 @@ Command QuantizeCommand() {
       "packed checkpoint, audit and gate verdict.";
   command.usage =
       "quantize --local --checkpoint DIR --calibration FILE --recipe FILE "
-      "--out DIR [--max_shard_mb N] [--json]";
+      "--out DIR [--work_dir DIR] [--max_shard_mb N] [--json]";
   command.description =
       "Runs the job block by block in this process: the calibration set is "
       "split into calibration and held-out documents, each decoder block's "
@@ -152,6 +164,7 @@ Command QuantizeCommand() {
       &absl::GetFlagReflectionHandle(FLAGS_calibration),
       &absl::GetFlagReflectionHandle(FLAGS_recipe),
       &absl::GetFlagReflectionHandle(FLAGS_out),
+      &absl::GetFlagReflectionHandle(FLAGS_work_dir),
       &absl::GetFlagReflectionHandle(FLAGS_max_shard_mb),
       &absl::GetFlagReflectionHandle(FLAGS_json),
   };

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/directory_util.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/calib/calibration_file.h"
@@ -13,6 +14,7 @@
 #include "core/model/checkpoint.h"
 #include "core/model/linear_layers.h"
 #include "core/pipeline/quantization_plan.h"
+#include "core/pipeline/task_io.h"
 #include "core/text/tokenizer.h"
 
 namespace quant {
@@ -40,6 +42,40 @@ std::map<std::string, DType> BlockDTypes(const Checkpoint& checkpoint,
     dtypes[t.name] = checkpoint.tensors().Find(t.name).info->dtype;
   }
   return dtypes;
+}
+
+// What identifies a job's block outputs: a work directory is only reused
+// for the same source, recipe and calibration set.
+nlohmann::json JobIdentity(const Checkpoint& checkpoint, const Recipe& recipe,
+                           const CalibrationSplit& split) {
+  std::vector<std::string> files;
+  for (const auto& file : checkpoint.tensors().files()) {
+    files.push_back(file->path());
+  }
+  return {{"tool", ToolVersion()},
+          {"source_files", files},
+          {"recipe", RecipeToJson(recipe)},
+          {"calibration_sha256", split.calibration_hash}};
+}
+
+absl::Status PrepareWorkDir(const std::string& dir,
+                            const nlohmann::json& identity) {
+  if (!IsDirectory(dir)) {
+    absl::Status made = MakeDirectory(dir);
+    if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
+  }
+  const std::string path = JoinPath(dir, "job.json");
+  if (!FileExists(path)) {
+    return WriteFileAtomically(path, identity.dump(2) + "\n");
+  }
+  QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  if (nlohmann::json::parse(text, nullptr, false) != identity) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "work directory ", dir,
+        " holds another job's blocks (source, recipe, calibration set or "
+        "tool version differ); use a new one"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -84,9 +120,30 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
   QUANT_ASSIGN_OR_RETURN(HiddenStates heldout,
                          EmbedWindows(*model, split.heldout));
 
+  const bool use_files = !options.work_dir.empty();
+  if (use_files) {
+    QUANT_RETURN_IF_ERROR(PrepareWorkDir(
+        options.work_dir, JobIdentity(*checkpoint, recipe, split)));
+  }
   FinalizeInput finalize;
   const int blocks = config.num_hidden_layers;
   for (int b = 0; b < blocks; ++b) {
+    const std::string prefix =
+        use_files ? BlockOutputPrefix(options.work_dir, b) : "";
+    if (use_files && FileExists(prefix + ".layers.json")) {
+      obs.OnBlockResumed(b, blocks);
+      QUANT_ASSIGN_OR_RETURN(StoredBlockOutput stored,
+                             ReadBlockOutput(options.work_dir, b));
+      QUANT_ASSIGN_OR_RETURN(calibration,
+                             ReadHiddenStates(prefix + ".cal.safetensors"));
+      QUANT_ASSIGN_OR_RETURN(heldout,
+                             ReadHiddenStates(prefix + ".heldout.safetensors"));
+      finalize.block_tensors.push_back(std::move(stored.tensors));
+      for (LayerResult& l : stored.layers) {
+        finalize.layers.push_back(std::move(l));
+      }
+      continue;
+    }
     obs.OnBlockStart(b, blocks);
     const auto start = std::chrono::steady_clock::now();
     BlockTaskInput input;
@@ -100,12 +157,27 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
     QUANT_ASSIGN_OR_RETURN(
         BlockTaskOutput output,
         RunBlockTask(input, [&](const LayerResult& l) { obs.OnLayer(l); }));
-    calibration = std::move(output.calibration_out);
-    heldout = std::move(output.heldout_out);
-    finalize.block_tensors.push_back(std::move(output.tensors));
-    for (LayerResult& l : output.layers) {
-      l.layer = QuantizedLayer();  // Packed already; keep the audit only.
-      finalize.layers.push_back(std::move(l));
+    if (use_files) {
+      // Through the files, exactly as the next worker would see them.
+      QUANT_RETURN_IF_ERROR(WriteBlockOutput(options.work_dir, output));
+      QUANT_ASSIGN_OR_RETURN(StoredBlockOutput stored,
+                             ReadBlockOutput(options.work_dir, b));
+      QUANT_ASSIGN_OR_RETURN(calibration,
+                             ReadHiddenStates(prefix + ".cal.safetensors"));
+      QUANT_ASSIGN_OR_RETURN(heldout,
+                             ReadHiddenStates(prefix + ".heldout.safetensors"));
+      finalize.block_tensors.push_back(std::move(stored.tensors));
+      for (LayerResult& l : stored.layers) {
+        finalize.layers.push_back(std::move(l));
+      }
+    } else {
+      calibration = std::move(output.calibration_out);
+      heldout = std::move(output.heldout_out);
+      finalize.block_tensors.push_back(std::move(output.tensors));
+      for (LayerResult& l : output.layers) {
+        l.layer = QuantizedLayer();  // Packed already; keep the audit only.
+        finalize.layers.push_back(std::move(l));
+      }
     }
     obs.OnBlockDone(
         b, blocks,

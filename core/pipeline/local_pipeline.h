@@ -24,6 +24,12 @@ struct LocalQuantizeOptions {
   Recipe recipe;
   int64_t max_shard_bytes = kDefaultMaxShardBytes;
   int eval_batch_windows = 8;
+  // When set, every block task's output goes through files in this
+  // directory (task_io.h), as it does between service workers, and a rerun
+  // with the same directory, source, recipe and calibration set resumes:
+  // blocks whose output is already there are read, not recomputed. A
+  // directory made for another job is refused.
+  std::string work_dir;
 };
 
 // Receives progress; every method has a default that ignores it.
@@ -32,6 +38,8 @@ class PipelineObserver {
   virtual ~PipelineObserver() = default;
   virtual void OnStage(const std::string& /*what*/) {}
   virtual void OnBlockStart(int /*block*/, int /*blocks*/) {}
+  // A block whose output was found in the work directory.
+  virtual void OnBlockResumed(int /*block*/, int /*blocks*/) {}
   virtual void OnLayer(const LayerResult& /*layer*/) {}
   virtual void OnBlockDone(int /*block*/, int /*blocks*/, double /*seconds*/) {}
 };

@@ -15,6 +15,7 @@
 #include "core/forward/activation_capture.h"
 #include "core/io/safetensors.h"
 #include "core/model/linear_layers.h"
+#include "core/pipeline/task_io.h"
 #include "core/quant/output_error.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -196,6 +197,61 @@ TEST_F(LocalPipelineTest, BothPropagationsRunAndRerunsAreByteIdentical) {
             ind_layers[7]["rel_output_error_heldout"]);
   const json config = ReadJson(temp_ + "/ind/quantize_config.json");
   EXPECT_EQ(config["true_sequential"], false);
+}
+
+// Counts the blocks computed and the blocks found in the work directory.
+class CountingObserver : public PipelineObserver {
+ public:
+  void OnBlockStart(int, int) override { ++computed; }
+  void OnBlockResumed(int, int) override { ++resumed; }
+  int computed = 0;
+  int resumed = 0;
+};
+
+TEST_F(LocalPipelineTest, WorkDirectoryGivesTheSameOutputAndResumes) {
+  const Recipe recipe =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential);
+  auto in_memory = RunLocalQuantization(Options(recipe, "memory"));
+  ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+
+  LocalQuantizeOptions options = Options(recipe, "files");
+  options.work_dir = temp_ + "/work";
+  CountingObserver first;
+  auto through_files = RunLocalQuantization(options, &first);
+  ASSERT_TRUE(through_files.ok()) << through_files.status();
+  EXPECT_EQ(first.computed, 5);
+  EXPECT_EQ(first.resumed, 0);
+  auto a = ReadFileToString(temp_ + "/memory/model.safetensors");
+  auto b = ReadFileToString(temp_ + "/files/model.safetensors");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_TRUE(*a == *b) << "the file round trip changed the checkpoint";
+  EXPECT_EQ(WithoutTimes(in_memory->audit), WithoutTimes(through_files->audit));
+
+  // As after a crash in block 3: its files and block 4's are gone.
+  for (int block : {3, 4}) {
+    const std::string prefix = BlockOutputPrefix(options.work_dir, block);
+    std::filesystem::remove(prefix + ".layers.json");
+  }
+  options.out_dir = temp_ + "/resumed";
+  CountingObserver second;
+  auto resumed = RunLocalQuantization(options, &second);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(second.resumed, 3);
+  EXPECT_EQ(second.computed, 2);
+  auto c = ReadFileToString(temp_ + "/resumed/model.safetensors");
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(*a == *c) << "resuming changed the checkpoint";
+
+  // Another recipe cannot reuse the directory.
+  Recipe other = recipe;
+  other.bits = 8;
+  LocalQuantizeOptions wrong = Options(other, "wrong");
+  wrong.work_dir = options.work_dir;
+  auto refused = RunLocalQuantization(wrong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_FALSE(FileExists(wrong.out_dir));
 }
 
 TEST_F(LocalPipelineTest, EveryMethodRecordsHeldOutErrorsPerLayer) {

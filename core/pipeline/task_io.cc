@@ -1,0 +1,413 @@
+// Task files: hidden states, block outputs and exact layer-result JSON.
+#include "core/pipeline/task_io.h"
+
+#include <cstring>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/base/file_util.h"
+#include "core/base/status_macros.h"
+#include "core/io/safetensors.h"
+#include "core/quant/grid.h"
+
+namespace quant {
+namespace {
+
+using nlohmann::json;
+
+// Reads typed fields of a JSON object, remembering the first problem so a
+// reader can fetch everything and check once.
+class FieldReader {
+ public:
+  FieldReader(const json& object, std::string where)
+      : object_(object), where_(std::move(where)) {
+    if (!object_.is_object()) Fail("", "is not an object");
+  }
+
+  const absl::Status& status() const { return status_; }
+
+  const json* Field(const char* key) {
+    if (!status_.ok()) return nullptr;
+    auto it = object_.find(key);
+    if (it == object_.end()) {
+      Fail(key, "is missing");
+      return nullptr;
+    }
+    return &*it;
+  }
+  void Get(const char* key, double* out) {
+    const json* v = Field(key);
+    if (v == nullptr) return;
+    if (!v->is_number()) return Fail(key, "is not a number");
+    *out = v->get<double>();
+  }
+  void Get(const char* key, int64_t* out) {
+    const json* v = Field(key);
+    if (v == nullptr) return;
+    if (!v->is_number_integer()) return Fail(key, "is not an integer");
+    *out = v->get<int64_t>();
+  }
+  void Get(const char* key, int* out) {
+    int64_t value = 0;
+    Get(key, &value);
+    *out = static_cast<int>(value);
+  }
+  void Get(const char* key, bool* out) {
+    const json* v = Field(key);
+    if (v == nullptr) return;
+    if (!v->is_boolean()) return Fail(key, "is not true or false");
+    *out = v->get<bool>();
+  }
+  void Get(const char* key, std::string* out) {
+    const json* v = Field(key);
+    if (v == nullptr) return;
+    if (!v->is_string()) return Fail(key, "is not a string");
+    *out = v->get<std::string>();
+  }
+  void Get(const char* key, std::vector<double>* out) {
+    const json* v = Field(key);
+    if (v == nullptr) return;
+    if (!v->is_array()) return Fail(key, "is not a list");
+    out->clear();
+    for (const json& item : *v) {
+      if (!item.is_number()) return Fail(key, "holds a non-number");
+      out->push_back(item.get<double>());
+    }
+  }
+  void Get(const char* key, std::vector<int>* out) {
+    const json* v = Field(key);
+    if (v == nullptr) return;
+    if (!v->is_array()) return Fail(key, "is not a list");
+    out->clear();
+    for (const json& item : *v) {
+      if (!item.is_number_integer()) return Fail(key, "holds a non-integer");
+      out->push_back(item.get<int>());
+    }
+  }
+  // A nested object's reader.
+  FieldReader Object(const char* key) {
+    const json* v = Field(key);
+    static const json* const kEmpty = new json(json::object());
+    FieldReader child(v != nullptr ? *v : *kEmpty,
+                      absl::StrCat(where_, ".", key));
+    if (!status_.ok()) child.status_ = status_;
+    return child;
+  }
+  // Merges a child's problem into this reader.
+  void Absorb(const FieldReader& child) {
+    if (status_.ok()) status_ = child.status_;
+  }
+
+ private:
+  void Fail(absl::string_view key, absl::string_view problem) {
+    if (!status_.ok()) return;
+    status_ = absl::InvalidArgumentError(
+        absl::StrCat(where_, key.empty() ? "" : ".", key, " ", problem));
+  }
+
+  const json& object_;
+  std::string where_;
+  absl::Status status_;
+};
+
+json SplitToJson(const SplitErrors& e) {
+  return {{"relative_error", e.relative_error}, {"output_mse", e.output_mse}};
+}
+
+void ReadSplit(FieldReader& parent, const char* key, SplitErrors* e) {
+  FieldReader r = parent.Object(key);
+  r.Get("relative_error", &e->relative_error);
+  r.Get("output_mse", &e->output_mse);
+  parent.Absorb(r);
+}
+
+template <typename Enum>
+bool EnumFromName(const std::string& name, const char* (*to_name)(Enum),
+                  std::initializer_list<Enum> values, Enum* out) {
+  for (Enum v : values) {
+    if (name == to_name(v)) {
+      *out = v;
+      return true;
+    }
+  }
+  return false;
+}
+
+absl::Status UnknownValue(const char* field, const std::string& value) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("layer result: ", field, " \"", value, "\" is unknown"));
+}
+
+}  // namespace
+
+absl::Status WriteHiddenStates(const std::string& path,
+                               const HiddenStates& states) {
+  const RowMatrixF& rows = states.rows;
+  const std::string hidden(reinterpret_cast<const char*>(rows.data()),
+                           sizeof(float) * rows.size());
+  std::vector<int32_t> lengths(states.lengths.begin(), states.lengths.end());
+  const PackedTensor length_tensor =
+      Int32Tensor("lengths", {static_cast<int64_t>(lengths.size())}, lengths);
+  const std::vector<TensorToWrite> tensors = {
+      {"hidden", DType::kF32, {rows.rows(), rows.cols()}, hidden},
+      {"lengths", DType::kI32, length_tensor.shape, length_tensor.bytes}};
+  return WriteSafetensors(path, tensors,
+                          {{"seq_len", absl::StrCat(states.seq_len)}});
+}
+
+absl::StatusOr<HiddenStates> ReadHiddenStates(const std::string& path) {
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                         SafetensorsFile::Open(path));
+  HiddenStates states;
+  auto seq = file->metadata().find("seq_len");
+  if (seq == file->metadata().end() ||
+      !absl::SimpleAtoi(seq->second, &states.seq_len) || states.seq_len <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": metadata seq_len is missing or not positive"));
+  }
+  const TensorInfo* hidden = file->Find("hidden");
+  const TensorInfo* lengths = file->Find("lengths");
+  if (hidden == nullptr || hidden->dtype != DType::kF32 ||
+      hidden->shape.size() != 2 || lengths == nullptr ||
+      lengths->dtype != DType::kI32 || lengths->shape.size() != 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": needs \"hidden\" F32 [rows, hidden] and \"lengths\" I32 [n]"));
+  }
+  const int64_t sequences = lengths->shape[0];
+  if (hidden->shape[0] != sequences * states.seq_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", hidden->shape[0], " hidden rows for ",
+                     sequences, " sequences of ", states.seq_len));
+  }
+  const absl::Span<const uint8_t> length_bytes = file->RawBytes(*lengths);
+  states.lengths.resize(sequences);
+  for (int64_t i = 0; i < sequences; ++i) {
+    int32_t length = 0;
+    std::memcpy(&length, length_bytes.data() + 4 * i, 4);
+    if (length < 0 || length > states.seq_len) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": lengths[", i, "] = ", length, " outside [0, ",
+                       states.seq_len, "]"));
+    }
+    states.lengths[i] = length;
+  }
+  const absl::Span<const uint8_t> bytes = file->RawBytes(*hidden);
+  states.rows.resize(hidden->shape[0], hidden->shape[1]);
+  std::memcpy(states.rows.data(), bytes.data(), bytes.size());
+  return states;
+}
+
+json LayerResultToTaskJson(const LayerResult& l) {
+  const LayerSettings& s = l.settings;
+  const LayerAudit& a = l.audit;
+  const HessianDiagnostics& h = a.hessian;
+  const MethodChoices& c = l.choices;
+  return {{"name", l.name},
+          {"type", l.type},
+          {"input_group", l.input_group},
+          {"settings",
+           {{"name", s.name},
+            {"method", QuantMethodName(s.method)},
+            {"bits", s.bits},
+            {"group_size", s.group_size},
+            {"grid", QuantGridName(s.grid)},
+            {"damp_automatic", s.damp.automatic},
+            {"damp_fraction", s.damp.fraction},
+            {"keep_unquantized", s.keep_unquantized},
+            {"reason", s.reason},
+            {"overrides", s.overrides}}},
+          {"quantized", l.quantized},
+          {"reason", l.reason},
+          {"audit",
+           {{"layer", a.layer},
+            {"method", a.method},
+            {"grid_kind", GridKindName(a.grid.kind)},
+            {"grid_bits", a.grid.bits},
+            {"grid_group_size", a.grid.group_size},
+            {"grid_f16_scales", a.grid.f16_scales},
+            {"method_calibration", SplitToJson(a.method_calibration)},
+            {"method_heldout", SplitToJson(a.method_heldout)},
+            {"rtn_calibration", SplitToJson(a.rtn_calibration)},
+            {"rtn_heldout", SplitToJson(a.rtn_heldout)},
+            {"method_weight_mse", a.method_weight_mse},
+            {"rtn_weight_mse", a.rtn_weight_mse},
+            {"gain_calibration", a.gain_calibration},
+            {"gain_heldout", a.gain_heldout},
+            {"flattery", a.flattery},
+            {"bits_per_weight", a.bits_per_weight},
+            {"hessian",
+             {{"tokens", h.tokens},
+              {"k", h.k},
+              {"tokens_per_input", h.tokens_per_input},
+              {"dead_channels", h.dead_channels},
+              {"rho_rms", h.rho_rms},
+              {"inv_sqrt_tokens", h.inv_sqrt_tokens},
+              {"damp_used", h.damp_used},
+              {"damp_retries", h.damp_retries}}},
+            {"seconds", a.seconds},
+            {"worse_than_rtn_heldout", a.worse_than_rtn_heldout},
+            {"overfit", a.overfit},
+            {"rank_deficient", a.rank_deficient},
+            {"outlier", a.outlier}}},
+          {"choices",
+           {{"damp_used", c.damp_used},
+            {"damp_retries", c.damp_retries},
+            {"damp_grid", c.damp_grid},
+            {"damp_validation_error", c.damp_validation_error},
+            {"awq_alpha",
+             c.awq_alpha.has_value() ? json(*c.awq_alpha) : json(nullptr)}}},
+          {"awq_fold", l.awq_fold},
+          {"absorbed_awq_scales_of", l.absorbed_awq_scales_of}};
+}
+
+absl::StatusOr<LayerResult> LayerResultFromTaskJson(const json& j) {
+  LayerResult l;
+  FieldReader r(j, "layer result");
+  r.Get("name", &l.name);
+  r.Get("type", &l.type);
+  r.Get("input_group", &l.input_group);
+  r.Get("quantized", &l.quantized);
+  r.Get("reason", &l.reason);
+  r.Get("awq_fold", &l.awq_fold);
+  r.Get("absorbed_awq_scales_of", &l.absorbed_awq_scales_of);
+
+  std::string method, grid, grid_kind;
+  FieldReader s = r.Object("settings");
+  s.Get("name", &l.settings.name);
+  s.Get("method", &method);
+  s.Get("bits", &l.settings.bits);
+  s.Get("group_size", &l.settings.group_size);
+  s.Get("grid", &grid);
+  s.Get("damp_automatic", &l.settings.damp.automatic);
+  s.Get("damp_fraction", &l.settings.damp.fraction);
+  s.Get("keep_unquantized", &l.settings.keep_unquantized);
+  s.Get("reason", &l.settings.reason);
+  s.Get("overrides", &l.settings.overrides);
+  r.Absorb(s);
+
+  LayerAudit& a = l.audit;
+  FieldReader ar = r.Object("audit");
+  ar.Get("layer", &a.layer);
+  ar.Get("method", &a.method);
+  ar.Get("grid_kind", &grid_kind);
+  ar.Get("grid_bits", &a.grid.bits);
+  ar.Get("grid_group_size", &a.grid.group_size);
+  ar.Get("grid_f16_scales", &a.grid.f16_scales);
+  ReadSplit(ar, "method_calibration", &a.method_calibration);
+  ReadSplit(ar, "method_heldout", &a.method_heldout);
+  ReadSplit(ar, "rtn_calibration", &a.rtn_calibration);
+  ReadSplit(ar, "rtn_heldout", &a.rtn_heldout);
+  ar.Get("method_weight_mse", &a.method_weight_mse);
+  ar.Get("rtn_weight_mse", &a.rtn_weight_mse);
+  ar.Get("gain_calibration", &a.gain_calibration);
+  ar.Get("gain_heldout", &a.gain_heldout);
+  ar.Get("flattery", &a.flattery);
+  ar.Get("bits_per_weight", &a.bits_per_weight);
+  FieldReader hr = ar.Object("hessian");
+  hr.Get("tokens", &a.hessian.tokens);
+  hr.Get("k", &a.hessian.k);
+  hr.Get("tokens_per_input", &a.hessian.tokens_per_input);
+  hr.Get("dead_channels", &a.hessian.dead_channels);
+  hr.Get("rho_rms", &a.hessian.rho_rms);
+  hr.Get("inv_sqrt_tokens", &a.hessian.inv_sqrt_tokens);
+  hr.Get("damp_used", &a.hessian.damp_used);
+  hr.Get("damp_retries", &a.hessian.damp_retries);
+  ar.Absorb(hr);
+  ar.Get("seconds", &a.seconds);
+  ar.Get("worse_than_rtn_heldout", &a.worse_than_rtn_heldout);
+  ar.Get("overfit", &a.overfit);
+  ar.Get("rank_deficient", &a.rank_deficient);
+  ar.Get("outlier", &a.outlier);
+  r.Absorb(ar);
+
+  FieldReader cr = r.Object("choices");
+  cr.Get("damp_used", &l.choices.damp_used);
+  cr.Get("damp_retries", &l.choices.damp_retries);
+  cr.Get("damp_grid", &l.choices.damp_grid);
+  cr.Get("damp_validation_error", &l.choices.damp_validation_error);
+  if (const json* alpha = cr.Field("awq_alpha"); alpha != nullptr) {
+    if (alpha->is_number()) {
+      l.choices.awq_alpha = alpha->get<float>();
+    } else if (!alpha->is_null()) {
+      return absl::InvalidArgumentError(
+          "layer result.choices.awq_alpha is not a number or null");
+    }
+  }
+  r.Absorb(cr);
+  QUANT_RETURN_IF_ERROR(r.status());
+
+  if (!EnumFromName(method, QuantMethodName,
+                    {QuantMethod::kRtn, QuantMethod::kGptq, QuantMethod::kAwq},
+                    &l.settings.method)) {
+    return UnknownValue("settings.method", method);
+  }
+  if (!EnumFromName(
+          grid, QuantGridName,
+          {QuantGrid::kSym, QuantGrid::kSymRestricted, QuantGrid::kAsym},
+          &l.settings.grid)) {
+    return UnknownValue("settings.grid", grid);
+  }
+  QUANT_ASSIGN_OR_RETURN(a.grid.kind, ParseGridKind(grid_kind));
+  return l;
+}
+
+std::string BlockOutputPrefix(const std::string& dir, int block) {
+  return JoinPath(dir, absl::StrFormat("block-%05d", block));
+}
+
+absl::Status WriteBlockOutput(const std::string& dir,
+                              const BlockTaskOutput& output) {
+  const std::string prefix = BlockOutputPrefix(dir, output.block);
+  QUANT_RETURN_IF_ERROR(WriteSafetensors(prefix + ".safetensors",
+                                         AsTensorsToWrite(output.tensors)));
+  QUANT_RETURN_IF_ERROR(
+      WriteHiddenStates(prefix + ".cal.safetensors", output.calibration_out));
+  QUANT_RETURN_IF_ERROR(
+      WriteHiddenStates(prefix + ".heldout.safetensors", output.heldout_out));
+  json layers = json::array();
+  for (const LayerResult& l : output.layers) {
+    layers.push_back(LayerResultToTaskJson(l));
+  }
+  // Last: its presence means the block's other files are complete.
+  return WriteFileAtomically(
+      prefix + ".layers.json",
+      json{{"block", output.block}, {"layers", std::move(layers)}}.dump(1));
+}
+
+absl::StatusOr<StoredBlockOutput> ReadBlockOutput(const std::string& dir,
+                                                  int block) {
+  const std::string prefix = BlockOutputPrefix(dir, block);
+  StoredBlockOutput out;
+  QUANT_ASSIGN_OR_RETURN(std::string text,
+                         ReadFileToString(prefix + ".layers.json"));
+  const json doc = json::parse(text, nullptr, false);
+  if (!doc.is_object() || !doc.contains("layers") ||
+      !doc["layers"].is_array() || !doc.contains("block") ||
+      !doc["block"].is_number_integer() || doc["block"].get<int>() != block) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(prefix, ".layers.json: not the layers of block ", block));
+  }
+  for (const json& layer : doc["layers"]) {
+    absl::StatusOr<LayerResult> result = LayerResultFromTaskJson(layer);
+    if (!result.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, ".layers.json: ", result.status().message()));
+    }
+    out.layers.push_back(std::move(*result));
+  }
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
+                         SafetensorsFile::Open(prefix + ".safetensors"));
+  for (const TensorInfo& info : file->tensors()) {
+    const absl::Span<const uint8_t> bytes = file->RawBytes(info);
+    out.tensors.push_back(
+        {info.name, info.dtype, info.shape,
+         std::string(reinterpret_cast<const char*>(bytes.data()),
+                     bytes.size())});
+  }
+  return out;
+}
+
+}  // namespace quant

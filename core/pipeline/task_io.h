@@ -1,0 +1,59 @@
+// Files that carry the block and finalize tasks between processes: what a
+// worker reads and writes, so the service can run the same tasks as
+// `quantctl quantize --local`, and a restarted coordinator can pick up the
+// outputs of finished blocks.
+//
+//   hidden states   safetensors: "hidden" F32 [sequences * seq_len, hidden],
+//                   "lengths" I32 [sequences]; metadata seq_len
+//   block output    <dir>/block-00003.safetensors   the block's tensors as
+//                                                   the checkpoint stores them
+//                   <dir>/block-00003.layers.json   every LayerResult (audit,
+//                                                   settings, choices), exact
+//                   <dir>/block-00003.cal.safetensors / .heldout.safetensors
+//                                                   the hidden states leaving
+//                                                   it
+// Every file is written atomically (temporary name, then rename), so a
+// reader sees a whole file or none.
+#ifndef QUANT_CORE_PIPELINE_TASK_IO_H_
+#define QUANT_CORE_PIPELINE_TASK_IO_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/pack/packed_tensor.h"
+#include "core/pipeline/block_task.h"
+#include "nlohmann/json.hpp"
+
+namespace quant {
+
+absl::Status WriteHiddenStates(const std::string& path,
+                               const HiddenStates& states);
+// Errors name the file and what is wrong (missing tensor, wrong dtype or
+// shape, lengths outside [0, seq_len]).
+absl::StatusOr<HiddenStates> ReadHiddenStates(const std::string& path);
+
+// Lossless JSON of a layer result without its QuantizedLayer (that is in
+// the block's tensors): doubles round-trip exactly.
+nlohmann::json LayerResultToTaskJson(const LayerResult& layer);
+// InvalidArgument naming the missing or mistyped field.
+absl::StatusOr<LayerResult> LayerResultFromTaskJson(const nlohmann::json& j);
+
+// "<dir>/block-00003" for block 3: the prefix of its files.
+std::string BlockOutputPrefix(const std::string& dir, int block);
+
+// Writes the block's tensors, layer results and leaving hidden states.
+absl::Status WriteBlockOutput(const std::string& dir,
+                              const BlockTaskOutput& output);
+
+// What the finalize task needs from a block: its tensors and layer results.
+struct StoredBlockOutput {
+  std::vector<PackedTensor> tensors;
+  std::vector<LayerResult> layers;
+};
+absl::StatusOr<StoredBlockOutput> ReadBlockOutput(const std::string& dir,
+                                                  int block);
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_PIPELINE_TASK_IO_H_

@@ -1,0 +1,217 @@
+// JobStore: the coordinator's durable state. Calibration sets, jobs, the
+// tasks each job is split into (one per decoder block plus a finalize task),
+// worker leases on those tasks, and per-job event logs for Watch streams.
+//
+// A restarted coordinator reopens the same store and resumes every
+// unfinished job: finished tasks stay finished, leases that expired while it
+// was down go back to the queue on the next ExpireLeases() or LeaseTask().
+//
+// Lease protocol: LeaseTask hands out one runnable task with a fresh
+// lease_id; Heartbeat renews it; CompleteTask / FailTask end it. Only the
+// current, unexpired lease of a task is accepted: a late or superseded
+// lease is refused with FailedPrecondition (first completion wins).
+//
+// Errors: InvalidArgument for a bad argument, NotFound "job <id>" / "lease
+// <id>", FailedPrecondition for a state that forbids the call,
+// AlreadyExists for a request_id reused with another spec.
+#ifndef QUANT_SERVER_STORE_JOB_STORE_H_
+#define QUANT_SERVER_STORE_JOB_STORE_H_
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace quant::store {
+
+enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
+enum class TaskState { kPending, kLeased, kDone, kFailed };
+enum class TaskKind { kBlock, kFinalize };
+enum class Verdict { kNone, kPass, kFail };
+
+// "QUEUED", "PENDING", "block", "PASS" ("" for kNone), ...
+const char* JobStateName(JobState state);
+const char* TaskStateName(TaskState state);
+const char* TaskKindName(TaskKind kind);
+const char* VerdictName(Verdict verdict);
+absl::StatusOr<JobState> ParseJobState(absl::string_view name);
+absl::StatusOr<TaskState> ParseTaskState(absl::string_view name);
+absl::StatusOr<TaskKind> ParseTaskKind(absl::string_view name);
+absl::StatusOr<Verdict> ParseVerdict(absl::string_view name);
+// SUCCEEDED, FAILED or CANCELLED.
+bool IsTerminal(JobState state);
+
+struct CalibrationSet {
+  std::string sha256;  // lowercase hex, 64 characters
+  int64_t size_bytes = 0;
+  std::string path;
+  int64_t created_ms = 0;
+};
+
+struct Job {
+  std::string id;  // "job-000001", ...
+  std::string request_id;
+  std::string spec_json;  // canonical form (keys sorted, no spaces)
+  std::map<std::string, std::string> labels;
+  JobState state = JobState::kQueued;
+  Verdict verdict = Verdict::kNone;
+  std::string artifact_uri;
+  std::string error;
+  double progress = 0;  // fraction of task work done, 0..1
+  int64_t created_ms = 0;
+  int64_t updated_ms = 0;
+};
+
+struct CreateJobResult {
+  Job job;
+  bool created = false;  // false: request_id seen before with the same spec
+};
+
+struct JobFilter {
+  std::optional<JobState> state;
+  // Only jobs whose label `key` has this value.
+  std::optional<std::pair<std::string, std::string>> label;
+};
+
+struct JobPage {
+  std::vector<Job> jobs;        // newest first
+  std::string next_page_token;  // empty on the last page
+};
+
+// One task of a job's plan, as the scheduler gives it.
+struct TaskSpec {
+  int index = 0;
+  TaskKind kind = TaskKind::kBlock;
+  int block = -1;                // decoder block; -1 for finalize
+  std::vector<int> depends_on;   // lower indices of the same job
+};
+
+struct Task {
+  std::string job_id;
+  int index = 0;
+  TaskKind kind = TaskKind::kBlock;
+  int block = -1;
+  std::vector<int> depends_on;
+  TaskState state = TaskState::kPending;
+  int attempts = 0;  // leases handed out so far
+  std::string lease_id;  // latest lease ("" before the first)
+  std::string worker_id;
+  int64_t lease_expires_ms = 0;
+  double progress = 0;
+  std::string output_uri;
+  std::string error;  // latest failure
+};
+
+struct Lease {
+  std::string lease_id;
+  int64_t expires_ms = 0;
+  Task task;
+  std::string job_spec_json;
+};
+
+struct HeartbeatResult {
+  int64_t expires_ms = 0;
+  JobState job_state = JobState::kRunning;
+  bool job_cancelled = false;  // the worker should stop
+};
+
+struct CompleteTaskResult {
+  Task task;
+  bool all_tasks_done = false;  // the job's plan is finished
+};
+
+struct FailTaskResult {
+  Task task;
+  bool requeued = false;    // back to PENDING for another attempt
+  bool job_failed = false;  // out of attempts: task and job FAILED
+};
+
+struct JobChange {
+  Job job;
+  bool changed = false;  // false: the job was already terminal
+};
+
+struct Event {
+  std::string job_id;
+  int64_t seq = 0;  // 1, 2, ... per job
+  std::string type;
+  std::string payload_json;
+  int64_t time_ms = 0;
+};
+
+class JobStore {
+ public:
+  virtual ~JobStore() = default;
+
+  // Calibration sets, content-addressed by sha256. Recording the same hash
+  // again with the same size keeps the first record; another size is
+  // FailedPrecondition.
+  virtual absl::StatusOr<CalibrationSet> PutCalibrationSet(
+      const std::string& sha256, int64_t size_bytes,
+      const std::string& path) = 0;
+  virtual absl::StatusOr<CalibrationSet> GetCalibrationSet(
+      const std::string& sha256) = 0;
+
+  // Creates a QUEUED job. Idempotent by request_id (empty: no idempotency).
+  virtual absl::StatusOr<CreateJobResult> CreateJob(
+      const std::string& request_id, const std::string& spec_json,
+      const std::map<std::string, std::string>& labels) = 0;
+  virtual absl::StatusOr<Job> GetJob(const std::string& job_id) = 0;
+  // page_size 0 means 50; at most 1000. page_token "" starts at the newest.
+  virtual absl::StatusOr<JobPage> ListJobs(int page_size,
+                                           const std::string& page_token,
+                                           const JobFilter& filter) = 0;
+  // QUEUED and RUNNING jobs, oldest first.
+  virtual absl::StatusOr<std::vector<Job>> UnfinishedJobs() = 0;
+
+  // Sets the job's tasks, once. Indices are 0..n-1 in any order; every
+  // dependency names a lower index of the same job.
+  virtual absl::Status PlanTasks(const std::string& job_id,
+                                 const std::vector<TaskSpec>& tasks) = 0;
+  // The job's tasks by index.
+  virtual absl::StatusOr<std::vector<Task>> ListTasks(
+      const std::string& job_id) = 0;
+
+  // The next runnable task (PENDING, every dependency DONE, job QUEUED or
+  // RUNNING), oldest job first, lowest index first; nullopt when none.
+  // Expired leases are requeued first.
+  virtual absl::StatusOr<std::optional<Lease>> LeaseTask(
+      const std::string& worker_id, int64_t lease_ms) = 0;
+  virtual absl::StatusOr<HeartbeatResult> Heartbeat(const std::string& lease_id,
+                                                    double progress) = 0;
+  virtual absl::StatusOr<CompleteTaskResult> CompleteTask(
+      const std::string& lease_id, const std::string& output_uri) = 0;
+  virtual absl::StatusOr<FailTaskResult> FailTask(const std::string& lease_id,
+                                                  const std::string& error) = 0;
+  // Requeues (or, out of attempts, fails) every lease past its expiry.
+  // Returns how many expired.
+  virtual absl::StatusOr<int> ExpireLeases() = 0;
+  // Lease expiries over the store's lifetime (survives restarts).
+  virtual absl::StatusOr<int64_t> LeaseExpiryCount() = 0;
+
+  virtual absl::StatusOr<JobChange> CancelJob(const std::string& job_id) = 0;
+  // RUNNING/QUEUED -> SUCCEEDED once every task is DONE.
+  virtual absl::StatusOr<Job> FinishJob(const std::string& job_id,
+                                        Verdict verdict,
+                                        const std::string& artifact_uri) = 0;
+  virtual absl::StatusOr<Job> FailJob(const std::string& job_id,
+                                      const std::string& error) = 0;
+
+  // Appends to the job's event log; returns the event's sequence number.
+  virtual absl::StatusOr<int64_t> AppendEvent(
+      const std::string& job_id, const std::string& type,
+      const std::string& payload_json) = 0;
+  // Events with seq > after_seq, oldest first; limit 0 means 100, at most
+  // 1000.
+  virtual absl::StatusOr<std::vector<Event>> ListEvents(
+      const std::string& job_id, int64_t after_seq, int limit) = 0;
+};
+
+}  // namespace quant::store
+
+#endif  // QUANT_SERVER_STORE_JOB_STORE_H_

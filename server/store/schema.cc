@@ -1,0 +1,133 @@
+// Schema creation and migration.
+#include "server/store/schema.h"
+
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+
+namespace quant::store {
+namespace {
+
+// kMigrations[i] takes the schema from version i to i + 1.
+constexpr const char* kMigrations[] = {
+    // 0 -> 1: the initial schema.
+    R"sql(
+CREATE TABLE calibration_sets (
+  sha256 TEXT PRIMARY KEY,
+  size_bytes INTEGER NOT NULL,
+  path TEXT NOT NULL,
+  created_ms INTEGER NOT NULL
+);
+CREATE TABLE jobs (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  request_id TEXT UNIQUE,
+  spec_json TEXT NOT NULL,
+  state TEXT NOT NULL,
+  verdict TEXT NOT NULL DEFAULT '',
+  artifact_uri TEXT NOT NULL DEFAULT '',
+  error TEXT NOT NULL DEFAULT '',
+  progress REAL NOT NULL DEFAULT 0,
+  planned INTEGER NOT NULL DEFAULT 0,
+  created_ms INTEGER NOT NULL,
+  updated_ms INTEGER NOT NULL
+);
+CREATE INDEX jobs_by_state ON jobs(state, seq);
+CREATE TABLE job_labels (
+  job_seq INTEGER NOT NULL REFERENCES jobs(seq) ON DELETE CASCADE,
+  key TEXT NOT NULL,
+  value TEXT NOT NULL,
+  PRIMARY KEY (job_seq, key)
+);
+CREATE INDEX job_labels_by_pair ON job_labels(key, value, job_seq);
+CREATE TABLE tasks (
+  job_seq INTEGER NOT NULL REFERENCES jobs(seq) ON DELETE CASCADE,
+  idx INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  block INTEGER NOT NULL,
+  depends_on TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  lease_id TEXT,
+  worker_id TEXT NOT NULL DEFAULT '',
+  lease_ms INTEGER NOT NULL DEFAULT 0,
+  lease_expires_ms INTEGER NOT NULL DEFAULT 0,
+  progress REAL NOT NULL DEFAULT 0,
+  output_uri TEXT NOT NULL DEFAULT '',
+  error TEXT NOT NULL DEFAULT '',
+  updated_ms INTEGER NOT NULL,
+  PRIMARY KEY (job_seq, idx)
+);
+CREATE INDEX tasks_by_state ON tasks(state, job_seq, idx);
+CREATE UNIQUE INDEX tasks_by_lease ON tasks(lease_id);
+CREATE TABLE task_deps (
+  job_seq INTEGER NOT NULL,
+  idx INTEGER NOT NULL,
+  dep_idx INTEGER NOT NULL,
+  PRIMARY KEY (job_seq, idx, dep_idx),
+  FOREIGN KEY (job_seq, idx) REFERENCES tasks(job_seq, idx) ON DELETE CASCADE,
+  FOREIGN KEY (job_seq, dep_idx) REFERENCES tasks(job_seq, idx)
+);
+CREATE TABLE events (
+  job_seq INTEGER NOT NULL REFERENCES jobs(seq) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  type TEXT NOT NULL,
+  payload_json TEXT NOT NULL,
+  time_ms INTEGER NOT NULL,
+  PRIMARY KEY (job_seq, seq)
+);
+INSERT INTO meta(key, value) VALUES ('lease_expiries_total', 0);
+)sql",
+};
+static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
+              "one migration per schema version");
+
+absl::StatusOr<int> ReadVersion(Database* db) {
+  QUANT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db->Prepare("SELECT value FROM meta WHERE key = 'schema_version'"));
+  QUANT_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return 0;
+  return static_cast<int>(stmt.ColumnInt64(0));
+}
+
+}  // namespace
+
+absl::Status EnsureSchema(Database* db) {
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Transaction> txn,
+                         Transaction::Begin(db));
+  QUANT_RETURN_IF_ERROR(
+      db->Exec("CREATE TABLE IF NOT EXISTS meta ("
+               "key TEXT PRIMARY KEY, value INTEGER NOT NULL)"));
+  QUANT_ASSIGN_OR_RETURN(int version, ReadVersion(db));
+  if (version > kSchemaVersion) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "database ", db->path(), " has schema version ", version,
+        ", newer than this build's ", kSchemaVersion,
+        "; upgrade quantd to open it"));
+  }
+  if (version < 0) {
+    return absl::DataLossError(absl::StrCat("database ", db->path(),
+                                            " has a negative schema version ",
+                                            version));
+  }
+  if (version == kSchemaVersion) return txn->Commit();
+  for (int v = version; v < kSchemaVersion; ++v) {
+    absl::Status status = db->Exec(kMigrations[v]);
+    if (!status.ok()) {
+      return absl::Status(status.code(),
+                          absl::StrCat("migrating database ", db->path(),
+                                       " to schema version ", v + 1, ": ",
+                                       status.message()));
+    }
+  }
+  QUANT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db->Prepare("INSERT INTO meta(key, value) VALUES ('schema_version', ?1) "
+                  "ON CONFLICT(key) DO UPDATE SET value = excluded.value"));
+  QUANT_RETURN_IF_ERROR(stmt.BindAll(kSchemaVersion).Run());
+  return txn->Commit();
+}
+
+}  // namespace quant::store

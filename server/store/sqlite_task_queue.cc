@@ -1,0 +1,402 @@
+// SqliteJobStore: task plans and the lease protocol (lease, heartbeat,
+// complete, fail, expire). Jobs, calibration sets and events are in
+// sqlite_job_store.cc.
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "server/store/sqlite_job_store.h"
+#include "server/store/store_rows.h"
+
+namespace quant::store {
+namespace {
+
+// "job job-000001 task 3 (block 3)" / "... task 5 (finalize)".
+std::string DescribeTask(const Task& task) {
+  return absl::StrCat("job ", task.job_id, " task ", task.index, " (",
+                      task.kind == TaskKind::kBlock
+                          ? absl::StrCat("block ", task.block)
+                          : std::string("finalize"),
+                      ")");
+}
+
+absl::Status ValidatePlan(const std::string& job_id,
+                          const std::vector<TaskSpec>& tasks) {
+  if (tasks.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("job ", job_id, ": the plan has no tasks"));
+  }
+  const int n = static_cast<int>(tasks.size());
+  std::vector<bool> seen(tasks.size(), false);
+  for (int i = 0; i < n; ++i) {
+    const TaskSpec& task = tasks[i];
+    const std::string where = absl::StrCat("job ", job_id, ": tasks[", i, "]");
+    if (task.index < 0 || task.index >= n) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".index is ", task.index, ", outside 0..", n - 1));
+    }
+    if (seen[task.index]) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".index ", task.index, " is used twice"));
+    }
+    seen[task.index] = true;
+    if (task.kind == TaskKind::kBlock && task.block < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ".block is ", task.block, "; a block task needs a block"));
+    }
+    std::vector<bool> dep_seen(tasks.size(), false);
+    for (int dep : task.depends_on) {
+      if (dep < 0 || dep >= task.index) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ".depends_on has ", dep,
+            "; dependencies must name a lower index than ", task.index));
+      }
+      if (dep_seen[dep]) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ".depends_on has ", dep, " twice"));
+      }
+      dep_seen[dep] = true;
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SqliteJobStore::PlanTasks(const std::string& job_id,
+                                       const std::vector<TaskSpec>& tasks) {
+  QUANT_RETURN_IF_ERROR(ValidatePlan(job_id, tasks));
+  std::vector<TaskSpec> sorted(tasks.size());
+  for (const TaskSpec& task : tasks) sorted[task.index] = task;
+  std::lock_guard<std::mutex> lock(mu_);
+  QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
+  QUANT_ASSIGN_OR_RETURN(JobRow job, FindJob(job_id));
+  if (job.planned) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " already has a task plan"));
+  }
+  if (IsTerminal(job.job.state)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, " is ", JobStateName(job.job.state),
+        "; it takes no plan"));
+  }
+  const int64_t now = clock_->NowMs();
+  QUANT_ASSIGN_OR_RETURN(
+      Statement insert_task,
+      db_->Prepare("INSERT INTO tasks(job_seq, idx, kind, block, depends_on, "
+                   "state, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, 'PENDING', "
+                   "?6)"));
+  QUANT_ASSIGN_OR_RETURN(
+      Statement insert_dep,
+      db_->Prepare("INSERT INTO task_deps(job_seq, idx, dep_idx) "
+                   "VALUES (?1, ?2, ?3)"));
+  for (const TaskSpec& task : sorted) {
+    QUANT_ASSIGN_OR_RETURN(
+        insert_task,
+        db_->Prepare("INSERT INTO tasks(job_seq, idx, kind, block, "
+                     "depends_on, state, updated_ms) VALUES (?1, ?2, ?3, ?4, "
+                     "?5, 'PENDING', ?6)"));
+    const int block = task.kind == TaskKind::kBlock ? task.block : -1;
+    QUANT_RETURN_IF_ERROR(insert_task
+                              .BindAll(job.seq, task.index,
+                                       TaskKindName(task.kind), block,
+                                       DependsOnJson(task.depends_on), now)
+                              .Run());
+    for (int dep : task.depends_on) {
+      QUANT_ASSIGN_OR_RETURN(
+          insert_dep, db_->Prepare("INSERT INTO task_deps(job_seq, idx, "
+                                   "dep_idx) VALUES (?1, ?2, ?3)"));
+      QUANT_RETURN_IF_ERROR(insert_dep.BindAll(job.seq, task.index, dep).Run());
+    }
+  }
+  QUANT_ASSIGN_OR_RETURN(
+      Statement mark,
+      db_->Prepare("UPDATE jobs SET planned = 1, updated_ms = ?2 "
+                   "WHERE seq = ?1"));
+  QUANT_RETURN_IF_ERROR(mark.BindAll(job.seq, now).Run());
+  return txn->Commit();
+}
+
+absl::StatusOr<std::vector<Task>> SqliteJobStore::ListTasks(
+    const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  QUANT_ASSIGN_OR_RETURN(JobRow job, FindJob(job_id));
+  QUANT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare(absl::StrCat(
+          "SELECT ", kTaskColumns,
+          " FROM tasks t JOIN jobs j ON j.seq = t.job_seq "
+          "WHERE t.job_seq = ?1 ORDER BY t.idx")));
+  stmt.BindAll(job.seq);
+  std::vector<Task> tasks;
+  while (true) {
+    QUANT_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) return tasks;
+    QUANT_ASSIGN_OR_RETURN(TaskRow task, ReadTaskRow(stmt));
+    tasks.push_back(std::move(task.task));
+  }
+}
+
+absl::StatusOr<TaskRow> SqliteJobStore::TaskAt(int64_t job_seq, int index) {
+  QUANT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare(absl::StrCat(
+          "SELECT ", kTaskColumns,
+          " FROM tasks t JOIN jobs j ON j.seq = t.job_seq "
+          "WHERE t.job_seq = ?1 AND t.idx = ?2")));
+  QUANT_ASSIGN_OR_RETURN(bool row, stmt.BindAll(job_seq, index).Step());
+  if (!row) {
+    return absl::NotFoundError(
+        absl::StrCat("task ", index, " of job row ", job_seq));
+  }
+  return ReadTaskRow(stmt);
+}
+
+absl::StatusOr<TaskRow> SqliteJobStore::FindCurrentLease(
+    const std::string& lease_id, int64_t now) {
+  if (lease_id.empty()) return absl::InvalidArgumentError("lease_id is empty");
+  QUANT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare(absl::StrCat("SELECT ", kTaskColumns,
+                                " FROM tasks t JOIN jobs j ON j.seq = "
+                                "t.job_seq WHERE t.lease_id = ?1")));
+  QUANT_ASSIGN_OR_RETURN(bool found, stmt.BindAll(lease_id).Step());
+  if (!found) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease ", lease_id, " is unknown or was superseded by a newer lease"));
+  }
+  QUANT_ASSIGN_OR_RETURN(TaskRow row, ReadTaskRow(stmt));
+  if (row.task.state != TaskState::kLeased) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease ", lease_id, " on ", DescribeTask(row.task),
+        " is no longer current: the task is ", TaskStateName(row.task.state)));
+  }
+  if (row.task.lease_expires_ms <= now) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease ", lease_id, " on ", DescribeTask(row.task), " expired at ",
+        row.task.lease_expires_ms, " ms (now ", now, " ms)"));
+  }
+  return row;
+}
+
+absl::Status SqliteJobStore::RecomputeProgress(int64_t job_seq, int64_t now) {
+  QUANT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare("UPDATE jobs SET updated_ms = ?2, progress = COALESCE(("
+                   "SELECT AVG(CASE state WHEN 'DONE' THEN 1.0 WHEN 'LEASED' "
+                   "THEN progress ELSE 0.0 END) FROM tasks WHERE job_seq = ?1"
+                   "), 0) WHERE seq = ?1 AND state IN ('QUEUED', 'RUNNING')"));
+  return stmt.BindAll(job_seq, now).Run();
+}
+
+absl::StatusOr<int> SqliteJobStore::ExpireLeasesLocked(int64_t now) {
+  QUANT_ASSIGN_OR_RETURN(
+      Statement select,
+      db_->Prepare(absl::StrCat(
+          "SELECT ", kTaskColumns,
+          " FROM tasks t JOIN jobs j ON j.seq = t.job_seq WHERE t.state = "
+          "'LEASED' AND t.lease_expires_ms <= ?1 ORDER BY t.job_seq, t.idx")));
+  select.BindAll(now);
+  std::vector<TaskRow> expired;
+  while (true) {
+    QUANT_ASSIGN_OR_RETURN(bool row, select.Step());
+    if (!row) break;
+    QUANT_ASSIGN_OR_RETURN(TaskRow task, ReadTaskRow(select));
+    expired.push_back(std::move(task));
+  }
+  for (const TaskRow& row : expired) {
+    const Task& task = row.task;
+    const bool out_of_attempts = task.attempts >= options_.max_attempts;
+    const std::string error = absl::StrCat(
+        "lease ", task.lease_id, " of worker ", task.worker_id,
+        " expired (attempt ", task.attempts, " of ", options_.max_attempts,
+        ")");
+    QUANT_ASSIGN_OR_RETURN(
+        Statement update,
+        db_->Prepare("UPDATE tasks SET state = ?3, progress = 0, error = ?4, "
+                     "updated_ms = ?5 WHERE job_seq = ?1 AND idx = ?2"));
+    QUANT_RETURN_IF_ERROR(
+        update
+            .BindAll(row.job_seq, task.index,
+                     out_of_attempts ? "FAILED" : "PENDING", error, now)
+            .Run());
+    if (out_of_attempts) {
+      QUANT_RETURN_IF_ERROR(SetJobFailed(
+          row.job_seq, absl::StrCat(DescribeTask(task), ": ", error), now));
+    }
+    QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));
+  }
+  if (!expired.empty()) {
+    QUANT_ASSIGN_OR_RETURN(
+        Statement count,
+        db_->Prepare("UPDATE meta SET value = value + ?1 "
+                     "WHERE key = 'lease_expiries_total'"));
+    QUANT_RETURN_IF_ERROR(
+        count.BindAll(static_cast<int64_t>(expired.size())).Run());
+  }
+  return static_cast<int>(expired.size());
+}
+
+absl::StatusOr<int> SqliteJobStore::ExpireLeases() {
+  std::lock_guard<std::mutex> lock(mu_);
+  QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
+  QUANT_ASSIGN_OR_RETURN(int expired, ExpireLeasesLocked(clock_->NowMs()));
+  QUANT_RETURN_IF_ERROR(txn->Commit());
+  return expired;
+}
+
+absl::StatusOr<int64_t> SqliteJobStore::LeaseExpiryCount() {
+  std::lock_guard<std::mutex> lock(mu_);
+  QUANT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare("SELECT value FROM meta WHERE key = "
+                   "'lease_expiries_total'"));
+  QUANT_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return absl::DataLossError("meta has no lease_expiries_total row");
+  return stmt.ColumnInt64(0);
+}
+
+absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
+    const std::string& worker_id, int64_t lease_ms) {
+  if (worker_id.empty()) return absl::InvalidArgumentError("worker_id is empty");
+  if (lease_ms <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease_ms must be positive, got ", lease_ms));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
+  const int64_t now = clock_->NowMs();
+  QUANT_RETURN_IF_ERROR(ExpireLeasesLocked(now).status());
+  // Runnable: PENDING, job QUEUED/RUNNING, no dependency that is not DONE.
+  QUANT_ASSIGN_OR_RETURN(
+      Statement next,
+      db_->Prepare(
+          "SELECT t.job_seq, t.idx FROM tasks t JOIN jobs j ON j.seq = "
+          "t.job_seq WHERE t.state = 'PENDING' AND j.state IN ('QUEUED', "
+          "'RUNNING') AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks u "
+          "ON u.job_seq = d.job_seq AND u.idx = d.dep_idx WHERE d.job_seq = "
+          "t.job_seq AND d.idx = t.idx AND u.state != 'DONE') "
+          "ORDER BY t.job_seq, t.idx LIMIT 1"));
+  QUANT_ASSIGN_OR_RETURN(bool found, next.Step());
+  if (!found) {
+    QUANT_RETURN_IF_ERROR(txn->Commit());
+    return std::optional<Lease>();
+  }
+  const int64_t job_seq = next.ColumnInt64(0);
+  const int index = static_cast<int>(next.ColumnInt64(1));
+  const std::string lease_id = NewLeaseId();
+  QUANT_ASSIGN_OR_RETURN(
+      Statement take,
+      db_->Prepare("UPDATE tasks SET state = 'LEASED', attempts = attempts + "
+                   "1, lease_id = ?3, worker_id = ?4, lease_ms = ?5, "
+                   "lease_expires_ms = ?6, progress = 0, updated_ms = ?7 "
+                   "WHERE job_seq = ?1 AND idx = ?2"));
+  QUANT_RETURN_IF_ERROR(take.BindAll(job_seq, index, lease_id, worker_id,
+                                     lease_ms, now + lease_ms, now)
+                            .Run());
+  QUANT_ASSIGN_OR_RETURN(
+      Statement start,
+      db_->Prepare("UPDATE jobs SET state = 'RUNNING', updated_ms = ?2 "
+                   "WHERE seq = ?1 AND state = 'QUEUED'"));
+  QUANT_RETURN_IF_ERROR(start.BindAll(job_seq, now).Run());
+  QUANT_ASSIGN_OR_RETURN(TaskRow row, TaskAt(job_seq, index));
+  QUANT_ASSIGN_OR_RETURN(JobRow job, FindJobBySeq(job_seq));
+  QUANT_RETURN_IF_ERROR(txn->Commit());
+  return Lease{lease_id, now + lease_ms, std::move(row.task),
+               std::move(job.job.spec_json)};
+}
+
+absl::StatusOr<HeartbeatResult> SqliteJobStore::Heartbeat(
+    const std::string& lease_id, double progress) {
+  if (!std::isfinite(progress) || progress < 0 || progress > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "lease ", lease_id, ": progress must be in [0, 1], got ", progress));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
+  const int64_t now = clock_->NowMs();
+  QUANT_ASSIGN_OR_RETURN(TaskRow row, FindCurrentLease(lease_id, now));
+  const int64_t expires = now + row.lease_ms;
+  QUANT_ASSIGN_OR_RETURN(
+      Statement renew,
+      db_->Prepare("UPDATE tasks SET lease_expires_ms = ?3, progress = ?4, "
+                   "updated_ms = ?5 WHERE job_seq = ?1 AND idx = ?2"));
+  QUANT_RETURN_IF_ERROR(
+      renew.BindAll(row.job_seq, row.task.index, expires, progress, now)
+          .Run());
+  QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));
+  QUANT_RETURN_IF_ERROR(txn->Commit());
+  return HeartbeatResult{expires, row.job_state,
+                         row.job_state == JobState::kCancelled};
+}
+
+absl::StatusOr<CompleteTaskResult> SqliteJobStore::CompleteTask(
+    const std::string& lease_id, const std::string& output_uri) {
+  if (output_uri.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease ", lease_id, ": output_uri is empty"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
+  const int64_t now = clock_->NowMs();
+  QUANT_ASSIGN_OR_RETURN(TaskRow row, FindCurrentLease(lease_id, now));
+  if (IsTerminal(row.job_state)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", row.task.job_id, " is ", JobStateName(row.job_state),
+        "; the result of lease ", lease_id, " is refused"));
+  }
+  QUANT_ASSIGN_OR_RETURN(
+      Statement done,
+      db_->Prepare("UPDATE tasks SET state = 'DONE', output_uri = ?3, "
+                   "progress = 1, updated_ms = ?4 "
+                   "WHERE job_seq = ?1 AND idx = ?2"));
+  QUANT_RETURN_IF_ERROR(
+      done.BindAll(row.job_seq, row.task.index, output_uri, now).Run());
+  QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));
+  QUANT_ASSIGN_OR_RETURN(
+      Statement open_tasks,
+      db_->Prepare("SELECT COUNT(*) FROM tasks WHERE job_seq = ?1 AND "
+                   "state != 'DONE'"));
+  QUANT_ASSIGN_OR_RETURN(bool counted, open_tasks.BindAll(row.job_seq).Step());
+  const bool all_done = counted && open_tasks.ColumnInt64(0) == 0;
+  QUANT_ASSIGN_OR_RETURN(TaskRow updated, TaskAt(row.job_seq, row.task.index));
+  QUANT_RETURN_IF_ERROR(txn->Commit());
+  return CompleteTaskResult{std::move(updated.task), all_done};
+}
+
+absl::StatusOr<FailTaskResult> SqliteJobStore::FailTask(
+    const std::string& lease_id, const std::string& error) {
+  if (error.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lease ", lease_id, ": error is empty"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
+  const int64_t now = clock_->NowMs();
+  QUANT_ASSIGN_OR_RETURN(TaskRow row, FindCurrentLease(lease_id, now));
+  const bool requeue = row.task.attempts < options_.max_attempts;
+  QUANT_ASSIGN_OR_RETURN(
+      Statement update,
+      db_->Prepare("UPDATE tasks SET state = ?3, progress = 0, error = ?4, "
+                   "updated_ms = ?5 WHERE job_seq = ?1 AND idx = ?2"));
+  QUANT_RETURN_IF_ERROR(update
+                            .BindAll(row.job_seq, row.task.index,
+                                     requeue ? "PENDING" : "FAILED", error, now)
+                            .Run());
+  bool job_failed = false;
+  if (!requeue) {
+    QUANT_RETURN_IF_ERROR(SetJobFailed(
+        row.job_seq,
+        absl::StrCat(DescribeTask(row.task), " failed after ",
+                     row.task.attempts, " attempts: ", error),
+        now));
+    job_failed = true;
+  }
+  QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));
+  QUANT_ASSIGN_OR_RETURN(TaskRow updated, TaskAt(row.job_seq, row.task.index));
+  QUANT_RETURN_IF_ERROR(txn->Commit());
+  return FailTaskResult{std::move(updated.task), requeue, job_failed};
+}
+
+}  // namespace quant::store

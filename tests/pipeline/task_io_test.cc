@@ -1,0 +1,100 @@
+// Task files: hidden states and layer results survive the trip through
+// disk exactly, and damaged files are refused by name.
+#include "core/pipeline/task_io.h"
+
+#include "core/base/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/pipeline/pipeline_fixture.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(TaskIoTest, HiddenStatesRoundTripExactly) {
+  HiddenStates states;
+  states.seq_len = 3;
+  states.lengths = {3, 1};
+  states.rows = RowMatrixF::Random(6, 5);
+  const std::string path = testing::MakeTempDir() + "/h.safetensors";
+  ASSERT_TRUE(WriteHiddenStates(path, states).ok());
+  auto read = ReadHiddenStates(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->seq_len, 3);
+  EXPECT_EQ(read->lengths, states.lengths);
+  EXPECT_EQ(read->rows, states.rows);
+
+  // A length beyond the window is refused, naming the index.
+  states.lengths = {3, 4};
+  ASSERT_TRUE(WriteHiddenStates(path, states).ok());
+  auto bad = ReadHiddenStates(path);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("lengths[1] = 4"));
+  ASSERT_TRUE(WriteFileAtomically(path, "not safetensors").ok());
+  EXPECT_FALSE(ReadHiddenStates(path).ok());
+}
+
+class BlockOutputTest : public ::testing::Test {
+ protected:
+  void SetUp() override { QUANT_REQUIRE_SHARED(testing::Stories260KDir()); }
+};
+
+TEST_F(BlockOutputTest, BlockOutputsRoundTripExactly) {
+  Recipe recipe = testing::SmallRecipe(
+      QuantMethod::kAwq, 0, OutputFormat::kGptq, Propagation::kSequential);
+  auto loaded = testing::LoadStories260K(recipe);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  auto input = testing::Block0Input(*loaded, recipe);
+  ASSERT_TRUE(input.ok()) << input.status();
+  input->recipe = &recipe;
+  auto output = RunBlockTask(*input);
+  ASSERT_TRUE(output.ok()) << output.status();
+
+  const std::string dir = testing::MakeTempDir();
+  ASSERT_TRUE(WriteBlockOutput(dir, *output).ok());
+  auto stored = ReadBlockOutput(dir, 0);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  ASSERT_EQ(stored->tensors.size(), output->tensors.size());
+  for (size_t i = 0; i < stored->tensors.size(); ++i) {
+    EXPECT_EQ(stored->tensors[i].name, output->tensors[i].name);
+    EXPECT_EQ(stored->tensors[i].dtype, output->tensors[i].dtype);
+    EXPECT_EQ(stored->tensors[i].shape, output->tensors[i].shape);
+    EXPECT_TRUE(stored->tensors[i].bytes == output->tensors[i].bytes)
+        << stored->tensors[i].name;
+  }
+  ASSERT_EQ(stored->layers.size(), output->layers.size());
+  bool saw_alpha = false;
+  bool saw_kept = false;
+  for (size_t i = 0; i < stored->layers.size(); ++i) {
+    // Every field survives: the JSON of the read result is identical.
+    EXPECT_EQ(LayerResultToTaskJson(stored->layers[i]),
+              LayerResultToTaskJson(output->layers[i]));
+    EXPECT_EQ(stored->layers[i].audit.gain_heldout,
+              output->layers[i].audit.gain_heldout);
+    saw_alpha |= stored->layers[i].choices.awq_alpha.has_value();
+    saw_kept |= !stored->layers[i].quantized;
+  }
+  EXPECT_TRUE(saw_alpha);
+  EXPECT_TRUE(saw_kept);  // The 172-wide MLP layers in GPTQ v1.
+  auto cal = ReadHiddenStates(BlockOutputPrefix(dir, 0) + ".cal.safetensors");
+  ASSERT_TRUE(cal.ok());
+  EXPECT_EQ(cal->rows, output->calibration_out.rows);
+
+  EXPECT_FALSE(ReadBlockOutput(dir, 1).ok());
+  // A damaged layer file names the field.
+  nlohmann::json broken = LayerResultToTaskJson(output->layers[0]);
+  broken["audit"]["hessian"].erase("rho_rms");
+  auto result = LayerResultFromTaskJson(broken);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("hessian.rho_rms"));
+  broken = LayerResultToTaskJson(output->layers[0]);
+  broken["settings"]["method"] = "magic";
+  result = LayerResultFromTaskJson(broken);
+  ASSERT_FALSE(result.ok());
+  EXPECT_THAT(result.status().message(), HasSubstr("magic"));
+}
+
+}  // namespace
+}  // namespace quant
