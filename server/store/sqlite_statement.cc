@@ -86,6 +86,12 @@ Statement& Statement::BindNull(int index) {
   return *this;
 }
 
+void Statement::Reset() {
+  sqlite3_reset(stmt_);
+  sqlite3_clear_bindings(stmt_);
+  bind_status_ = absl::OkStatus();
+}
+
 absl::StatusOr<bool> Statement::Step() {
   if (!bind_status_.ok()) return bind_status_;
   const int rc = sqlite3_step(stmt_);

@@ -60,6 +60,9 @@ class Statement {
     return *this;
   }
 
+  // Makes the statement ready to run again with new bindings.
+  void Reset();
+
   // Runs one step: true when a row is ready, false when done. A failed bind
   // surfaces here.
   absl::StatusOr<bool> Step();

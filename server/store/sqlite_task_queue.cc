@@ -92,11 +92,7 @@ absl::Status SqliteJobStore::PlanTasks(const std::string& job_id,
       db_->Prepare("INSERT INTO task_deps(job_seq, idx, dep_idx) "
                    "VALUES (?1, ?2, ?3)"));
   for (const TaskSpec& task : sorted) {
-    QUANT_ASSIGN_OR_RETURN(
-        insert_task,
-        db_->Prepare("INSERT INTO tasks(job_seq, idx, kind, block, "
-                     "depends_on, state, updated_ms) VALUES (?1, ?2, ?3, ?4, "
-                     "?5, 'PENDING', ?6)"));
+    insert_task.Reset();
     const int block = task.kind == TaskKind::kBlock ? task.block : -1;
     QUANT_RETURN_IF_ERROR(insert_task
                               .BindAll(job.seq, task.index,
@@ -104,9 +100,7 @@ absl::Status SqliteJobStore::PlanTasks(const std::string& job_id,
                                        DependsOnJson(task.depends_on), now)
                               .Run());
     for (int dep : task.depends_on) {
-      QUANT_ASSIGN_OR_RETURN(
-          insert_dep, db_->Prepare("INSERT INTO task_deps(job_seq, idx, "
-                                   "dep_idx) VALUES (?1, ?2, ?3)"));
+      insert_dep.Reset();
       QUANT_RETURN_IF_ERROR(insert_dep.BindAll(job.seq, task.index, dep).Run());
     }
   }
@@ -384,14 +378,13 @@ absl::StatusOr<FailTaskResult> SqliteJobStore::FailTask(
                             .BindAll(row.job_seq, row.task.index,
                                      requeue ? "PENDING" : "FAILED", error, now)
                             .Run());
-  bool job_failed = false;
-  if (!requeue) {
+  const bool job_failed = !requeue && !IsTerminal(row.job_state);
+  if (job_failed) {
     QUANT_RETURN_IF_ERROR(SetJobFailed(
         row.job_seq,
         absl::StrCat(DescribeTask(row.task), " failed after ",
                      row.task.attempts, " attempts: ", error),
         now));
-    job_failed = true;
   }
   QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));
   QUANT_ASSIGN_OR_RETURN(TaskRow updated, TaskAt(row.job_seq, row.task.index));
