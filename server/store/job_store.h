@@ -87,8 +87,8 @@ struct JobPage {
 struct TaskSpec {
   int index = 0;
   TaskKind kind = TaskKind::kBlock;
-  int block = -1;                // decoder block; -1 for finalize
-  std::vector<int> depends_on;   // lower indices of the same job
+  int block = -1;               // decoder block; -1 for finalize
+  std::vector<int> depends_on;  // lower indices of the same job
 };
 
 struct Task {
@@ -98,7 +98,7 @@ struct Task {
   int block = -1;
   std::vector<int> depends_on;
   TaskState state = TaskState::kPending;
-  int attempts = 0;  // leases handed out so far
+  int attempts = 0;      // leases handed out so far
   std::string lease_id;  // latest lease ("" before the first)
   std::string worker_id;
   int64_t lease_expires_ms = 0;

@@ -102,24 +102,23 @@ absl::Status EnsureSchema(Database* db) {
                "key TEXT PRIMARY KEY, value INTEGER NOT NULL)"));
   QUANT_ASSIGN_OR_RETURN(int version, ReadVersion(db));
   if (version > kSchemaVersion) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "database ", db->path(), " has schema version ", version,
-        ", newer than this build's ", kSchemaVersion,
-        "; upgrade quantd to open it"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("database ", db->path(), " has schema version ", version,
+                     ", newer than this build's ", kSchemaVersion,
+                     "; upgrade quantd to open it"));
   }
   if (version < 0) {
-    return absl::DataLossError(absl::StrCat("database ", db->path(),
-                                            " has a negative schema version ",
-                                            version));
+    return absl::DataLossError(absl::StrCat(
+        "database ", db->path(), " has a negative schema version ", version));
   }
   if (version == kSchemaVersion) return txn->Commit();
   for (int v = version; v < kSchemaVersion; ++v) {
     absl::Status status = db->Exec(kMigrations[v]);
     if (!status.ok()) {
-      return absl::Status(status.code(),
-                          absl::StrCat("migrating database ", db->path(),
-                                       " to schema version ", v + 1, ": ",
-                                       status.message()));
+      return absl::Status(
+          status.code(),
+          absl::StrCat("migrating database ", db->path(), " to schema version ",
+                       v + 1, ": ", status.message()));
     }
   }
   QUANT_ASSIGN_OR_RETURN(

@@ -48,7 +48,8 @@ absl::Status Database::Exec(absl::string_view sql) {
   const int rc = sqlite3_exec(db_, text.c_str(), nullptr, nullptr, &error);
   sqlite3_free(error);
   if (rc != SQLITE_OK) {
-    return SqliteError(db_, rc, absl::StrCat("database ", path_, ": `", sql, "`"));
+    return SqliteError(db_, rc,
+                       absl::StrCat("database ", path_, ": `", sql, "`"));
   }
   return absl::OkStatus();
 }

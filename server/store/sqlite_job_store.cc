@@ -39,8 +39,8 @@ absl::Status CheckSha256(const std::string& sha256) {
                     return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f');
                   });
   if (ok) return absl::OkStatus();
-  return absl::InvalidArgumentError(absl::StrCat(
-      "sha256 \"", sha256, "\" is not 64 lowercase hex digits"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("sha256 \"", sha256, "\" is not 64 lowercase hex digits"));
 }
 
 }  // namespace
@@ -115,9 +115,8 @@ absl::StatusOr<CalibrationSet> SqliteJobStore::GetCalibrationSet(
 
 absl::StatusOr<JobRow> SqliteJobStore::FindJob(const std::string& job_id) {
   QUANT_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare(absl::StrCat("SELECT ", kJobColumns,
-                                " FROM jobs WHERE id = ?1")));
+      Statement stmt, db_->Prepare(absl::StrCat("SELECT ", kJobColumns,
+                                                " FROM jobs WHERE id = ?1")));
   QUANT_ASSIGN_OR_RETURN(bool row, stmt.BindAll(job_id).Step());
   if (!row) return absl::NotFoundError(absl::StrCat("job ", job_id));
   QUANT_ASSIGN_OR_RETURN(JobRow job, ReadJobRow(stmt));
@@ -127,9 +126,8 @@ absl::StatusOr<JobRow> SqliteJobStore::FindJob(const std::string& job_id) {
 
 absl::StatusOr<JobRow> SqliteJobStore::FindJobBySeq(int64_t seq) {
   QUANT_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare(absl::StrCat("SELECT ", kJobColumns,
-                                " FROM jobs WHERE seq = ?1")));
+      Statement stmt, db_->Prepare(absl::StrCat("SELECT ", kJobColumns,
+                                                " FROM jobs WHERE seq = ?1")));
   QUANT_ASSIGN_OR_RETURN(bool row, stmt.BindAll(seq).Step());
   if (!row) return absl::NotFoundError(absl::StrCat("job row ", seq));
   QUANT_ASSIGN_OR_RETURN(JobRow job, ReadJobRow(stmt));
@@ -169,7 +167,8 @@ absl::StatusOr<CreateJobResult> SqliteJobStore::CreateJob(
         db_->Prepare("SELECT seq FROM jobs WHERE request_id = ?1"));
     QUANT_ASSIGN_OR_RETURN(bool row, find.BindAll(request_id).Step());
     if (row) {
-      QUANT_ASSIGN_OR_RETURN(JobRow existing, FindJobBySeq(find.ColumnInt64(0)));
+      QUANT_ASSIGN_OR_RETURN(JobRow existing,
+                             FindJobBySeq(find.ColumnInt64(0)));
       if (existing.job.spec_json != spec) {
         return absl::AlreadyExistsError(absl::StrCat(
             "request_id \"", request_id, "\" was already used for job ",
@@ -350,9 +349,9 @@ absl::StatusOr<Job> SqliteJobStore::FinishJob(const std::string& job_id,
       db_->Prepare("UPDATE jobs SET state = 'SUCCEEDED', verdict = ?2, "
                    "artifact_uri = ?3, progress = 1, updated_ms = ?4 "
                    "WHERE seq = ?1"));
-  QUANT_RETURN_IF_ERROR(stmt.BindAll(row.seq, VerdictName(verdict),
-                                     artifact_uri, clock_->NowMs())
-                            .Run());
+  QUANT_RETURN_IF_ERROR(
+      stmt.BindAll(row.seq, VerdictName(verdict), artifact_uri, clock_->NowMs())
+          .Run());
   QUANT_ASSIGN_OR_RETURN(row, FindJobBySeq(row.seq));
   QUANT_RETURN_IF_ERROR(txn->Commit());
   return std::move(row.job);
@@ -402,7 +401,8 @@ absl::StatusOr<int64_t> SqliteJobStore::AppendEvent(
   QUANT_ASSIGN_OR_RETURN(
       bool inserted,
       insert.BindAll(row.seq, type, payload, clock_->NowMs()).Step());
-  if (!inserted) return absl::InternalError("INSERT INTO events returned no row");
+  if (!inserted)
+    return absl::InternalError("INSERT INTO events returned no row");
   const int64_t seq = insert.ColumnInt64(0);
   QUANT_RETURN_IF_ERROR(insert.Run());
   QUANT_RETURN_IF_ERROR(txn->Commit());

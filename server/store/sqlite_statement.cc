@@ -30,8 +30,8 @@ absl::Status SqliteError(sqlite3* db, int code, absl::string_view what) {
 absl::StatusOr<Statement> Statement::Prepare(sqlite3* db,
                                              absl::string_view sql) {
   sqlite3_stmt* stmt = nullptr;
-  const int rc = sqlite3_prepare_v2(db, sql.data(), static_cast<int>(sql.size()),
-                                    &stmt, nullptr);
+  const int rc = sqlite3_prepare_v2(
+      db, sql.data(), static_cast<int>(sql.size()), &stmt, nullptr);
   if (rc != SQLITE_OK) {
     sqlite3_finalize(stmt);
     return SqliteError(db, rc, absl::StrCat("cannot prepare `", sql, "`"));
@@ -58,9 +58,9 @@ Statement::~Statement() { sqlite3_finalize(stmt_); }
 
 void Statement::NoteBind(int rc, int index) {
   if (rc != SQLITE_OK && bind_status_.ok()) {
-    bind_status_ = SqliteError(
-        db_, rc, absl::StrCat("cannot bind parameter ", index, " of `",
-                              sqlite3_sql(stmt_), "`"));
+    bind_status_ = SqliteError(db_, rc,
+                               absl::StrCat("cannot bind parameter ", index,
+                                            " of `", sqlite3_sql(stmt_), "`"));
   }
 }
 

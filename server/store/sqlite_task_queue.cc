@@ -77,9 +77,9 @@ absl::Status SqliteJobStore::PlanTasks(const std::string& job_id,
         absl::StrCat("job ", job_id, " already has a task plan"));
   }
   if (IsTerminal(job.job.state)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id, " is ", JobStateName(job.job.state),
-        "; it takes no plan"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " is ", JobStateName(job.job.state),
+                     "; it takes no plan"));
   }
   const int64_t now = clock_->NowMs();
   QUANT_ASSIGN_OR_RETURN(
@@ -116,12 +116,11 @@ absl::StatusOr<std::vector<Task>> SqliteJobStore::ListTasks(
     const std::string& job_id) {
   std::lock_guard<std::mutex> lock(mu_);
   QUANT_ASSIGN_OR_RETURN(JobRow job, FindJob(job_id));
-  QUANT_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare(absl::StrCat(
-          "SELECT ", kTaskColumns,
-          " FROM tasks t JOIN jobs j ON j.seq = t.job_seq "
-          "WHERE t.job_seq = ?1 ORDER BY t.idx")));
+  QUANT_ASSIGN_OR_RETURN(Statement stmt,
+                         db_->Prepare(absl::StrCat(
+                             "SELECT ", kTaskColumns,
+                             " FROM tasks t JOIN jobs j ON j.seq = t.job_seq "
+                             "WHERE t.job_seq = ?1 ORDER BY t.idx")));
   stmt.BindAll(job.seq);
   std::vector<Task> tasks;
   while (true) {
@@ -133,12 +132,11 @@ absl::StatusOr<std::vector<Task>> SqliteJobStore::ListTasks(
 }
 
 absl::StatusOr<TaskRow> SqliteJobStore::TaskAt(int64_t job_seq, int index) {
-  QUANT_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare(absl::StrCat(
-          "SELECT ", kTaskColumns,
-          " FROM tasks t JOIN jobs j ON j.seq = t.job_seq "
-          "WHERE t.job_seq = ?1 AND t.idx = ?2")));
+  QUANT_ASSIGN_OR_RETURN(Statement stmt,
+                         db_->Prepare(absl::StrCat(
+                             "SELECT ", kTaskColumns,
+                             " FROM tasks t JOIN jobs j ON j.seq = t.job_seq "
+                             "WHERE t.job_seq = ?1 AND t.idx = ?2")));
   QUANT_ASSIGN_OR_RETURN(bool row, stmt.BindAll(job_seq, index).Step());
   if (!row) {
     return absl::NotFoundError(
@@ -202,19 +200,19 @@ absl::StatusOr<int> SqliteJobStore::ExpireLeasesLocked(int64_t now) {
   for (const TaskRow& row : expired) {
     const Task& task = row.task;
     const bool out_of_attempts = task.attempts >= options_.max_attempts;
-    const std::string error = absl::StrCat(
-        "lease ", task.lease_id, " of worker ", task.worker_id,
-        " expired (attempt ", task.attempts, " of ", options_.max_attempts,
-        ")");
+    const std::string error =
+        absl::StrCat("lease ", task.lease_id, " of worker ", task.worker_id,
+                     " expired (attempt ", task.attempts, " of ",
+                     options_.max_attempts, ")");
     QUANT_ASSIGN_OR_RETURN(
         Statement update,
         db_->Prepare("UPDATE tasks SET state = ?3, progress = 0, error = ?4, "
                      "updated_ms = ?5 WHERE job_seq = ?1 AND idx = ?2"));
-    QUANT_RETURN_IF_ERROR(
-        update
-            .BindAll(row.job_seq, task.index,
-                     out_of_attempts ? "FAILED" : "PENDING", error, now)
-            .Run());
+    QUANT_RETURN_IF_ERROR(update
+                              .BindAll(row.job_seq, task.index,
+                                       out_of_attempts ? "FAILED" : "PENDING",
+                                       error, now)
+                              .Run());
     if (out_of_attempts) {
       QUANT_RETURN_IF_ERROR(SetJobFailed(
           row.job_seq, absl::StrCat(DescribeTask(task), ": ", error), now));
@@ -222,10 +220,9 @@ absl::StatusOr<int> SqliteJobStore::ExpireLeasesLocked(int64_t now) {
     QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));
   }
   if (!expired.empty()) {
-    QUANT_ASSIGN_OR_RETURN(
-        Statement count,
-        db_->Prepare("UPDATE meta SET value = value + ?1 "
-                     "WHERE key = 'lease_expiries_total'"));
+    QUANT_ASSIGN_OR_RETURN(Statement count,
+                           db_->Prepare("UPDATE meta SET value = value + ?1 "
+                                        "WHERE key = 'lease_expiries_total'"));
     QUANT_RETURN_IF_ERROR(
         count.BindAll(static_cast<int64_t>(expired.size())).Run());
   }
@@ -242,10 +239,9 @@ absl::StatusOr<int> SqliteJobStore::ExpireLeases() {
 
 absl::StatusOr<int64_t> SqliteJobStore::LeaseExpiryCount() {
   std::lock_guard<std::mutex> lock(mu_);
-  QUANT_ASSIGN_OR_RETURN(
-      Statement stmt,
-      db_->Prepare("SELECT value FROM meta WHERE key = "
-                   "'lease_expiries_total'"));
+  QUANT_ASSIGN_OR_RETURN(Statement stmt,
+                         db_->Prepare("SELECT value FROM meta WHERE key = "
+                                      "'lease_expiries_total'"));
   QUANT_ASSIGN_OR_RETURN(bool row, stmt.Step());
   if (!row) return absl::DataLossError("meta has no lease_expiries_total row");
   return stmt.ColumnInt64(0);
@@ -253,7 +249,8 @@ absl::StatusOr<int64_t> SqliteJobStore::LeaseExpiryCount() {
 
 absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
     const std::string& worker_id, int64_t lease_ms) {
-  if (worker_id.empty()) return absl::InvalidArgumentError("worker_id is empty");
+  if (worker_id.empty())
+    return absl::InvalidArgumentError("worker_id is empty");
   if (lease_ms <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("lease_ms must be positive, got ", lease_ms));
@@ -317,8 +314,7 @@ absl::StatusOr<HeartbeatResult> SqliteJobStore::Heartbeat(
       db_->Prepare("UPDATE tasks SET lease_expires_ms = ?3, progress = ?4, "
                    "updated_ms = ?5 WHERE job_seq = ?1 AND idx = ?2"));
   QUANT_RETURN_IF_ERROR(
-      renew.BindAll(row.job_seq, row.task.index, expires, progress, now)
-          .Run());
+      renew.BindAll(row.job_seq, row.task.index, expires, progress, now).Run());
   QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));
   QUANT_RETURN_IF_ERROR(txn->Commit());
   return HeartbeatResult{expires, row.job_state,
@@ -380,11 +376,11 @@ absl::StatusOr<FailTaskResult> SqliteJobStore::FailTask(
                             .Run());
   const bool job_failed = !requeue && !IsTerminal(row.job_state);
   if (job_failed) {
-    QUANT_RETURN_IF_ERROR(SetJobFailed(
-        row.job_seq,
-        absl::StrCat(DescribeTask(row.task), " failed after ",
-                     row.task.attempts, " attempts: ", error),
-        now));
+    QUANT_RETURN_IF_ERROR(
+        SetJobFailed(row.job_seq,
+                     absl::StrCat(DescribeTask(row.task), " failed after ",
+                                  row.task.attempts, " attempts: ", error),
+                     now));
   }
   QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));
   QUANT_ASSIGN_OR_RETURN(TaskRow updated, TaskAt(row.job_seq, row.task.index));

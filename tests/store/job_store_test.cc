@@ -1,0 +1,572 @@
+// SqliteJobStore on real database files in a temporary folder, driven by a
+// FakeClock: idempotent creation, pagination, the task DAG, the lease
+// protocol (expiry, late completions, bounded attempts), cancellation,
+// events, restart from the same file, bad files, and two connections
+// leasing concurrently.
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/store/clock.h"
+#include "server/store/sqlite_db.h"
+#include "server/store/sqlite_job_store.h"
+#include "tests/support/test_env.h"
+
+namespace quant::store {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+constexpr char kSpec[] = R"({"model": "m", "recipe": {"bits": 4}})";
+constexpr int64_t kLeaseMs = 10'000;
+
+std::string Message(const absl::Status& status) {
+  return std::string(status.message());
+}
+
+// `blocks` block tasks then a finalize task depending on all of them; with
+// `sequential`, block i also depends on block i - 1.
+std::vector<TaskSpec> Plan(int blocks, bool sequential) {
+  std::vector<TaskSpec> tasks;
+  for (int b = 0; b < blocks; ++b) {
+    TaskSpec task{b, TaskKind::kBlock, b, {}};
+    if (sequential && b > 0) task.depends_on = {b - 1};
+    tasks.push_back(task);
+  }
+  TaskSpec finalize{blocks, TaskKind::kFinalize, -1, {}};
+  for (int b = 0; b < blocks; ++b) finalize.depends_on.push_back(b);
+  tasks.push_back(finalize);
+  return tasks;
+}
+
+class JobStoreTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = quant::testing::MakeTempDir() + "/quantd.db";
+    Reopen();
+  }
+
+  void Reopen(SqliteJobStoreOptions options = SqliteJobStoreOptions()) {
+    store_.reset();
+    auto store = SqliteJobStore::Open(path_, &clock_, options);
+    ASSERT_TRUE(store.ok()) << store.status();
+    store_ = std::move(*store);
+  }
+
+  // Creates a job with a plan; returns its id.
+  std::string NewPlannedJob(const std::string& request_id, int blocks,
+                            bool sequential) {
+    auto created = store_->CreateJob(request_id, kSpec, {});
+    EXPECT_TRUE(created.ok()) << created.status();
+    if (!created.ok()) return "";
+    const absl::Status planned =
+        store_->PlanTasks(created->job.id, Plan(blocks, sequential));
+    EXPECT_TRUE(planned.ok()) << planned;
+    return created->job.id;
+  }
+
+  Lease MustLease(const std::string& worker = "w1", int64_t ms = kLeaseMs) {
+    auto lease = store_->LeaseTask(worker, ms);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    if (!lease.ok() || !lease->has_value()) {
+      ADD_FAILURE() << "no task to lease";
+      return Lease();
+    }
+    return **lease;
+  }
+
+  bool NothingToLease() {
+    auto lease = store_->LeaseTask("w-idle", kLeaseMs);
+    EXPECT_TRUE(lease.ok()) << lease.status();
+    return lease.ok() && !lease->has_value();
+  }
+
+  FakeClock clock_;
+  std::string path_;
+  std::unique_ptr<SqliteJobStore> store_;
+};
+
+TEST_F(JobStoreTest, CreateJobIsIdempotentByRequestId) {
+  auto first = store_->CreateJob("req-1", kSpec, {{"team", "a"}});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->created);
+  EXPECT_EQ(first->job.id, "job-000001");
+  EXPECT_EQ(first->job.state, JobState::kQueued);
+  EXPECT_EQ(first->job.labels.at("team"), "a");
+  EXPECT_EQ(first->job.created_ms, clock_.NowMs());
+
+  // Same spec written differently: the same job, not a new one.
+  auto again = store_->CreateJob(
+      "req-1", R"({"recipe":{"bits":4},   "model":"m"})", {{"team", "a"}});
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->created);
+  EXPECT_EQ(again->job.id, first->job.id);
+
+  auto conflict = store_->CreateJob("req-1", R"({"model": "other"})", {});
+  EXPECT_EQ(conflict.status().code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_THAT(Message(conflict.status()), HasSubstr("req-1"));
+  EXPECT_THAT(Message(conflict.status()), HasSubstr("job-000001"));
+
+  auto second = store_->CreateJob("req-2", kSpec, {});
+  ASSERT_TRUE(second.ok());
+  EXPECT_TRUE(second->created);
+  EXPECT_EQ(second->job.id, "job-000002");
+
+  auto bad = store_->CreateJob("req-3", "{not json", {});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(bad.status()), HasSubstr("spec_json"));
+
+  auto missing = store_->GetJob("job-000099");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(Message(missing.status()), HasSubstr("job job-000099"));
+}
+
+TEST_F(JobStoreTest, ListJobsPaginatesAcrossPagesWithFilter) {
+  std::vector<std::string> team_a;  // oldest first
+  for (int i = 0; i < 9; ++i) {
+    const std::string team = i % 3 == 0 ? "b" : "a";
+    auto job =
+        store_->CreateJob(absl::StrCat("req-", i), kSpec, {{"team", team}});
+    ASSERT_TRUE(job.ok()) << job.status();
+    if (team == "a") team_a.push_back(job->job.id);
+  }
+  ASSERT_EQ(team_a.size(), 6u);
+
+  JobFilter filter;
+  filter.label = std::make_pair(std::string("team"), std::string("a"));
+  std::vector<std::string> seen;
+  std::string token;
+  int pages = 0;
+  do {
+    auto page = store_->ListJobs(4, token, filter);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const Job& job : page->jobs) {
+      EXPECT_EQ(job.labels.at("team"), "a");
+      seen.push_back(job.id);
+    }
+    token = page->next_page_token;
+    ++pages;
+    if (pages == 1) {
+      // A job created between pages is newer than every listed one: it
+      // must not shift or repeat the later pages.
+      ASSERT_TRUE(store_->CreateJob("req-late", kSpec, {{"team", "a"}}).ok());
+    }
+  } while (!token.empty() && pages < 10);
+  EXPECT_EQ(pages, 2);
+  const std::vector<std::string> newest_first(team_a.rbegin(), team_a.rend());
+  EXPECT_EQ(seen, newest_first);
+
+  // State filter.
+  ASSERT_TRUE(store_->CancelJob(team_a[0]).ok());
+  JobFilter cancelled;
+  cancelled.state = JobState::kCancelled;
+  auto page = store_->ListJobs(0, "", cancelled);
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->jobs.size(), 1u);
+  EXPECT_EQ(page->jobs[0].id, team_a[0]);
+  EXPECT_TRUE(page->next_page_token.empty());
+
+  auto bad_token = store_->ListJobs(4, "not-a-token", filter);
+  EXPECT_EQ(bad_token.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(bad_token.status()), HasSubstr("page_token"));
+  auto bad_size = store_->ListJobs(1001, "", {});
+  EXPECT_EQ(bad_size.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(bad_size.status()), HasSubstr("page_size"));
+}
+
+TEST_F(JobStoreTest, SequentialBlocksRunInOrderThenFinalize) {
+  const std::string job = NewPlannedJob("req", 3, /*sequential=*/true);
+  for (int b = 0; b < 3; ++b) {
+    const Lease lease = MustLease();
+    EXPECT_EQ(lease.task.job_id, job);
+    EXPECT_EQ(lease.task.index, b);
+    EXPECT_EQ(lease.task.kind, TaskKind::kBlock);
+    EXPECT_EQ(lease.task.block, b);
+    EXPECT_EQ(lease.task.attempts, 1);
+    EXPECT_THAT(lease.job_spec_json, HasSubstr("\"bits\":4"));
+    // Block b + 1 waits for block b.
+    EXPECT_TRUE(NothingToLease());
+    auto job_now = store_->GetJob(job);
+    ASSERT_TRUE(job_now.ok());
+    EXPECT_EQ(job_now->state, JobState::kRunning);
+    auto done = store_->CompleteTask(lease.lease_id, absl::StrCat("out/", b));
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_EQ(done->task.state, TaskState::kDone);
+    EXPECT_FALSE(done->all_tasks_done);
+  }
+  auto before_finish = store_->FinishJob(job, Verdict::kPass, "art");
+  EXPECT_EQ(before_finish.status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  const Lease finalize = MustLease();
+  EXPECT_EQ(finalize.task.kind, TaskKind::kFinalize);
+  EXPECT_THAT(finalize.task.depends_on, ElementsAre(0, 1, 2));
+  auto done = store_->CompleteTask(finalize.lease_id, "out/final");
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_TRUE(done->all_tasks_done);
+  auto finished = store_->FinishJob(job, Verdict::kPass, "file:///art");
+  ASSERT_TRUE(finished.ok()) << finished.status();
+  EXPECT_EQ(finished->state, JobState::kSucceeded);
+  EXPECT_EQ(finished->verdict, Verdict::kPass);
+  EXPECT_EQ(finished->artifact_uri, "file:///art");
+  EXPECT_DOUBLE_EQ(finished->progress, 1.0);
+  EXPECT_TRUE(NothingToLease());
+}
+
+TEST_F(JobStoreTest, IndependentBlocksLeaseTogetherAndPlanIsValidated) {
+  const std::string job = NewPlannedJob("req", 3, /*sequential=*/false);
+  std::vector<Lease> leases;
+  for (int b = 0; b < 3; ++b) leases.push_back(MustLease());
+  EXPECT_EQ(leases[2].task.index, 2);
+  EXPECT_TRUE(NothingToLease());  // finalize waits for all three
+  for (const Lease& lease : leases) {
+    ASSERT_TRUE(store_->Heartbeat(lease.lease_id, 0.5).ok());
+  }
+  auto half = store_->GetJob(job);
+  ASSERT_TRUE(half.ok());
+  EXPECT_NEAR(half->progress, 1.5 / 4, 1e-9);
+
+  auto again = store_->PlanTasks(job, Plan(3, false));
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+  auto other = store_->CreateJob("req-2", kSpec, {});
+  ASSERT_TRUE(other.ok());
+  std::vector<TaskSpec> forward_dep = Plan(2, false);
+  forward_dep[0].depends_on = {1};
+  const absl::Status bad = store_->PlanTasks(other->job.id, forward_dep);
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(bad), HasSubstr("tasks[0].depends_on"));
+}
+
+TEST_F(JobStoreTest, ExpiredLeaseIsRequeuedAndLateCompletionRefused) {
+  const std::string job = NewPlannedJob("req", 1, true);
+  const Lease first = MustLease("w1", 1000);
+  clock_.AdvanceMs(600);
+  auto beat = store_->Heartbeat(first.lease_id, 0.25);
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  EXPECT_EQ(beat->expires_ms, clock_.NowMs() + 1000);
+  EXPECT_FALSE(beat->job_cancelled);
+  clock_.AdvanceMs(600);  // still inside the renewed lease
+  EXPECT_EQ(*store_->ExpireLeases(), 0);
+  clock_.AdvanceMs(400);  // now past it
+  auto expired = store_->ExpireLeases();
+  ASSERT_TRUE(expired.ok());
+  EXPECT_EQ(*expired, 1);
+  EXPECT_EQ(*store_->LeaseExpiryCount(), 1);
+  auto tasks = store_->ListTasks(job);
+  ASSERT_TRUE(tasks.ok());
+  EXPECT_EQ((*tasks)[0].state, TaskState::kPending);
+
+  auto late = store_->CompleteTask(first.lease_id, "out/late");
+  EXPECT_EQ(late.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Message(late.status()), HasSubstr(first.lease_id));
+  EXPECT_EQ(store_->Heartbeat(first.lease_id, 0.5).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  const Lease second = MustLease("w2", 1000);
+  EXPECT_EQ(second.task.index, 0);
+  EXPECT_EQ(second.task.attempts, 2);
+  EXPECT_NE(second.lease_id, first.lease_id);
+  // The superseded lease stays refused.
+  EXPECT_EQ(store_->CompleteTask(first.lease_id, "x").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(store_->CompleteTask(second.lease_id, "out/0").ok());
+  // First completion wins: the same lease cannot complete twice.
+  EXPECT_EQ(store_->CompleteTask(second.lease_id, "out/again").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  tasks = store_->ListTasks(job);
+  ASSERT_TRUE(tasks.ok());
+  EXPECT_EQ((*tasks)[0].output_uri, "out/0");
+
+  // A lease past its expiry is refused even before ExpireLeases runs.
+  const Lease finalize = MustLease("w2", 1000);
+  clock_.AdvanceMs(1000);
+  EXPECT_EQ(store_->CompleteTask(finalize.lease_id, "x").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(JobStoreTest, BoundedAttemptsFailTheJob) {
+  SqliteJobStoreOptions options;
+  options.max_attempts = 2;
+  Reopen(options);
+  const std::string job = NewPlannedJob("req", 2, true);
+  const Lease first = MustLease();
+  auto failed = store_->FailTask(first.lease_id, "out of memory");
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_TRUE(failed->requeued);
+  EXPECT_FALSE(failed->job_failed);
+  EXPECT_EQ(failed->task.state, TaskState::kPending);
+  const Lease second = MustLease();
+  EXPECT_EQ(second.task.attempts, 2);
+  failed = store_->FailTask(second.lease_id, "out of memory again");
+  ASSERT_TRUE(failed.ok()) << failed.status();
+  EXPECT_FALSE(failed->requeued);
+  EXPECT_TRUE(failed->job_failed);
+  EXPECT_EQ(failed->task.state, TaskState::kFailed);
+  auto after = store_->GetJob(job);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state, JobState::kFailed);
+  EXPECT_THAT(after->error, HasSubstr("task 0 (block 0)"));
+  EXPECT_THAT(after->error, HasSubstr("out of memory again"));
+  EXPECT_TRUE(NothingToLease());
+
+  // Running out of attempts by expiry fails a job too.
+  const std::string other = NewPlannedJob("req-2", 1, true);
+  MustLease("w1", 100);
+  clock_.AdvanceMs(100);
+  MustLease("w2", 100);  // requeued by the expiry, second attempt
+  clock_.AdvanceMs(100);
+  EXPECT_EQ(*store_->ExpireLeases(), 1);
+  auto expired_job = store_->GetJob(other);
+  ASSERT_TRUE(expired_job.ok());
+  EXPECT_EQ(expired_job->state, JobState::kFailed);
+  EXPECT_THAT(expired_job->error, HasSubstr("expired"));
+  EXPECT_EQ(*store_->LeaseExpiryCount(), 2);
+}
+
+TEST_F(JobStoreTest, CancelStopsLeasing) {
+  const std::string job = NewPlannedJob("req-1", 2, false);
+  const std::string other = NewPlannedJob("req-2", 1, false);
+  const Lease lease = MustLease();
+  ASSERT_EQ(lease.task.job_id, job);
+  auto cancelled = store_->CancelJob(job);
+  ASSERT_TRUE(cancelled.ok()) << cancelled.status();
+  EXPECT_TRUE(cancelled->changed);
+  EXPECT_EQ(cancelled->job.state, JobState::kCancelled);
+
+  auto beat = store_->Heartbeat(lease.lease_id, 0.1);
+  ASSERT_TRUE(beat.ok()) << beat.status();
+  EXPECT_TRUE(beat->job_cancelled);
+  EXPECT_EQ(store_->CompleteTask(lease.lease_id, "x").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Job 1's block 1 is still PENDING but not handed out: job 2 goes next.
+  const Lease next = MustLease();
+  EXPECT_EQ(next.task.job_id, other);
+
+  auto twice = store_->CancelJob(job);
+  ASSERT_TRUE(twice.ok());
+  EXPECT_FALSE(twice->changed);
+  EXPECT_EQ(twice->job.state, JobState::kCancelled);
+  EXPECT_EQ(store_->FinishJob(job, Verdict::kPass, "a").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->FailJob(job, "boom").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto failed = store_->FailJob(other, "operator gave up");
+  ASSERT_TRUE(failed.ok());
+  EXPECT_EQ(failed->state, JobState::kFailed);
+  EXPECT_EQ(failed->error, "operator gave up");
+  auto unknown = store_->CancelJob("job-000404");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST_F(JobStoreTest, EventsAreOrderedPerJob) {
+  auto a = store_->CreateJob("a", kSpec, {});
+  auto b = store_->CreateJob("b", kSpec, {});
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int i = 1; i <= 5; ++i) {
+    auto seq = store_->AppendEvent(a->job.id, absl::StrCat("type", i),
+                                   absl::StrCat("{\"i\":", i, "}"));
+    ASSERT_TRUE(seq.ok()) << seq.status();
+    EXPECT_EQ(*seq, i);
+    if (i == 2) {
+      EXPECT_EQ(*store_->AppendEvent(b->job.id, "state", "{}"), 1);
+    }
+    clock_.AdvanceMs(1);
+  }
+  auto all = store_->ListEvents(a->job.id, 0, 0);
+  ASSERT_TRUE(all.ok());
+  ASSERT_EQ(all->size(), 5u);
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ((*all)[i].seq, i + 1);
+    EXPECT_EQ((*all)[i].type, absl::StrCat("type", i + 1));
+    EXPECT_EQ((*all)[i].payload_json, absl::StrCat("{\"i\":", i + 1, "}"));
+  }
+  EXPECT_LT((*all)[0].time_ms, (*all)[4].time_ms);
+  auto tail = store_->ListEvents(a->job.id, 3, 1);
+  ASSERT_TRUE(tail.ok());
+  ASSERT_EQ(tail->size(), 1u);
+  EXPECT_EQ((*tail)[0].seq, 4);
+  EXPECT_EQ(store_->ListEvents("job-000404", 0, 0).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->AppendEvent(a->job.id, "t", "{oops").status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(JobStoreTest, CalibrationSetsAreContentAddressed) {
+  const std::string hash(64, 'a');
+  auto put = store_->PutCalibrationSet(hash, 1234, "/data/calib.txt");
+  ASSERT_TRUE(put.ok()) << put.status();
+  auto again = store_->PutCalibrationSet(hash, 1234, "/data/other.txt");
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->path, "/data/calib.txt");
+  EXPECT_EQ(store_->PutCalibrationSet(hash, 99, "/x").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto got = store_->GetCalibrationSet(hash);
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->size_bytes, 1234);
+  auto missing = store_->GetCalibrationSet(std::string(64, 'b'));
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  auto bad = store_->PutCalibrationSet("ABC", 1, "/x");
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(bad.status()), HasSubstr("sha256"));
+}
+
+TEST_F(JobStoreTest, RestartResumesUnfinishedJobs) {
+  const std::string hash(64, 'c');
+  ASSERT_TRUE(store_->PutCalibrationSet(hash, 10, "/c").ok());
+  const std::string done_job = NewPlannedJob("done", 1, true);
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(store_->CompleteTask(MustLease().lease_id, "o").ok());
+  }
+  ASSERT_TRUE(store_->FinishJob(done_job, Verdict::kFail, "art").ok());
+  const std::string job = NewPlannedJob("req", 3, true);
+  ASSERT_TRUE(store_->CompleteTask(MustLease().lease_id, "out/block0").ok());
+  const Lease in_flight = MustLease("w1", 1000);
+  EXPECT_EQ(in_flight.task.index, 1);
+  ASSERT_TRUE(store_->AppendEvent(job, "progress", "{}").ok());
+
+  // The coordinator goes down; the lease expires meanwhile.
+  store_.reset();
+  clock_.AdvanceMs(5000);
+  Reopen();
+
+  auto unfinished = store_->UnfinishedJobs();
+  ASSERT_TRUE(unfinished.ok());
+  ASSERT_EQ(unfinished->size(), 1u);
+  EXPECT_EQ((*unfinished)[0].id, job);
+  EXPECT_EQ((*unfinished)[0].state, JobState::kRunning);
+  auto finished = store_->GetJob(done_job);
+  ASSERT_TRUE(finished.ok());
+  EXPECT_EQ(finished->state, JobState::kSucceeded);
+  EXPECT_EQ(finished->verdict, Verdict::kFail);
+
+  auto tasks = store_->ListTasks(job);
+  ASSERT_TRUE(tasks.ok());
+  ASSERT_EQ(tasks->size(), 4u);
+  EXPECT_EQ((*tasks)[0].state, TaskState::kDone);
+  EXPECT_EQ((*tasks)[0].output_uri, "out/block0");
+  EXPECT_EQ((*tasks)[1].state, TaskState::kLeased);
+  EXPECT_EQ(*store_->ExpireLeases(), 1);
+  tasks = store_->ListTasks(job);
+  ASSERT_TRUE(tasks.ok());
+  EXPECT_EQ((*tasks)[1].state, TaskState::kPending);
+  EXPECT_EQ((*tasks)[0].state, TaskState::kDone);
+
+  // Work resumes at block 1, not block 0.
+  const Lease resumed = MustLease("w2");
+  EXPECT_EQ(resumed.task.job_id, job);
+  EXPECT_EQ(resumed.task.index, 1);
+  EXPECT_EQ(resumed.task.attempts, 2);
+  EXPECT_EQ(store_->CompleteTask(in_flight.lease_id, "x").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  auto events = store_->ListEvents(job, 0, 0);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_EQ(*store_->AppendEvent(job, "resumed", "{}"), 2);
+  EXPECT_TRUE(store_->GetCalibrationSet(hash).ok());
+  auto duplicate = store_->CreateJob("req", kSpec, {});
+  ASSERT_TRUE(duplicate.ok());
+  EXPECT_FALSE(duplicate->created);
+  EXPECT_EQ(duplicate->job.id, job);
+}
+
+TEST(JobStoreFileTest, RejectsNonSqliteFile) {
+  FakeClock clock;
+  const std::string path = quant::testing::MakeTempDir() + "/garbage.db";
+  {
+    std::ofstream out(path, std::ios::binary);
+    for (int i = 0; i < 512; ++i) out << "this is not an sqlite database. ";
+  }
+  auto store = SqliteJobStore::Open(path, &clock);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(Message(store.status()), HasSubstr(path));
+  EXPECT_THAT(Message(store.status()), HasSubstr("not a database"));
+}
+
+TEST(JobStoreFileTest, RejectsNewerSchemaVersion) {
+  FakeClock clock;
+  const std::string path = quant::testing::MakeTempDir() + "/future.db";
+  ASSERT_TRUE(SqliteJobStore::Open(path, &clock).ok());
+  {
+    auto db = Database::Open(path, 1000);
+    ASSERT_TRUE(db.ok()) << db.status();
+    ASSERT_TRUE((*db)
+                    ->Exec("UPDATE meta SET value = 99 WHERE key = "
+                           "'schema_version'")
+                    .ok());
+  }
+  auto store = SqliteJobStore::Open(path, &clock);
+  ASSERT_FALSE(store.ok());
+  EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Message(store.status()), HasSubstr("schema version 99"));
+}
+
+TEST(JobStoreConcurrencyTest, TwoConnectionsNeverLeaseTheSameTaskTwice) {
+  FakeClock clock;
+  const std::string path = quant::testing::MakeTempDir() + "/shared.db";
+  auto a = SqliteJobStore::Open(path, &clock);
+  auto b = SqliteJobStore::Open(path, &clock);
+  ASSERT_TRUE(a.ok() && b.ok());
+  constexpr int kJobs = 4;
+  constexpr int kBlocks = 24;  // + finalize
+  for (int j = 0; j < kJobs; ++j) {
+    auto job = (*a)->CreateJob(absl::StrCat("req-", j), kSpec, {});
+    ASSERT_TRUE(job.ok());
+    ASSERT_TRUE((*b)->PlanTasks(job->job.id, Plan(kBlocks, false)).ok());
+  }
+  struct Result {
+    std::vector<std::string> leased;
+    absl::Status error;
+  };
+  auto worker = [](SqliteJobStore* store, std::string name, Result* result) {
+    for (int i = 0; i < 1000; ++i) {
+      auto lease = store->LeaseTask(name, 600'000);
+      if (!lease.ok()) {
+        result->error = lease.status();
+        return;
+      }
+      if (!lease->has_value()) return;
+      const Lease& got = **lease;
+      result->leased.push_back(
+          absl::StrCat(got.task.job_id, "/", got.task.index));
+      const absl::Status done =
+          store->CompleteTask(got.lease_id, "out").status();
+      if (!done.ok()) {
+        result->error = done;
+        return;
+      }
+    }
+  };
+  Result ra, rb;
+  std::thread ta(worker, a->get(), "a", &ra);
+  std::thread tb(worker, b->get(), "b", &rb);
+  ta.join();
+  tb.join();
+  ASSERT_TRUE(ra.error.ok()) << ra.error;
+  ASSERT_TRUE(rb.error.ok()) << rb.error;
+  std::set<std::string> unique(ra.leased.begin(), ra.leased.end());
+  unique.insert(rb.leased.begin(), rb.leased.end());
+  EXPECT_EQ(ra.leased.size() + rb.leased.size(), unique.size());
+  EXPECT_EQ(unique.size(), static_cast<size_t>(kJobs * (kBlocks + 1)));
+  auto left = (*a)->UnfinishedJobs();
+  ASSERT_TRUE(left.ok());
+  EXPECT_EQ(left->size(), static_cast<size_t>(kJobs));  // none finished yet
+  for (const Job& job : *left) {
+    auto tasks = (*b)->ListTasks(job.id);
+    ASSERT_TRUE(tasks.ok());
+    for (const Task& task : *tasks) {
+      EXPECT_EQ(task.state, TaskState::kDone) << job.id << "/" << task.index;
+      EXPECT_EQ(task.attempts, 1);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace quant::store
