@@ -3,6 +3,8 @@
 // protocol (expiry, late completions, bounded attempts), cancellation,
 // events, restart from the same file, bad files, and two connections
 // leasing concurrently.
+#include <atomic>
+#include <chrono>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -525,8 +527,15 @@ TEST(JobStoreConcurrencyTest, TwoConnectionsNeverLeaseTheSameTaskTwice) {
     std::vector<std::string> leased;
     absl::Status error;
   };
-  auto worker = [](SqliteJobStore* store, std::string name, Result* result) {
+  std::atomic<int> ready{0};
+  auto worker = [&ready](SqliteJobStore* store, std::string name,
+                         Result* result) {
+    // Start together; pause between leases (outside any transaction) so the
+    // other connection gets the write lock and the two really interleave.
+    ready.fetch_add(1);
+    while (ready.load() < 2) std::this_thread::yield();
     for (int i = 0; i < 1000; ++i) {
+      std::this_thread::sleep_for(std::chrono::microseconds(500));
       auto lease = store->LeaseTask(name, 600'000);
       if (!lease.ok()) {
         result->error = lease.status();
@@ -554,6 +563,9 @@ TEST(JobStoreConcurrencyTest, TwoConnectionsNeverLeaseTheSameTaskTwice) {
   std::set<std::string> unique(ra.leased.begin(), ra.leased.end());
   unique.insert(rb.leased.begin(), rb.leased.end());
   EXPECT_EQ(ra.leased.size() + rb.leased.size(), unique.size());
+  // Both connections took part (else nothing was tested).
+  EXPECT_GT(ra.leased.size(), 0u);
+  EXPECT_GT(rb.leased.size(), 0u);
   EXPECT_EQ(unique.size(), static_cast<size_t>(kJobs * (kBlocks + 1)));
   auto left = (*a)->UnfinishedJobs();
   ASSERT_TRUE(left.ok());
