@@ -1,8 +1,14 @@
 // Throughput of the quantization cores: Hessian accumulation, blocked GPTQ,
-// the column-by-column reference GPTQ, and AWQ's α search, as GFLOP/s.
+// the column-by-column reference GPTQ, and AWQ's α search, as GFLOP/s, next
+// to this machine's own single-precision GEMM rate measured by Eigen in the
+// same run (the practical ceiling). After the usual benchmark output it
+// prints a table: core, shape, seconds, GFLOP/s, share of the GEMM rate, and
+// for GPTQ the speed-up over the reference with the largest difference
+// between their dequantized weights.
 //
-// Default sizes fit a small CPU; `--large` adds the 4096 x 4096 layer with
-// 2048 tokens (the reference size). Flop counts are nominal:
+// Default sizes fit a small CPU; `--large` adds 7B-shaped layers (4096 x
+// 4096, 11008 x 4096, 4096 x 11008) with 2048 tokens. Flop counts are
+// nominal:
 //   Hessian  T·K²            (one triangle of XᵀX, 2 flops per multiply-add)
 //   GPTQ     N·K² + K³       (error propagation; Cholesky K³/3 and the rows
 //                            of U by triangular solves 2K³/3)
@@ -10,8 +16,12 @@
 //                            T < K; R = N, or 512 for AwqRowSubset)
 #include <benchmark/benchmark.h>
 
+#include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "core/quant/awq.h"
@@ -42,6 +52,54 @@ void SetRate(benchmark::State& state, double flops_per_iteration) {
   state.counters["GFLOP/s"] = benchmark::Counter(
       flops_per_iteration * 1e-9 * static_cast<double>(state.iterations()),
       benchmark::Counter::kIsRate);
+}
+
+// C = A·B with A [m, k], B [k, n]: 2·m·n·k flops, the ceiling every core is
+// compared with.
+void BM_EigenGemm(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const int64_t n = state.range(1);
+  const int64_t k = state.range(2);
+  const RowMatrixF a = RandomMatrix(m, k, 3);
+  const RowMatrixF b = RandomMatrix(k, n, 4);
+  RowMatrixF c(m, n);
+  for (auto _ : state) {
+    c.noalias() = a * b;
+    benchmark::DoNotOptimize(c.data());
+  }
+  SetRate(state, 2.0 * m * n * k);
+}
+
+// Blocked against reference GPTQ on one layer: the share of weights whose
+// code differs (float rounding of the lazy updates can flip a tie, which
+// then propagates) and the ratio of their output errors tr(E H Eᵀ).
+struct GptqAgreement {
+  double differing = NAN;
+  double error_ratio = NAN;
+};
+
+GptqAgreement CompareGptq(int64_t n, int64_t k, int64_t t) {
+  const RowMatrixF w = RandomMatrix(n, k, 1) * 0.02f;
+  HessianAccumulator acc(k);
+  if (!acc.Add(Activations(t, k)).ok()) return {};
+  const RowMatrixF h = acc.Finish();
+  GptqOptions options;
+  options.grid = {GridKind::kSym, 4, 128};
+  options.act_order = true;
+  auto blocked = QuantizeGptq(w, h, options);
+  auto reference = QuantizeGptqReference(w, h, options);
+  if (!blocked.ok() || !reference.ok()) return {};
+  auto evaluator = OutputErrorEvaluator::FromHessian(h, t);
+  if (!evaluator.ok()) return {};
+  GptqAgreement agreement;
+  agreement.differing =
+      (blocked->layer.codes.array() != reference->layer.codes.array())
+          .cast<double>()
+          .mean();
+  agreement.error_ratio =
+      evaluator->SquaredError(w, blocked->layer.dequantized) /
+      evaluator->SquaredError(w, reference->layer.dequantized);
+  return agreement;
 }
 
 void BM_HessianAccumulate(benchmark::State& state) {
@@ -109,6 +167,8 @@ void BM_Awq(benchmark::State& state) {
 }
 
 void Register(bool large) {
+  auto* gemm = benchmark::RegisterBenchmark("EigenGemm", BM_EigenGemm);
+  gemm->Args({1024, 1024, 1024})->Unit(benchmark::kMillisecond);
   auto* hessian =
       benchmark::RegisterBenchmark("HessianAccumulate", BM_HessianAccumulate);
   hessian->Args({1024, 2048})->Unit(benchmark::kMillisecond);
@@ -122,13 +182,80 @@ void Register(bool large) {
   auto* awq_subset = benchmark::RegisterBenchmark("AwqRowSubset", BM_Awq);
   awq_subset->Args({1024, 1024, 512, 256})->Unit(benchmark::kMillisecond);
   if (large) {
+    gemm->Args({2048, 4096, 4096})->Iterations(1);
     hessian->Args({4096, 2048})->Iterations(1);
+    hessian->Args({11008, 2048})->Iterations(1);
     gptq->Args({4096, 4096, 2048})->Iterations(1);
+    gptq->Args({11008, 4096, 2048})->Iterations(1);
+    gptq->Args({4096, 11008, 2048})->Iterations(1);
     awq->Args({4096, 4096, 2048, 0})->Iterations(1);
     awq_subset->Args({4096, 4096, 2048, 512})->Iterations(1);
     reference->Args({2048, 2048, 2048})->Iterations(1);
   }
 }
+
+// Keeps every run for the closing table while printing as usual.
+class TableReporter : public benchmark::ConsoleReporter {
+ public:
+  struct Row {
+    std::string name;
+    double seconds = 0.0;
+    double gflops = 0.0;
+  };
+
+  void ReportRuns(const std::vector<Run>& runs) override {
+    ConsoleReporter::ReportRuns(runs);
+    for (const Run& run : runs) {
+      if (run.error_occurred) continue;
+      Row row;
+      row.name = run.benchmark_name();
+      row.seconds = run.GetAdjustedRealTime() /
+                    benchmark::GetTimeUnitMultiplier(run.time_unit);
+      auto it = run.counters.find("GFLOP/s");
+      if (it != run.counters.end()) row.gflops = it->second.value;
+      rows_.push_back(row);
+    }
+  }
+
+  void PrintTable() const {
+    double ceiling = 0.0;
+    std::map<std::string, double> gptq_seconds;
+    for (const Row& row : rows_) {
+      if (row.name.rfind("EigenGemm", 0) == 0) {
+        ceiling = std::max(ceiling, row.gflops);
+      }
+      gptq_seconds[row.name] = row.seconds;
+    }
+    std::printf("\n%-34s %10s %9s %9s %10s\n", "core/args", "seconds",
+                "GFLOP/s", "of GEMM", "speed-up");
+    // Rates are per CPU second of the benchmark thread; seconds are wall.
+    for (const Row& row : rows_) {
+      std::string speedup = "";
+      if (row.name.rfind("Gptq/", 0) == 0) {
+        auto ref = gptq_seconds.find("GptqReference/" + row.name.substr(5));
+        if (ref != gptq_seconds.end() && row.seconds > 0.0) {
+          char text[32];
+          std::snprintf(text, sizeof(text), "%.2fx", ref->second / row.seconds);
+          speedup = text;
+        }
+      }
+      std::printf("%-34s %10.4f %9.2f %8.0f%% %10s\n", row.name.c_str(),
+                  row.seconds, row.gflops,
+                  ceiling > 0.0 ? 100.0 * row.gflops / ceiling : 0.0,
+                  speedup.c_str());
+    }
+    std::printf("GEMM ceiling (Eigen SGEMM, same run): %.2f GFLOP/s\n",
+                ceiling);
+    const GptqAgreement agreement = CompareGptq(1024, 1024, 2048);
+    std::printf(
+        "blocked vs reference GPTQ, 1024x1024, T=2048: %.4f%% of codes "
+        "differ; output error ratio %.6f\n",
+        100.0 * agreement.differing, agreement.error_ratio);
+  }
+
+ private:
+  std::vector<Row> rows_;
+};
 
 }  // namespace
 }  // namespace quant
@@ -146,7 +273,9 @@ int main(int argc, char** argv) {
   int count = static_cast<int>(args.size());
   quant::Register(large);
   benchmark::Initialize(&count, args.data());
-  benchmark::RunSpecifiedBenchmarks();
+  quant::TableReporter reporter;
+  benchmark::RunSpecifiedBenchmarks(&reporter);
+  reporter.PrintTable();
   benchmark::Shutdown();
   return 0;
 }
