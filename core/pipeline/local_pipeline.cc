@@ -78,6 +78,23 @@ absl::Status PrepareWorkDir(const std::string& dir,
   return absl::OkStatus();
 }
 
+// Block `block`'s stored output: its tensors and layer results for the
+// finalize task, the hidden states leaving it for the next block.
+absl::Status ReadBackBlock(const std::string& work_dir, int block,
+                           HiddenStates* calibration, HiddenStates* heldout,
+                           FinalizeInput* finalize) {
+  const std::string prefix = BlockOutputPrefix(work_dir, block);
+  QUANT_ASSIGN_OR_RETURN(StoredBlockOutput stored,
+                         ReadBlockOutput(work_dir, block));
+  QUANT_ASSIGN_OR_RETURN(*calibration,
+                         ReadHiddenStates(prefix + ".cal.safetensors"));
+  QUANT_ASSIGN_OR_RETURN(*heldout,
+                         ReadHiddenStates(prefix + ".heldout.safetensors"));
+  finalize->block_tensors.push_back(std::move(stored.tensors));
+  for (LayerResult& l : stored.layers) finalize->layers.push_back(std::move(l));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
@@ -128,20 +145,11 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
   FinalizeInput finalize;
   const int blocks = config.num_hidden_layers;
   for (int b = 0; b < blocks; ++b) {
-    const std::string prefix =
-        use_files ? BlockOutputPrefix(options.work_dir, b) : "";
-    if (use_files && FileExists(prefix + ".layers.json")) {
+    if (use_files &&
+        FileExists(BlockOutputPrefix(options.work_dir, b) + ".layers.json")) {
       obs.OnBlockResumed(b, blocks);
-      QUANT_ASSIGN_OR_RETURN(StoredBlockOutput stored,
-                             ReadBlockOutput(options.work_dir, b));
-      QUANT_ASSIGN_OR_RETURN(calibration,
-                             ReadHiddenStates(prefix + ".cal.safetensors"));
-      QUANT_ASSIGN_OR_RETURN(heldout,
-                             ReadHiddenStates(prefix + ".heldout.safetensors"));
-      finalize.block_tensors.push_back(std::move(stored.tensors));
-      for (LayerResult& l : stored.layers) {
-        finalize.layers.push_back(std::move(l));
-      }
+      QUANT_RETURN_IF_ERROR(ReadBackBlock(options.work_dir, b, &calibration,
+                                          &heldout, &finalize));
       continue;
     }
     obs.OnBlockStart(b, blocks);
@@ -160,16 +168,8 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
     if (use_files) {
       // Through the files, exactly as the next worker would see them.
       QUANT_RETURN_IF_ERROR(WriteBlockOutput(options.work_dir, output));
-      QUANT_ASSIGN_OR_RETURN(StoredBlockOutput stored,
-                             ReadBlockOutput(options.work_dir, b));
-      QUANT_ASSIGN_OR_RETURN(calibration,
-                             ReadHiddenStates(prefix + ".cal.safetensors"));
-      QUANT_ASSIGN_OR_RETURN(heldout,
-                             ReadHiddenStates(prefix + ".heldout.safetensors"));
-      finalize.block_tensors.push_back(std::move(stored.tensors));
-      for (LayerResult& l : stored.layers) {
-        finalize.layers.push_back(std::move(l));
-      }
+      QUANT_RETURN_IF_ERROR(ReadBackBlock(options.work_dir, b, &calibration,
+                                          &heldout, &finalize));
     } else {
       calibration = std::move(output.calibration_out);
       heldout = std::move(output.heldout_out);
