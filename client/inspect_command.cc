@@ -20,6 +20,7 @@ namespace {
 absl::Status RunInspect(const CommandInvocation& invocation) {
   CheckpointOptions options;
   options.check_finite = absl::GetFlag(FLAGS_check_finite);
+  options.allow_packed = true;  // Inspect shows packed checkpoints too.
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint,
                          Checkpoint::Open(invocation.args[0], options));
   const InspectReport report = BuildInspectReport(*checkpoint);
@@ -46,7 +47,9 @@ Command InspectCommand() {
       "architecture needs against the config, and reports dimensions,\n"
       "parameter count, size on disk, each tensor's dtype and shape, and for\n"
       "each linear layer [N, K] whether GPTQ v1 can pack it at 2/3/4/8 bits\n"
-      "and which group sizes (32, 64, 128) divide K. Runs locally; no server.";
+      "and which group sizes (32, 64, 128) divide K. A packed checkpoint\n"
+      "(GPTQ, compressed-tensors) also shows its quantization method and\n"
+      "which layers are packed. Runs locally; no server.";
   command.example =
       "quantctl inspect ../shared/models/stories260K/hf-f32 --json";
   command.flags = {&absl::GetFlagReflectionHandle(FLAGS_json),

@@ -130,6 +130,8 @@ InspectReport BuildInspectReport(const Checkpoint& checkpoint) {
       checkpoint.unexpected_tensors().begin(),
       checkpoint.unexpected_tensors().end());
   report.unexpected_tensors = checkpoint.unexpected_tensors();
+  report.quantization = config.quantization_method.value_or("");
+  report.packed_layers = checkpoint.packed_layers();
   for (const TensorCollection::Entry& entry : checkpoint.tensors().Entries()) {
     InspectTensor tensor;
     tensor.name = entry.info->name;
@@ -197,6 +199,13 @@ std::string RenderInspectText(const InspectReport& report) {
   }
   absl::StrAppend(&out, "tensors       ", report.tensors.size(), " (",
                   absl::StrJoin(by_dtype, ", "), ")\n");
+  if (!report.quantization.empty()) {
+    absl::StrAppend(&out, "quantization  ", report.quantization, ", ",
+                    report.packed_layers.size(), " of ",
+                    report.linear_layers.size(),
+                    " linear layers packed (tensor counts below are stored "
+                    "elements)\n");
+  }
   absl::StrAppend(&out, "unexpected    ",
                   report.unexpected_tensors.empty()
                       ? "none"
@@ -282,6 +291,10 @@ json InspectToJson(const InspectReport& report) {
   }
   out["tensors"] = tensors;
   out["unexpected_tensors"] = report.unexpected_tensors;
+  out["quantization"] = report.quantization.empty()
+                            ? nlohmann::json(nullptr)
+                            : nlohmann::json(report.quantization);
+  out["packed_layers"] = report.packed_layers;
   json layers = json::array();
   for (const InspectLinearLayer& layer : report.linear_layers) {
     const LinearLayerSpec& spec = layer.spec;

@@ -66,6 +66,10 @@ struct InspectReport {
   std::vector<InspectTensor> tensors;               // Sorted by name.
   std::vector<std::string> unexpected_tensors;
   std::vector<InspectLinearLayer> linear_layers;  // Pipeline order.
+  // A packed checkpoint's quant_method ("gptq", "compressed-tensors"; empty
+  // when unquantized) and the linear layers stored packed.
+  std::string quantization;
+  std::vector<std::string> packed_layers;
 };
 
 InspectReport BuildInspectReport(const Checkpoint& checkpoint);

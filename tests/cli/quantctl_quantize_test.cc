@@ -93,6 +93,13 @@ TEST_F(QuantizeCommandTest, PassPrintsTheAuditTableAndExitsZero) {
             gates["top1_agreement"].get<double>());
   EXPECT_EQ(metrics["tokens"], gates["tokens"]);
 
+  // `quantctl inspect` shows what was packed.
+  const RunResult inspect = RunQuantctl("inspect " + Quote(out) + " --json");
+  ASSERT_EQ(inspect.exit_code, 0) << inspect.err;
+  const auto report = nlohmann::json::parse(inspect.out, nullptr, false);
+  EXPECT_EQ(report["quantization"], "gptq");
+  EXPECT_EQ(report["packed_layers"].size(), 20u);  // q/k/v/o of 5 blocks.
+
   // Another calibration file cannot stand in for the job's.
   const std::string other = temp_ + "/other.txt";
   ASSERT_TRUE(WriteFileAtomically(other, "A different story.\n").ok());
