@@ -1,0 +1,61 @@
+// FileArtifactStore: content-addressed calibration sets under a directory.
+#include "server/artifact_store.h"
+
+#include <utility>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/directory_util.h"
+#include "core/base/file_util.h"
+#include "core/base/sha256.h"
+#include "server/uri_policy.h"
+
+namespace quant::server {
+namespace {
+
+absl::Status EnsureDirectory(const std::string& path) {
+  if (IsDirectory(path)) return absl::OkStatus();
+  absl::Status status = MakeDirectory(path);
+  if (status.ok() || absl::IsAlreadyExists(status)) return absl::OkStatus();
+  return status;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<FileArtifactStore>> FileArtifactStore::Open(
+    const std::string& root_uri, int64_t max_calibration_bytes) {
+  absl::StatusOr<std::string> dir = FileUriPath(root_uri, "artifact_root");
+  if (!dir.ok()) return dir.status();
+  if (max_calibration_bytes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "max_calibration_bytes must be positive, got ", max_calibration_bytes));
+  }
+  if (absl::Status s = EnsureDirectory(*dir); !s.ok()) return s;
+  if (absl::Status s = EnsureDirectory(JoinPath(*dir, "calib")); !s.ok()) {
+    return s;
+  }
+  return std::unique_ptr<FileArtifactStore>(
+      new FileArtifactStore(root_uri, *dir, max_calibration_bytes));
+}
+
+absl::StatusOr<std::string> FileArtifactStore::PutCalibration(
+    absl::string_view bytes) {
+  if (static_cast<int64_t>(bytes.size()) > max_calibration_bytes_) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("calibration set of ", bytes.size(),
+                     " bytes exceeds the limit of ", max_calibration_bytes_));
+  }
+  std::string sha256 = Sha256Hex(bytes);
+  const std::string path = CalibrationPath(sha256);
+  if (!FileExists(path)) {
+    if (absl::Status s = WriteFileAtomically(path, bytes); !s.ok()) return s;
+  }
+  return sha256;
+}
+
+std::string FileArtifactStore::CalibrationPath(
+    const std::string& sha256) const {
+  return JoinPath(JoinPath(root_dir_, "calib"), absl::StrCat(sha256, ".jsonl"));
+}
+
+}  // namespace quant::server

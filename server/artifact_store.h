@@ -1,0 +1,58 @@
+// Where quantd keeps calibration sets (and, later, job artifacts): behind an
+// interface so another backend can follow the file:// one.
+#ifndef QUANT_SERVER_ARTIFACT_STORE_H_
+#define QUANT_SERVER_ARTIFACT_STORE_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace quant::server {
+
+class ArtifactStore {
+ public:
+  virtual ~ArtifactStore() = default;
+
+  // Stores a calibration set content-addressed by its sha256 (lowercase
+  // hex), which it returns. Storing the same bytes again is a no-op.
+  // ResourceExhausted when `bytes` exceeds the store's bound.
+  virtual absl::StatusOr<std::string> PutCalibration(
+      absl::string_view bytes) = 0;
+  // Where the set with this hash lives (whether or not it exists).
+  virtual std::string CalibrationPath(const std::string& sha256) const = 0;
+  // The store's root, e.g. "file:///var/lib/quantd/artifacts".
+  virtual std::string root_uri() const = 0;
+};
+
+// Files under a directory: calib/<sha256>.jsonl, written atomically
+// (temporary file, fsync, rename). The extension is a name only: the
+// bytes are the upload's, JSONL or plain text.
+class FileArtifactStore : public ArtifactStore {
+ public:
+  // `root_uri` is "file:///DIR"; DIR and DIR/calib are created if missing.
+  static absl::StatusOr<std::unique_ptr<FileArtifactStore>> Open(
+      const std::string& root_uri, int64_t max_calibration_bytes);
+
+  absl::StatusOr<std::string> PutCalibration(absl::string_view bytes) override;
+  std::string CalibrationPath(const std::string& sha256) const override;
+  std::string root_uri() const override { return root_uri_; }
+  const std::string& root_dir() const { return root_dir_; }
+
+ private:
+  FileArtifactStore(std::string root_uri, std::string root_dir,
+                    int64_t max_calibration_bytes)
+      : root_uri_(std::move(root_uri)),
+        root_dir_(std::move(root_dir)),
+        max_calibration_bytes_(max_calibration_bytes) {}
+
+  std::string root_uri_;
+  std::string root_dir_;
+  int64_t max_calibration_bytes_;
+};
+
+}  // namespace quant::server
+
+#endif  // QUANT_SERVER_ARTIFACT_STORE_H_

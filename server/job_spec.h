@@ -1,0 +1,44 @@
+// What a job was asked to do, as stored in the job store's spec_json: the
+// validated request with its resolved paths, so workers need not resolve
+// URIs again. Also the store::Job -> quant.v1.Job conversion.
+//
+// spec_json keys: checkpoint {uri, path, blocks}, recipe (RecipeToJson's
+// object, a valid recipe file), calibration {sha256, path}, labels.
+#ifndef QUANT_SERVER_JOB_SPEC_H_
+#define QUANT_SERVER_JOB_SPEC_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/recipe/recipe.h"
+#include "quant/v1/service.pb.h"
+#include "server/store/job_store.h"
+
+namespace quant::server {
+
+struct JobSpec {
+  std::string checkpoint_uri;
+  std::string checkpoint_path;  // Real path, under an allowed root.
+  int num_blocks = 0;           // Decoder layers.
+  Recipe recipe;
+  std::string calibration_sha256;
+  std::string calibration_path;
+  std::map<std::string, std::string> labels;
+};
+
+std::string JobSpecToJson(const JobSpec& spec);
+// Internal when the stored text is not a spec this code wrote.
+absl::StatusOr<JobSpec> JobSpecFromJson(const std::string& json);
+
+// The API view of a stored job. `tasks` (the job's plan) gives the block
+// counts of its progress.
+absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
+                                   const std::vector<store::Task>& tasks);
+
+v1::JobState JobStateToProto(store::JobState state);
+
+}  // namespace quant::server
+
+#endif  // QUANT_SERVER_JOB_SPEC_H_

@@ -1,0 +1,29 @@
+// PlanJobTasks: block tasks then finalize, with their dependencies.
+#include "server/task_plan.h"
+
+namespace quant::server {
+
+std::vector<store::TaskSpec> PlanJobTasks(int num_blocks,
+                                          Propagation propagation) {
+  std::vector<store::TaskSpec> tasks;
+  for (int block = 0; block < num_blocks; ++block) {
+    store::TaskSpec task;
+    task.index = block;
+    task.kind = store::TaskKind::kBlock;
+    task.block = block;
+    if (propagation == Propagation::kSequential && block > 0) {
+      task.depends_on = {block - 1};
+    }
+    tasks.push_back(task);
+  }
+  store::TaskSpec finalize;
+  finalize.index = num_blocks;
+  finalize.kind = store::TaskKind::kFinalize;
+  for (int block = 0; block < num_blocks; ++block) {
+    finalize.depends_on.push_back(block);
+  }
+  tasks.push_back(finalize);
+  return tasks;
+}
+
+}  // namespace quant::server

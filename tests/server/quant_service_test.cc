@@ -1,0 +1,529 @@
+// quantd's client API over real loopback gRPC: the server runs in-process
+// on 127.0.0.1:0 with a real SQLite file and artifact directory in a
+// temporary folder; stories260K and TinyStories text come from ../shared.
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <functional>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/file_util.h"
+#include "core/base/sha256.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "quant/v1/service.grpc.pb.h"
+#include "server/quantd_server.h"
+#include "tests/server/health_check.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using server::QuantdOptions;
+using server::QuantdServer;
+
+std::string RealPath(const std::string& path) {
+  char buffer[PATH_MAX];
+  if (realpath(path.c_str(), buffer) == nullptr) return path;
+  return buffer;
+}
+
+class QuantServiceTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QUANT_REQUIRE_SHARED(testing::SharedPath("models/stories260K/hf-f32"));
+    QUANT_REQUIRE_SHARED(testing::SharedPath("data/tinystories_val.txt"));
+    temp_ = RealPath(testing::MakeTempDir());
+    models_ = RealPath(testing::SharedPath("models"));
+    checkpoint_uri_ = absl::StrCat("file://", models_, "/stories260K/hf-f32");
+    QuantdOptions options;
+    options.listen = "127.0.0.1:0";
+    options.data_dir = temp_ + "/data";
+    options.artifact_root = absl::StrCat("file://", temp_, "/artifacts");
+    options.allowed_roots = {models_, temp_};
+    options.max_upload_bytes = 2 << 20;
+    auto server = QuantdServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    ASSERT_GT(server_->port(), 0);
+    channel_ = grpc::CreateChannel(server_->address(),
+                                   grpc::InsecureChannelCredentials());
+    stub_ = v1::QuantService::NewStub(channel_);
+  }
+
+  void TearDown() override {
+    stub_.reset();
+    channel_.reset();
+    if (server_) server_->Shutdown(1000);
+    server_.reset();
+  }
+
+  // Streams `bytes` in 64 KiB chunks after the filename.
+  grpc::Status Upload(const std::string& filename, const std::string& bytes,
+                      v1::UploadCalibrationResponse* response,
+                      bool send_filename = true) {
+    grpc::ClientContext context;
+    auto writer = stub_->UploadCalibration(&context, response);
+    v1::UploadCalibrationRequest message;
+    if (send_filename) {
+      message.set_filename(filename);
+      writer->Write(message);
+    }
+    for (size_t offset = 0; offset < bytes.size(); offset += 65536) {
+      message.set_chunk(bytes.substr(offset, 65536));
+      if (!writer->Write(message)) break;
+    }
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
+  std::string UploadTinyStories() {
+    auto bytes =
+        ReadFileToString(testing::SharedPath("data/tinystories_val.txt"));
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    v1::UploadCalibrationResponse response;
+    const grpc::Status status =
+        Upload("tinystories_val.txt", *bytes, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return response.sha256();
+  }
+
+  v1::CreateJobRequest GoodRequest(const std::string& calibration_sha256) {
+    v1::CreateJobRequest request;
+    request.set_checkpoint_uri(checkpoint_uri_);
+    v1::Recipe* recipe = request.mutable_recipe();
+    recipe->set_method(v1::METHOD_GPTQ);
+    recipe->set_bits(4);
+    recipe->set_group_size(32);
+    recipe->mutable_damp()->set_fraction(0.01);
+    recipe->mutable_calibration()->set_samples(8);
+    recipe->mutable_calibration()->set_seq_len(64);
+    recipe->mutable_calibration()->set_heldout_fraction(0.1);
+    recipe->add_ignore("lm_head");
+    request.mutable_calibration()->set_sha256(calibration_sha256);
+    (*request.mutable_labels())["team"] = "release";
+    return request;
+  }
+
+  grpc::Status Create(const v1::CreateJobRequest& request, v1::Job* job) {
+    grpc::ClientContext context;
+    return stub_->CreateJob(&context, request, job);
+  }
+
+  // Every job, following page tokens.
+  std::vector<v1::Job> AllJobs(v1::ListJobsRequest request = {}) {
+    std::vector<v1::Job> jobs;
+    for (int pages = 0; pages < 100; ++pages) {
+      grpc::ClientContext context;
+      v1::ListJobsResponse response;
+      const grpc::Status status = stub_->ListJobs(&context, request, &response);
+      EXPECT_TRUE(status.ok()) << status.error_message();
+      if (!status.ok()) break;
+      jobs.insert(jobs.end(), response.jobs().begin(), response.jobs().end());
+      if (response.next_page_token().empty()) break;
+      request.set_page_token(response.next_page_token());
+    }
+    return jobs;
+  }
+
+  std::string temp_;
+  std::string models_;
+  std::string checkpoint_uri_;
+  std::unique_ptr<QuantdServer> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::QuantService::Stub> stub_;
+};
+
+TEST_F(QuantServiceTest, UploadIsContentAddressedAndIdempotent) {
+  const std::string path = testing::SharedPath("data/tinystories_val.txt");
+  auto bytes = ReadFileToString(path);
+  ASSERT_TRUE(bytes.ok());
+  v1::UploadCalibrationResponse first;
+  ASSERT_TRUE(Upload("val.txt", *bytes, &first).ok());
+  EXPECT_EQ(first.sha256(), Sha256Hex(*bytes));
+  EXPECT_EQ(first.size_bytes(), static_cast<int64_t>(bytes->size()));
+  EXPECT_GT(first.documents(), 1000);
+  EXPECT_FALSE(first.already_present());
+  // Stored under the artifact root, byte for byte.
+  auto stored = ReadFileToString(
+      absl::StrCat(temp_, "/artifacts/calib/", first.sha256(), ".jsonl"));
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(*stored, *bytes);
+
+  v1::UploadCalibrationResponse second;
+  ASSERT_TRUE(Upload("again.txt", *bytes, &second).ok());
+  EXPECT_EQ(second.sha256(), first.sha256());
+  EXPECT_TRUE(second.already_present());
+}
+
+TEST_F(QuantServiceTest, BadUploadsAreRefused) {
+  v1::UploadCalibrationResponse response;
+  grpc::Status status = Upload("x", "hello\n", &response, false);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("filename"), std::string::npos);
+
+  status = Upload("empty.jsonl", "", &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("empty.jsonl"), std::string::npos);
+
+  status = Upload("bad.jsonl", "{\"text\": 1}\n", &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("line 1"), std::string::npos)
+      << status.error_message();
+
+  // Over the 2 MiB bound of this server.
+  status = Upload("big.txt", std::string(3 << 20, 'a'), &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(status.error_message().find("big.txt"), std::string::npos);
+}
+
+TEST_F(QuantServiceTest, CreateJobRecordsAQueuedJobWithItsPlan) {
+  const std::string sha = UploadTinyStories();
+  v1::Job job;
+  const grpc::Status status = Create(GoodRequest(sha), &job);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_FALSE(job.id().empty());
+  EXPECT_EQ(job.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(job.verdict(), v1::VERDICT_UNSPECIFIED);
+  EXPECT_EQ(job.checkpoint_uri(), checkpoint_uri_);
+  EXPECT_EQ(job.calibration_sha256(), sha);
+  EXPECT_EQ(job.recipe().method(), v1::METHOD_GPTQ);
+  EXPECT_EQ(job.recipe().bits(), 4);
+  EXPECT_EQ(job.recipe().group_size(), 32);
+  EXPECT_EQ(job.recipe().calibration().samples(), 8);
+  EXPECT_EQ(job.recipe().propagation(), v1::PROPAGATION_SEQUENTIAL);
+  EXPECT_EQ(job.labels().at("team"), "release");
+  EXPECT_EQ(job.progress().blocks_total(), 5);  // stories260K: 5 layers
+  EXPECT_EQ(job.progress().blocks_done(), 0);
+  EXPECT_GT(job.create_time().seconds(), 0);
+
+  // The plan: 5 chained block tasks, then finalize after all of them.
+  auto tasks = server_->store().ListTasks(job.id());
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  ASSERT_EQ(tasks->size(), 6u);
+  EXPECT_TRUE((*tasks)[0].depends_on.empty());
+  for (int i = 1; i < 5; ++i) {
+    EXPECT_EQ((*tasks)[i].kind, store::TaskKind::kBlock);
+    EXPECT_EQ((*tasks)[i].block, i);
+    EXPECT_EQ((*tasks)[i].depends_on, std::vector<int>{i - 1});
+  }
+  EXPECT_EQ((*tasks)[5].kind, store::TaskKind::kFinalize);
+  EXPECT_EQ((*tasks)[5].depends_on, (std::vector<int>{0, 1, 2, 3, 4}));
+  auto events = server_->store().ListEvents(job.id(), 0, 0);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 1u);
+  EXPECT_NE((*events)[0].payload_json.find("QUEUED"), std::string::npos);
+
+  // GetJob sees the same job.
+  grpc::ClientContext context;
+  v1::GetJobRequest get;
+  get.set_id(job.id());
+  v1::Job fetched;
+  ASSERT_TRUE(stub_->GetJob(&context, get, &fetched).ok());
+  EXPECT_EQ(fetched.SerializeAsString(), job.SerializeAsString());
+
+  // Independent propagation: blocks depend on nothing.
+  v1::CreateJobRequest independent = GoodRequest(sha);
+  independent.mutable_recipe()->set_propagation(v1::PROPAGATION_INDEPENDENT);
+  v1::Job second;
+  ASSERT_TRUE(Create(independent, &second).ok());
+  EXPECT_NE(second.id(), job.id());
+  tasks = server_->store().ListTasks(second.id());
+  ASSERT_TRUE(tasks.ok());
+  ASSERT_EQ(tasks->size(), 6u);
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE((*tasks)[i].depends_on.empty());
+  EXPECT_EQ((*tasks)[5].depends_on.size(), 5u);
+}
+
+TEST_F(QuantServiceTest, RequestIdMakesCreateIdempotent) {
+  const std::string sha = UploadTinyStories();
+  v1::CreateJobRequest request = GoodRequest(sha);
+  request.set_request_id("release-42");
+  v1::Job first;
+  ASSERT_TRUE(Create(request, &first).ok());
+  v1::Job replay;
+  ASSERT_TRUE(Create(request, &replay).ok());
+  EXPECT_EQ(replay.id(), first.id());
+  EXPECT_EQ(replay.request_id(), "release-42");
+  EXPECT_EQ(AllJobs().size(), 1u);
+  auto tasks = server_->store().ListTasks(first.id());
+  ASSERT_TRUE(tasks.ok());
+  EXPECT_EQ(tasks->size(), 6u);  // Planned once.
+
+  request.mutable_recipe()->set_bits(8);
+  v1::Job other;
+  grpc::Status status = Create(request, &other);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_NE(status.error_message().find("release-42"), std::string::npos);
+
+  request = GoodRequest(sha);
+  request.set_request_id("release-42");
+  (*request.mutable_labels())["team"] = "other";
+  status = Create(request, &other);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::ALREADY_EXISTS);
+  EXPECT_EQ(AllJobs().size(), 1u);
+}
+
+struct BadRequestCase {
+  std::string name;
+  grpc::StatusCode code;
+  std::string field;  // Must appear in the message.
+};
+
+TEST_F(QuantServiceTest, InvalidRequestsAreRejectedAndCreateNothing) {
+  const std::string sha = UploadTinyStories();
+  const std::string calib_path = temp_ + "/calib.jsonl";
+  const std::string calib_text = "{\"text\": \"Once upon a time.\"}\n";
+  ASSERT_TRUE(WriteFileAtomically(calib_path, calib_text).ok());
+  ASSERT_EQ(symlink("/etc", (temp_ + "/etc_link").c_str()), 0);
+  ASSERT_EQ(mkdir((temp_ + "/not_a_model").c_str(), 0755), 0);
+
+  struct Case {
+    BadRequestCase expect;
+    std::function<void(v1::CreateJobRequest*)> mutate;
+  };
+  const std::vector<Case> cases = {
+      {{"empty request", grpc::StatusCode::INVALID_ARGUMENT, "checkpoint_uri"},
+       [](v1::CreateJobRequest* r) { r->Clear(); }},
+      {{"bad bits", grpc::StatusCode::INVALID_ARGUMENT, "recipe.bits"},
+       [](v1::CreateJobRequest* r) { r->mutable_recipe()->set_bits(5); }},
+      {{"bad override bits", grpc::StatusCode::INVALID_ARGUMENT,
+        "recipe.overrides[0].bits"},
+       [](v1::CreateJobRequest* r) {
+         auto* o = r->mutable_recipe()->add_overrides();
+         o->set_match("model\\.layers\\.0\\..*");
+         o->set_bits(7);
+       }},
+      {{"bad samples", grpc::StatusCode::INVALID_ARGUMENT,
+        "recipe.calibration.samples"},
+       [](v1::CreateJobRequest* r) {
+         r->mutable_recipe()->mutable_calibration()->set_samples(0);
+       }},
+      {{"unknown enum", grpc::StatusCode::INVALID_ARGUMENT, "recipe.method"},
+       [](v1::CreateJobRequest* r) {
+         r->mutable_recipe()->set_method(static_cast<v1::Method>(42));
+       }},
+      {{"no recipe", grpc::StatusCode::INVALID_ARGUMENT, "recipe"},
+       [](v1::CreateJobRequest* r) { r->clear_recipe(); }},
+      {{"no calibration", grpc::StatusCode::INVALID_ARGUMENT, "calibration"},
+       [](v1::CreateJobRequest* r) { r->clear_calibration(); }},
+      {{"unknown calibration hash", grpc::StatusCode::NOT_FOUND,
+        "calibration.sha256"},
+       [](v1::CreateJobRequest* r) {
+         r->mutable_calibration()->set_sha256(std::string(64, 'a'));
+       }},
+      {{"malformed calibration hash", grpc::StatusCode::INVALID_ARGUMENT,
+        "calibration.sha256"},
+       [](v1::CreateJobRequest* r) {
+         r->mutable_calibration()->set_sha256("ABC");
+       }},
+      {{"hash mismatch", grpc::StatusCode::FAILED_PRECONDITION,
+        "calibration.uri.sha256"},
+       [&](v1::CreateJobRequest* r) {
+         auto* uri = r->mutable_calibration()->mutable_uri();
+         uri->set_uri("file://" + calib_path);
+         uri->set_sha256(sha);  // TinyStories' hash, not this file's.
+       }},
+      {{"calibration outside roots", grpc::StatusCode::PERMISSION_DENIED,
+        "calibration.uri.uri"},
+       [&](v1::CreateJobRequest* r) {
+         auto* uri = r->mutable_calibration()->mutable_uri();
+         uri->set_uri("file:///etc/passwd");
+         uri->set_sha256(sha);
+       }},
+      {{"checkpoint outside roots", grpc::StatusCode::PERMISSION_DENIED,
+        "checkpoint_uri"},
+       [](v1::CreateJobRequest* r) { r->set_checkpoint_uri("file:///etc"); }},
+      {{"checkpoint ../ traversal", grpc::StatusCode::PERMISSION_DENIED,
+        "checkpoint_uri"},
+       [&](v1::CreateJobRequest* r) {
+         r->set_checkpoint_uri("file://" + models_ + "/stories260K/../../data");
+       }},
+      {{"checkpoint symlink out", grpc::StatusCode::PERMISSION_DENIED,
+        "checkpoint_uri"},
+       [&](v1::CreateJobRequest* r) {
+         r->set_checkpoint_uri("file://" + temp_ + "/etc_link");
+       }},
+      {{"missing checkpoint", grpc::StatusCode::NOT_FOUND, "checkpoint_uri"},
+       [&](v1::CreateJobRequest* r) {
+         r->set_checkpoint_uri("file://" + models_ + "/no_such_model");
+       }},
+      {{"not a checkpoint", grpc::StatusCode::NOT_FOUND, "checkpoint_uri"},
+       [&](v1::CreateJobRequest* r) {
+         r->set_checkpoint_uri("file://" + temp_ + "/not_a_model");
+       }},
+      {{"not a file uri", grpc::StatusCode::INVALID_ARGUMENT, "checkpoint_uri"},
+       [](v1::CreateJobRequest* r) {
+         r->set_checkpoint_uri("https://example.com/model");
+       }},
+      {{"empty label key", grpc::StatusCode::INVALID_ARGUMENT, "labels"},
+       [](v1::CreateJobRequest* r) { (*r->mutable_labels())[""] = "x"; }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.expect.name);
+    v1::CreateJobRequest request = GoodRequest(sha);
+    request.set_request_id("bad-" + c.expect.name);
+    c.mutate(&request);
+    v1::Job job;
+    const grpc::Status status = Create(request, &job);
+    EXPECT_EQ(status.error_code(), c.expect.code) << status.error_message();
+    EXPECT_NE(status.error_message().find(c.expect.field), std::string::npos)
+        << status.error_message();
+  }
+  EXPECT_TRUE(AllJobs().empty());
+  auto unfinished = server_->store().UnfinishedJobs();
+  ASSERT_TRUE(unfinished.ok());
+  EXPECT_TRUE(unfinished->empty());
+  EXPECT_TRUE(absl::IsNotFound(
+      server_->store().GetCalibrationSet(Sha256Hex(calib_text)).status()));
+
+  // The same URI with the file's own hash is accepted.
+  v1::CreateJobRequest request = GoodRequest(sha);
+  auto* uri = request.mutable_calibration()->mutable_uri();
+  uri->set_uri("file://" + calib_path);
+  uri->set_sha256(Sha256Hex(calib_text));
+  v1::Job job;
+  const grpc::Status status = Create(request, &job);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(job.calibration_sha256(), Sha256Hex(calib_text));
+  EXPECT_EQ(AllJobs().size(), 1u);
+  auto recorded = server_->store().GetCalibrationSet(Sha256Hex(calib_text));
+  ASSERT_TRUE(recorded.ok()) << recorded.status();
+  EXPECT_EQ(recorded->path, calib_path);
+  EXPECT_EQ(recorded->size_bytes, static_cast<int64_t>(calib_text.size()));
+}
+
+TEST_F(QuantServiceTest, ListJobsPaginatesAndFilters) {
+  const std::string sha = UploadTinyStories();
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    v1::CreateJobRequest request = GoodRequest(sha);
+    request.set_request_id(absl::StrCat("r", i));
+    (*request.mutable_labels())["parity"] = i % 2 == 0 ? "even" : "odd";
+    v1::Job job;
+    ASSERT_TRUE(Create(request, &job).ok());
+    ids.push_back(job.id());
+  }
+  v1::ListJobsRequest request;
+  request.set_page_size(2);
+  std::vector<int> page_sizes;
+  std::vector<std::string> listed;
+  for (int pages = 0; pages < 10; ++pages) {
+    grpc::ClientContext context;
+    v1::ListJobsResponse response;
+    ASSERT_TRUE(stub_->ListJobs(&context, request, &response).ok());
+    page_sizes.push_back(response.jobs_size());
+    for (const v1::Job& job : response.jobs()) listed.push_back(job.id());
+    if (response.next_page_token().empty()) break;
+    request.set_page_token(response.next_page_token());
+  }
+  EXPECT_EQ(page_sizes, (std::vector<int>{2, 2, 1}));
+  // Newest first, each once.
+  EXPECT_EQ(listed, std::vector<std::string>(ids.rbegin(), ids.rend()));
+
+  v1::ListJobsRequest by_label;
+  (*by_label.mutable_labels())["parity"] = "odd";
+  const std::vector<v1::Job> odd = AllJobs(by_label);
+  ASSERT_EQ(odd.size(), 2u);
+  EXPECT_EQ(odd[0].id(), ids[3]);
+  EXPECT_EQ(odd[1].id(), ids[1]);
+
+  grpc::ClientContext context;
+  v1::CancelJobRequest cancel;
+  cancel.set_id(ids[2]);
+  v1::Job cancelled;
+  ASSERT_TRUE(stub_->CancelJob(&context, cancel, &cancelled).ok());
+  v1::ListJobsRequest by_state;
+  by_state.set_state(v1::JOB_STATE_CANCELLED);
+  const std::vector<v1::Job> done = AllJobs(by_state);
+  ASSERT_EQ(done.size(), 1u);
+  EXPECT_EQ(done[0].id(), ids[2]);
+  by_state.set_state(v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(AllJobs(by_state).size(), 4u);
+
+  grpc::ClientContext bad_context;
+  v1::ListJobsRequest bad;
+  bad.set_page_token("not-a-token");
+  v1::ListJobsResponse response;
+  const grpc::Status status = stub_->ListJobs(&bad_context, bad, &response);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("page_token"), std::string::npos)
+      << status.error_message();
+}
+
+TEST_F(QuantServiceTest, CancelEndsTheJobCancelled) {
+  const std::string sha = UploadTinyStories();
+  v1::Job job;
+  ASSERT_TRUE(Create(GoodRequest(sha), &job).ok());
+  v1::CancelJobRequest cancel;
+  cancel.set_id(job.id());
+  v1::Job cancelled;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->CancelJob(&context, cancel, &cancelled).ok());
+  }
+  EXPECT_EQ(cancelled.state(), v1::JOB_STATE_CANCELLED);
+  {
+    grpc::ClientContext context;  // Again: still CANCELLED, no error.
+    ASSERT_TRUE(stub_->CancelJob(&context, cancel, &cancelled).ok());
+    EXPECT_EQ(cancelled.state(), v1::JOB_STATE_CANCELLED);
+  }
+  v1::GetJobRequest get;
+  get.set_id(job.id());
+  v1::Job fetched;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->GetJob(&context, get, &fetched).ok());
+    EXPECT_EQ(fetched.state(), v1::JOB_STATE_CANCELLED);
+  }
+  auto events = server_->store().ListEvents(job.id(), 0, 0);
+  ASSERT_TRUE(events.ok());
+  ASSERT_EQ(events->size(), 2u);  // QUEUED, then CANCELLED once.
+  EXPECT_NE((*events)[1].payload_json.find("CANCELLED"), std::string::npos);
+
+  cancel.set_id("job-999999");
+  {
+    grpc::ClientContext context;
+    const grpc::Status status = stub_->CancelJob(&context, cancel, &cancelled);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_NE(status.error_message().find("job-999999"), std::string::npos);
+  }
+  get.set_id("");
+  {
+    grpc::ClientContext context;
+    const grpc::Status status = stub_->GetJob(&context, get, &fetched);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("id"), std::string::npos);
+  }
+}
+
+TEST_F(QuantServiceTest, HealthAndReflectionAreServedAndUnbuiltCallsSaySo) {
+  std::string error;
+  EXPECT_EQ(testing::CheckHealth(channel_, "", &error), 1) << error;
+  EXPECT_EQ(testing::CheckHealth(channel_, "quant.v1.QuantService", &error), 1)
+      << error;
+  const std::string services =
+      testing::ListServicesViaReflection(channel_, &error);
+  EXPECT_NE(services.find("quant.v1.QuantService"), std::string::npos) << error;
+  EXPECT_NE(services.find("grpc.health.v1.Health"), std::string::npos) << error;
+
+  grpc::ClientContext context;
+  v1::WatchJobRequest watch;
+  watch.set_id("job-000001");
+  auto reader = stub_->WatchJob(&context, watch);
+  v1::JobEvent event;
+  EXPECT_FALSE(reader->Read(&event));
+  const grpc::Status status = reader->Finish();
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
+  EXPECT_NE(status.error_message().find("WatchJob"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace quant

@@ -1,0 +1,183 @@
+// Unit tests of quantd's pieces that need no server: recipe conversion,
+// the URI policy, the loopback check, the task plan and the artifact store.
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/file_util.h"
+#include "core/base/sha256.h"
+#include "core/recipe/recipe.h"
+#include "gtest/gtest.h"
+#include "server/artifact_store.h"
+#include "server/listen_address.h"
+#include "server/recipe_convert.h"
+#include "server/task_plan.h"
+#include "server/uri_policy.h"
+#include "tests/support/test_env.h"
+
+namespace quant::server {
+namespace {
+
+std::string RealTempDir() {
+  char buffer[PATH_MAX];
+  const std::string dir = testing::MakeTempDir();
+  return realpath(dir.c_str(), buffer) ? buffer : dir;
+}
+
+TEST(RecipeConvertTest, UnspecifiedEnumsAndUnsetMessagesTakeDefaults) {
+  v1::Recipe proto;
+  proto.set_bits(4);
+  proto.set_group_size(128);
+  proto.add_ignore("lm_head");
+  auto recipe = RecipeFromProto(proto);
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(*recipe, Recipe());  // Exactly the struct's defaults.
+}
+
+TEST(RecipeConvertTest, RoundTripsEveryField) {
+  Recipe recipe;
+  recipe.method = QuantMethod::kGptq;
+  recipe.bits = 3;
+  recipe.group_size = 64;
+  recipe.grid = QuantGrid::kAsym;
+  recipe.damp.automatic = true;
+  recipe.damp.auto_grid = {0.01, 0.1};
+  recipe.act_order = true;
+  recipe.static_groups = true;
+  recipe.propagation = Propagation::kIndependent;
+  recipe.calibration.samples = 16;
+  recipe.calibration.seq_len = 256;
+  recipe.calibration.heldout_count = 4;
+  recipe.calibration.seed = 7;
+  recipe.calibration.packing = CalibrationPacking::kPerDocument;
+  LayerOverride layer;
+  layer.match = "model\\.layers\\.0\\..*";
+  layer.bits = 8;
+  layer.method = QuantMethod::kRtn;
+  layer.damp = DampValue{false, 0.05};
+  recipe.overrides.push_back(layer);
+  recipe.gates.max_ppl_ratio = 1.05;
+  recipe.gates.min_top1_agreement = 0.9;
+  recipe.format = OutputFormat::kCompressedTensors;
+  ASSERT_TRUE(ValidateRecipe(recipe).ok()) << ValidateRecipe(recipe);
+  auto back = RecipeFromProto(RecipeToProto(recipe));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, recipe);
+  EXPECT_EQ(RecipeToJson(*back), RecipeToJson(recipe));
+}
+
+TEST(RecipeConvertTest, ErrorsNameTheField) {
+  v1::Recipe proto = RecipeToProto(Recipe());
+  proto.add_overrides()->set_match("x");
+  proto.add_overrides()->set_bits(6);
+  proto.mutable_overrides(1)->set_match("y");
+  auto recipe = RecipeFromProto(proto);
+  ASSERT_FALSE(recipe.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(recipe.status()));
+  // overrides[0] sets nothing: the first error.
+  EXPECT_NE(recipe.status().message().find("recipe.overrides[0]"),
+            std::string::npos)
+      << recipe.status();
+  proto.mutable_overrides(0)->set_keep_unquantized(true);
+  recipe = RecipeFromProto(proto);
+  ASSERT_FALSE(recipe.ok());
+  EXPECT_NE(recipe.status().message().find("recipe.overrides[1].bits"),
+            std::string::npos)
+      << recipe.status();
+
+  proto = RecipeToProto(Recipe());
+  proto.set_grid(static_cast<v1::Grid>(9));
+  recipe = RecipeFromProto(proto);
+  ASSERT_FALSE(recipe.ok());
+  EXPECT_NE(recipe.status().message().find("recipe.grid"), std::string::npos);
+}
+
+TEST(UriPolicyTest, ResolvesUnderRootsAndRefusesEscapes) {
+  const std::string root = RealTempDir();
+  const std::string other = RealTempDir();
+  ASSERT_EQ(mkdir((root + "/models").c_str(), 0755), 0);
+  ASSERT_TRUE(WriteFileAtomically(other + "/secret", "x").ok());
+  ASSERT_EQ(symlink(other.c_str(), (root + "/models/out").c_str()), 0);
+  ASSERT_EQ(symlink((root + "/models").c_str(), (other + "/in").c_str()), 0);
+  auto policy = UriPolicy::Create({root + "/models"});
+  ASSERT_TRUE(policy.ok()) << policy.status();
+
+  auto path = policy->Resolve("file://" + root + "/models/./", "f");
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(*path, root + "/models");
+
+  for (const std::string& uri :
+       {"file://" + root + "/models/../models/../x",
+        "file://" + root + "/models/out/secret", "file://" + other + "/secret",
+        std::string("file:///")}) {
+    SCOPED_TRACE(uri);
+    auto refused = policy->Resolve(uri, "checkpoint_uri");
+    EXPECT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
+    EXPECT_NE(refused.status().message().find("checkpoint_uri"),
+              std::string::npos);
+    EXPECT_NE(refused.status().message().find(uri), std::string::npos);
+  }
+  // A symlink from outside into a root: lexically outside, so refused too.
+  EXPECT_TRUE(absl::IsPermissionDenied(
+      policy->Resolve("file://" + other + "/in", "f").status()));
+  EXPECT_TRUE(absl::IsNotFound(
+      policy->Resolve("file://" + root + "/models/none", "f").status()));
+  for (const char* bad :
+       {"", "/abs/path", "file://host/x", "s3://b/k", "file:///x?y"}) {
+    SCOPED_TRACE(bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(policy->Resolve(bad, "f").status()));
+  }
+  EXPECT_FALSE(UriPolicy::Create({root + "/missing"}).ok());
+  EXPECT_FALSE(UriPolicy::Create({"relative"}).ok());
+}
+
+TEST(ListenAddressTest, OnlyLoopback) {
+  for (const char* ok :
+       {"127.0.0.1:50051", "127.1.2.3:0", "localhost:1", "[::1]:8080"}) {
+    EXPECT_TRUE(CheckLoopbackListenAddress(ok).ok()) << ok;
+  }
+  for (const char* bad :
+       {"0.0.0.0:50051", "[::]:1", "10.0.0.1:1", "example.com:1", "127.0.0.1",
+        "127.0.0.1:99999", "127.0.0.1:x"}) {
+    const absl::Status status = CheckLoopbackListenAddress(bad);
+    EXPECT_TRUE(absl::IsInvalidArgument(status)) << bad;
+    EXPECT_NE(status.message().find(bad), std::string::npos) << status;
+  }
+}
+
+TEST(TaskPlanTest, SequentialChainsIndependentDoesNot) {
+  auto sequential = PlanJobTasks(3, Propagation::kSequential);
+  ASSERT_EQ(sequential.size(), 4u);
+  EXPECT_TRUE(sequential[0].depends_on.empty());
+  EXPECT_EQ(sequential[2].depends_on, std::vector<int>{1});
+  EXPECT_EQ(sequential[3].kind, store::TaskKind::kFinalize);
+  EXPECT_EQ(sequential[3].block, -1);
+  EXPECT_EQ(sequential[3].depends_on, (std::vector<int>{0, 1, 2}));
+  auto independent = PlanJobTasks(3, Propagation::kIndependent);
+  EXPECT_TRUE(independent[2].depends_on.empty());
+  EXPECT_EQ(independent[3].depends_on, (std::vector<int>{0, 1, 2}));
+}
+
+TEST(FileArtifactStoreTest, ContentAddressedAndBounded) {
+  const std::string root = RealTempDir() + "/art";
+  auto store = FileArtifactStore::Open("file://" + root, 16);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto sha = (*store)->PutCalibration("hello\n");
+  ASSERT_TRUE(sha.ok());
+  EXPECT_EQ(*sha, Sha256Hex("hello\n"));
+  EXPECT_EQ((*store)->CalibrationPath(*sha),
+            absl::StrCat(root, "/calib/", *sha, ".jsonl"));
+  auto bytes = ReadFileToString((*store)->CalibrationPath(*sha));
+  ASSERT_TRUE(bytes.ok());
+  EXPECT_EQ(*bytes, "hello\n");
+  EXPECT_TRUE(absl::IsResourceExhausted(
+      (*store)->PutCalibration(std::string(17, 'x')).status()));
+  EXPECT_FALSE(FileArtifactStore::Open(root, 16).ok());  // Not a URI.
+}
+
+}  // namespace
+}  // namespace quant::server
