@@ -57,6 +57,7 @@ QuantizedLayer SliceRows(const QuantizedLayer& stacked, int64_t begin,
 // The statistics every layer of the group shares, computed once.
 struct GroupStatistics {
   HessianAccumulator hessian;
+  RowMatrixF h;  // hessian.Finish(), shared by the group's GPTQ layers.
   std::optional<SplitHessianAccumulator> split;  // For damp: auto.
   std::optional<OutputErrorEvaluator> calibration;
   std::optional<OutputErrorEvaluator> heldout;
@@ -88,10 +89,10 @@ absl::StatusOr<GroupStatistics> ComputeStatistics(
     QUANT_RETURN_IF_ERROR(acc.Add(calibration));
     stats.mean_abs = acc.MeanAbs();
   }
-  const RowMatrixF h = stats.hessian.Finish();
+  stats.h = stats.hessian.Finish();
   QUANT_ASSIGN_OR_RETURN(
       OutputErrorEvaluator cal,
-      OutputErrorEvaluator::FromHessian(h, stats.hessian.token_count()));
+      OutputErrorEvaluator::FromHessian(stats.h, stats.hessian.token_count()));
   stats.calibration.emplace(std::move(cal));
   QUANT_ASSIGN_OR_RETURN(OutputErrorEvaluator held,
                          OutputErrorEvaluator::FromActivations(heldout));
@@ -131,9 +132,8 @@ absl::StatusOr<QuantizedGroupLayer> QuantizeOne(
     return out;
   }
   gptq.damp_percent = input.settings.damp.fraction;
-  const RowMatrixF h = stats.hessian.Finish();
   QUANT_ASSIGN_OR_RETURN(GptqResult result,
-                         QuantizeGptq(input.weight, h, gptq));
+                         QuantizeGptq(input.weight, stats.h, gptq));
   out.layer = std::move(result.layer);
   out.choices.damp_used = result.damp_used;
   out.choices.damp_retries = result.damp_retries;

@@ -318,6 +318,15 @@ absl::StatusOr<JobChange> SqliteJobStore::CancelJob(const std::string& job_id) {
   return JobChange{std::move(row.job), true};
 }
 
+absl::StatusOr<JobRow> SqliteJobStore::FindOpenJob(const std::string& job_id) {
+  QUANT_ASSIGN_OR_RETURN(JobRow row, FindJob(job_id));
+  if (IsTerminal(row.job.state)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job_id, " is already ", JobStateName(row.job.state)));
+  }
+  return row;
+}
+
 absl::StatusOr<Job> SqliteJobStore::FinishJob(const std::string& job_id,
                                               Verdict verdict,
                                               const std::string& artifact_uri) {
@@ -327,11 +336,7 @@ absl::StatusOr<Job> SqliteJobStore::FinishJob(const std::string& job_id,
   }
   std::lock_guard<std::mutex> lock(mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
-  QUANT_ASSIGN_OR_RETURN(JobRow row, FindJob(job_id));
-  if (IsTerminal(row.job.state)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id, " is already ", JobStateName(row.job.state)));
-  }
+  QUANT_ASSIGN_OR_RETURN(JobRow row, FindOpenJob(job_id));
   QUANT_ASSIGN_OR_RETURN(
       Statement open_tasks,
       db_->Prepare("SELECT COUNT(*) FROM tasks WHERE job_seq = ?1 AND "
@@ -365,11 +370,7 @@ absl::StatusOr<Job> SqliteJobStore::FailJob(const std::string& job_id,
   }
   std::lock_guard<std::mutex> lock(mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
-  QUANT_ASSIGN_OR_RETURN(JobRow row, FindJob(job_id));
-  if (IsTerminal(row.job.state)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "job ", job_id, " is already ", JobStateName(row.job.state)));
-  }
+  QUANT_ASSIGN_OR_RETURN(JobRow row, FindOpenJob(job_id));
   QUANT_RETURN_IF_ERROR(SetJobFailed(row.seq, error, clock_->NowMs()));
   QUANT_ASSIGN_OR_RETURN(row, FindJobBySeq(row.seq));
   QUANT_RETURN_IF_ERROR(txn->Commit());

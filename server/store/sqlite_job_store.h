@@ -92,6 +92,8 @@ class SqliteJobStore : public JobStore {
   // Jobs, calibration sets and events are in sqlite_job_store.cc; plans and
   // leases in sqlite_task_queue.cc.
   absl::StatusOr<JobRow> FindJob(const std::string& job_id);
+  // FindJob, FailedPrecondition when the job has already ended.
+  absl::StatusOr<JobRow> FindOpenJob(const std::string& job_id);
   absl::StatusOr<JobRow> FindJobBySeq(int64_t seq);
   absl::Status LoadLabels(int64_t seq, Job* job);
   absl::StatusOr<TaskRow> TaskAt(int64_t job_seq, int index);
