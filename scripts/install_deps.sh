@@ -7,7 +7,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git ca-certificates
   clang clang-format libclang-rt-14-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libabsl-dev libeigen3-dev prometheus-cpp-dev
+  libabsl-dev libeigen3-dev prometheus-cpp-dev prometheus
   libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev nlohmann-json3-dev libyaml-dev libssl-dev
   libpcre2-dev libutf8proc-dev ccache

@@ -58,4 +58,32 @@ std::string FileArtifactStore::CalibrationPath(
   return JoinPath(JoinPath(root_dir_, "calib"), absl::StrCat(sha256, ".jsonl"));
 }
 
+std::string FileArtifactStore::JobWorkUri(const std::string& job_id) const {
+  return absl::StrCat("file://", JoinPath(root_dir_, "jobs"), "/", job_id,
+                      "/work");
+}
+
+std::string FileArtifactStore::AttemptUri(const std::string& job_id,
+                                          int task_index, int attempt) const {
+  return absl::StrCat(JobWorkUri(job_id), "/attempts/", task_index, "-",
+                      attempt);
+}
+
+std::string FileArtifactStore::CheckpointUri(const std::string& job_id) const {
+  return absl::StrCat("file://", JoinPath(root_dir_, "jobs"), "/", job_id,
+                      "/checkpoint");
+}
+
+absl::StatusOr<std::string> FileArtifactStore::ReadAudit(
+    const std::string& job_id) const {
+  const std::string path = JoinPath(
+      JoinPath(JoinPath(JoinPath(root_dir_, "jobs"), job_id), "checkpoint"),
+      "audit.json");
+  if (!FileExists(path)) {
+    return absl::NotFoundError(
+        absl::StrCat("job ", job_id, " has no published checkpoint yet"));
+  }
+  return ReadFileToString(path);
+}
+
 }  // namespace quant::server

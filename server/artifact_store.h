@@ -1,5 +1,7 @@
-// Where quantd keeps calibration sets (and, later, job artifacts): behind an
-// interface so another backend can follow the file:// one.
+// Where quantd keeps calibration sets and job artifacts: behind an
+// interface so another backend can follow the file:// one. Workers read and
+// write the job locations directly, so a file:// root must be shared by the
+// coordinator and its workers (one machine, or a shared volume).
 #ifndef QUANT_SERVER_ARTIFACT_STORE_H_
 #define QUANT_SERVER_ARTIFACT_STORE_H_
 
@@ -25,11 +27,25 @@ class ArtifactStore {
   virtual std::string CalibrationPath(const std::string& sha256) const = 0;
   // The store's root, e.g. "file:///var/lib/quantd/artifacts".
   virtual std::string root_uri() const = 0;
+
+  // A job's locations: its work area (block outputs exchanged between
+  // tasks), the private area of one task attempt (written there, then
+  // published into the work area), and its packed checkpoint.
+  virtual std::string JobWorkUri(const std::string& job_id) const = 0;
+  virtual std::string AttemptUri(const std::string& job_id, int task_index,
+                                 int attempt) const = 0;
+  virtual std::string CheckpointUri(const std::string& job_id) const = 0;
+  // The audit.json of the job's published checkpoint; NotFound before the
+  // finalize task has published it.
+  virtual absl::StatusOr<std::string> ReadAudit(
+      const std::string& job_id) const = 0;
 };
 
 // Files under a directory: calib/<sha256>.jsonl, written atomically
-// (temporary file, fsync, rename). The extension is a name only: the
-// bytes are the upload's, JSONL or plain text.
+// (temporary file, fsync, rename; the extension is a name only: the bytes
+// are the upload's, JSONL or plain text), and per job
+// jobs/<id>/work/ (attempts/<task>-<attempt>/ inside) and
+// jobs/<id>/checkpoint/.
 class FileArtifactStore : public ArtifactStore {
  public:
   // `root_uri` is "file:///DIR"; DIR and DIR/calib are created if missing.
@@ -39,6 +55,12 @@ class FileArtifactStore : public ArtifactStore {
   absl::StatusOr<std::string> PutCalibration(absl::string_view bytes) override;
   std::string CalibrationPath(const std::string& sha256) const override;
   std::string root_uri() const override { return root_uri_; }
+  std::string JobWorkUri(const std::string& job_id) const override;
+  std::string AttemptUri(const std::string& job_id, int task_index,
+                         int attempt) const override;
+  std::string CheckpointUri(const std::string& job_id) const override;
+  absl::StatusOr<std::string> ReadAudit(
+      const std::string& job_id) const override;
   const std::string& root_dir() const { return root_dir_; }
 
  private:

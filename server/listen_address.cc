@@ -1,4 +1,4 @@
-// CheckLoopbackListenAddress: parse HOST:PORT and require a loopback host.
+// CheckListenAddress: parse HOST:PORT; require a loopback host without auth.
 #include "server/listen_address.h"
 
 #include <arpa/inet.h>
@@ -10,7 +10,7 @@
 
 namespace quant::server {
 
-absl::Status CheckLoopbackListenAddress(absl::string_view address) {
+absl::Status CheckListenAddress(absl::string_view address, bool authenticated) {
   const size_t colon = address.rfind(':');
   int port = -1;
   if (colon == absl::string_view::npos ||
@@ -19,6 +19,7 @@ absl::Status CheckLoopbackListenAddress(absl::string_view address) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--listen: \"", address, "\" is not HOST:PORT (port 0..65535)"));
   }
+  if (authenticated) return absl::OkStatus();
   std::string host(address.substr(0, colon));
   if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
     host = host.substr(1, host.size() - 2);
@@ -34,8 +35,9 @@ absl::Status CheckLoopbackListenAddress(absl::string_view address) {
   if (loopback) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       "--listen: \"", address,
-      "\" is not a loopback address; quantd has no client authentication "
-      "yet, so it listens only on 127.0.0.1, ::1 or localhost"));
+      "\" is not a loopback address; without --client_token_file and "
+      "--worker_token_file quantd listens only on 127.0.0.1, ::1 or "
+      "localhost"));
 }
 
 }  // namespace quant::server

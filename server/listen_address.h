@@ -1,6 +1,6 @@
 // quantd's --listen address: HOST:PORT, and whether HOST is loopback.
-// Without client tokens (not implemented yet) quantd listens on loopback
-// only.
+// Without client and worker tokens anyone who can connect could submit jobs
+// or pose as a worker, so quantd then listens on loopback only.
 #ifndef QUANT_SERVER_LISTEN_ADDRESS_H_
 #define QUANT_SERVER_LISTEN_ADDRESS_H_
 
@@ -9,10 +9,10 @@
 
 namespace quant::server {
 
-// OK for "127.0.0.1:50051", "localhost:0", "[::1]:8080" (any 127.x.y.z);
-// InvalidArgument naming the address otherwise, or when it is not
-// HOST:PORT with a port in 0..65535.
-absl::Status CheckLoopbackListenAddress(absl::string_view address);
+// InvalidArgument naming the address when it is not HOST:PORT with a port
+// in 0..65535, or, unless `authenticated`, when HOST is not loopback
+// ("127.0.0.1:50051", "localhost:0", "[::1]:8080", any 127.x.y.z).
+absl::Status CheckListenAddress(absl::string_view address, bool authenticated);
 
 }  // namespace quant::server
 

@@ -1,6 +1,7 @@
 // QuantServiceImpl: the client API over the job store and artifact store.
 #include "server/quant_service.h"
 
+#include <chrono>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -8,6 +9,8 @@
 #include "core/calib/calibration_file.h"
 #include "nlohmann/json.hpp"
 #include "server/grpc_status.h"
+#include "server/job_events.h"
+#include "server/job_report.h"
 #include "server/job_request.h"
 #include "server/task_plan.h"
 
@@ -37,25 +40,21 @@ absl::Status RequireId(const std::string& id) {
   return absl::OkStatus();
 }
 
-std::string StateEvent(store::JobState state) {
-  return nlohmann::json{{"state", store::JobStateName(state)}}.dump();
-}
-
 }  // namespace
 
-QuantServiceImpl::QuantServiceImpl(store::JobStore* store,
-                                   ArtifactStore* artifacts,
+QuantServiceImpl::QuantServiceImpl(JobLifecycle* lifecycle,
                                    const UriPolicy* policy,
+                                   const Authenticator* auth,
                                    QuantServiceOptions options)
-    : store_(store),
-      artifacts_(artifacts),
+    : lifecycle_(lifecycle),
+      store_(&lifecycle->store()),
+      artifacts_(&lifecycle->artifacts()),
       policy_(policy),
+      auth_(auth),
       options_(options) {}
 
 absl::StatusOr<v1::Job> QuantServiceImpl::ToProto(const store::Job& job) {
-  absl::StatusOr<std::vector<store::Task>> tasks = store_->ListTasks(job.id);
-  if (!tasks.ok()) return tasks.status();
-  return JobToProto(job, *tasks);
+  return lifecycle_->JobProto(job);
 }
 
 absl::StatusOr<v1::UploadCalibrationResponse>
@@ -83,9 +82,12 @@ QuantServiceImpl::StoreCalibration(const std::string& filename,
 }
 
 grpc::Status QuantServiceImpl::UploadCalibration(
-    grpc::ServerContext* /*context*/,
+    grpc::ServerContext* context,
     grpc::ServerReader<v1::UploadCalibrationRequest>* reader,
     v1::UploadCalibrationResponse* response) {
+  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   v1::UploadCalibrationRequest message;
   if (!reader->Read(&message) ||
       message.part_case() != v1::UploadCalibrationRequest::kFilename ||
@@ -145,9 +147,9 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoCreateJob(
     }
   }
   if (created->created) {
-    absl::StatusOr<int64_t> seq =
-        store_->AppendEvent(job.id, "job", StateEvent(job.state));
-    if (!seq.ok()) return seq.status();
+    if (absl::Status s = lifecycle_->StateChanged(job.id, job.state); !s.ok()) {
+      return s;
+    }
   }
   // Planning touches the job (update_time): answer with what GetJob sees.
   absl::StatusOr<store::Job> current = store_->GetJob(job.id);
@@ -155,9 +157,12 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoCreateJob(
   return ToProto(*current);
 }
 
-grpc::Status QuantServiceImpl::CreateJob(grpc::ServerContext* /*context*/,
+grpc::Status QuantServiceImpl::CreateJob(grpc::ServerContext* context,
                                          const v1::CreateJobRequest* request,
                                          v1::Job* response) {
+  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   absl::StatusOr<v1::Job> job = DoCreateJob(*request);
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response = *std::move(job);
@@ -171,9 +176,12 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoGetJob(const std::string& id) {
   return ToProto(*job);
 }
 
-grpc::Status QuantServiceImpl::GetJob(grpc::ServerContext* /*context*/,
+grpc::Status QuantServiceImpl::GetJob(grpc::ServerContext* context,
                                       const v1::GetJobRequest* request,
                                       v1::Job* response) {
+  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   absl::StatusOr<v1::Job> job = DoGetJob(request->id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response = *std::move(job);
@@ -208,9 +216,12 @@ absl::StatusOr<v1::ListJobsResponse> QuantServiceImpl::DoListJobs(
   return response;
 }
 
-grpc::Status QuantServiceImpl::ListJobs(grpc::ServerContext* /*context*/,
+grpc::Status QuantServiceImpl::ListJobs(grpc::ServerContext* context,
                                         const v1::ListJobsRequest* request,
                                         v1::ListJobsResponse* response) {
+  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   absl::StatusOr<v1::ListJobsResponse> page = DoListJobs(*request);
   if (!page.ok()) return ToGrpcStatus(page.status());
   *response = *std::move(page);
@@ -222,35 +233,153 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoCancelJob(const std::string& id) {
   absl::StatusOr<store::JobChange> change = store_->CancelJob(id);
   if (!change.ok()) return change.status();
   if (change->changed) {
-    absl::StatusOr<int64_t> seq =
-        store_->AppendEvent(id, "job", StateEvent(change->job.state));
-    if (!seq.ok()) return seq.status();
+    if (absl::Status s = lifecycle_->StateChanged(id, change->job.state);
+        !s.ok()) {
+      return s;
+    }
   }
   return ToProto(change->job);
 }
 
-grpc::Status QuantServiceImpl::CancelJob(grpc::ServerContext* /*context*/,
+grpc::Status QuantServiceImpl::CancelJob(grpc::ServerContext* context,
                                          const v1::CancelJobRequest* request,
                                          v1::Job* response) {
+  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
   absl::StatusOr<v1::Job> job = DoCancelJob(request->id());
   if (!job.ok()) return ToGrpcStatus(job.status());
   *response = *std::move(job);
   return grpc::Status::OK;
 }
 
+absl::Status QuantServiceImpl::DoWatchJob(
+    const std::string& id, const std::function<bool(const v1::JobEvent&)>& send,
+    const std::function<bool()>& cancelled) {
+  if (absl::Status s = RequireId(id); !s.ok()) return s;
+  ChangeSignal& signal = lifecycle_->signal();
+  uint64_t seen = signal.generation();
+  absl::StatusOr<store::Job> job = store_->GetJob(id);
+  if (!job.ok()) return job.status();
+  absl::StatusOr<v1::Job> current = ToProto(*job);
+  if (!current.ok()) return current.status();
+  // The current state first. Then every progress and layer event from the
+  // job's start (a late watcher still sees every layer), and the state
+  // changes from now on.
+  int64_t state_events_after = 0;
+  {
+    int64_t last = 0;
+    int64_t after = 0;
+    while (true) {
+      absl::StatusOr<std::vector<store::Event>> page =
+          store_->ListEvents(id, after, 1000);
+      if (!page.ok()) return page.status();
+      if (page->empty()) break;
+      last = page->back().seq;
+      after = last;
+    }
+    state_events_after = last;
+  }
+  v1::JobEvent first;
+  first.set_sequence(state_events_after);
+  *first.mutable_job() = *current;
+  *first.mutable_time() = current->update_time();
+  if (!send(first)) return absl::OkStatus();
+  bool terminal = store::IsTerminal(job->state);
+  int64_t after = 0;
+  while (!terminal) {
+    absl::StatusOr<std::vector<store::Event>> events =
+        store_->ListEvents(id, after, 1000);
+    if (!events.ok()) return events.status();
+    for (const store::Event& event : *events) {
+      after = event.seq;
+      if (event.type == kJobStateEvent && event.seq <= state_events_after) {
+        continue;  // Before the snapshot sent first.
+      }
+      if (event.type == kJobStateEvent) {
+        absl::StatusOr<v1::Job> now = lifecycle_->JobProto(id);
+        if (!now.ok()) return now.status();
+        *current = *now;
+      }
+      absl::StatusOr<v1::JobEvent> message = EventToProto(event, *current);
+      if (!message.ok()) return message.status();
+      if (!send(*message)) return absl::OkStatus();
+      if (message->has_job() &&
+          (message->job().state() == v1::JOB_STATE_SUCCEEDED ||
+           message->job().state() == v1::JOB_STATE_FAILED ||
+           message->job().state() == v1::JOB_STATE_CANCELLED)) {
+        terminal = true;
+        break;
+      }
+    }
+    if (terminal || !events->empty()) continue;
+    if (signal.stopping()) {
+      return absl::UnavailableError("quantd is shutting down; watch again");
+    }
+    if (cancelled()) return absl::CancelledError("watch: client went away");
+    signal.WaitFor(seen, std::chrono::milliseconds(500));
+    seen = signal.generation();
+  }
+  return absl::OkStatus();
+}
+
 grpc::Status QuantServiceImpl::WatchJob(
-    grpc::ServerContext* /*context*/, const v1::WatchJobRequest* /*request*/,
-    grpc::ServerWriter<v1::JobEvent>* /*writer*/) {
-  return ToGrpcStatus(absl::UnimplementedError(
-      "WatchJob is not implemented yet in quantd (no scheduler runs jobs)"));
+    grpc::ServerContext* context, const v1::WatchJobRequest* request,
+    grpc::ServerWriter<v1::JobEvent>* writer) {
+  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  return ToGrpcStatus(DoWatchJob(
+      request->id(),
+      [writer](const v1::JobEvent& event) { return writer->Write(event); },
+      [context] { return context->IsCancelled(); }));
+}
+
+absl::StatusOr<v1::JobReport> QuantServiceImpl::DoGetJobReport(
+    const std::string& id) {
+  if (absl::Status s = RequireId(id); !s.ok()) return s;
+  absl::StatusOr<store::Job> job = store_->GetJob(id);
+  if (!job.ok()) return job.status();
+  v1::JobReport report;
+  absl::StatusOr<v1::Job> proto = ToProto(*job);
+  if (!proto.ok()) return proto.status();
+  *report.mutable_job() = *proto;
+  report.set_verdict(proto->verdict());
+  report.set_artifact_uri(proto->artifact_uri());
+  if (job->state == store::JobState::kSucceeded) {
+    absl::StatusOr<std::string> audit = artifacts_->ReadAudit(id);
+    if (!audit.ok()) return audit.status();
+    if (absl::Status s = AuditToReport(*audit, &report); !s.ok()) return s;
+    return report;
+  }
+  // Not finished: the layers finished so far.
+  int64_t after = 0;
+  while (true) {
+    absl::StatusOr<std::vector<store::Event>> events =
+        store_->ListEvents(id, after, 1000);
+    if (!events.ok()) return events.status();
+    if (events->empty()) break;
+    for (const store::Event& event : *events) {
+      after = event.seq;
+      if (event.type != kLayerEvent) continue;
+      absl::StatusOr<v1::JobEvent> message = EventToProto(event, *proto);
+      if (!message.ok()) return message.status();
+      *report.add_layers() = message->layer();
+    }
+  }
+  return report;
 }
 
 grpc::Status QuantServiceImpl::GetJobReport(
-    grpc::ServerContext* /*context*/,
-    const v1::GetJobReportRequest* /*request*/, v1::JobReport* /*response*/) {
-  return ToGrpcStatus(absl::UnimplementedError(
-      "GetJobReport is not implemented yet in quantd (no job produces a "
-      "report until workers exist)"));
+    grpc::ServerContext* context, const v1::GetJobReportRequest* request,
+    v1::JobReport* response) {
+  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  absl::StatusOr<v1::JobReport> report = DoGetJobReport(request->id());
+  if (!report.ok()) return ToGrpcStatus(report.status());
+  *response = *std::move(report);
+  return grpc::Status::OK;
 }
 
 }  // namespace quant::server

@@ -1,10 +1,7 @@
-// quant.v1.QuantService, the client API of quantd: calibration uploads and
-// job submission, lookup, listing and cancellation over the job store.
-//
-// This slice validates and records jobs (QUEUED, with their task plan);
-// nothing runs them yet: there is no scheduler or worker protocol, so jobs
-// stay QUEUED until cancelled. WatchJob and GetJobReport answer
-// UNIMPLEMENTED.
+// quant.v1.QuantService, the client API of quantd: calibration uploads,
+// job submission (validated, recorded QUEUED with its task plan for the
+// workers to pull), lookup, listing, cancellation, the WatchJob stream of a
+// job's events and its report (per-layer audit, gates, verdict).
 //
 // Each RPC does its work in an absl::Status-returning method; the gRPC
 // overrides only convert (server/grpc_status.h).
@@ -12,11 +9,14 @@
 #define QUANT_SERVER_QUANT_SERVICE_H_
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "quant/v1/service.grpc.pb.h"
 #include "server/artifact_store.h"
+#include "server/auth.h"
+#include "server/job_lifecycle.h"
 #include "server/store/job_store.h"
 #include "server/uri_policy.h"
 
@@ -31,8 +31,8 @@ struct QuantServiceOptions {
 class QuantServiceImpl final : public v1::QuantService::Service {
  public:
   // The pointers must outlive the service.
-  QuantServiceImpl(store::JobStore* store, ArtifactStore* artifacts,
-                   const UriPolicy* policy, QuantServiceOptions options);
+  QuantServiceImpl(JobLifecycle* lifecycle, const UriPolicy* policy,
+                   const Authenticator* auth, QuantServiceOptions options);
 
   grpc::Status UploadCalibration(
       grpc::ServerContext* context,
@@ -66,13 +66,21 @@ class QuantServiceImpl final : public v1::QuantService::Service {
   absl::StatusOr<v1::ListJobsResponse> DoListJobs(
       const v1::ListJobsRequest& request);
   absl::StatusOr<v1::Job> DoCancelJob(const std::string& id);
+  // Sends the job's events to `send` until the job is terminal, `send`
+  // returns false (the client went away) or the server stops.
+  absl::Status DoWatchJob(const std::string& id,
+                          const std::function<bool(const v1::JobEvent&)>& send,
+                          const std::function<bool()>& cancelled);
+  absl::StatusOr<v1::JobReport> DoGetJobReport(const std::string& id);
 
  private:
   absl::StatusOr<v1::Job> ToProto(const store::Job& job);
 
+  JobLifecycle* lifecycle_;
   store::JobStore* store_;
   ArtifactStore* artifacts_;
   const UriPolicy* policy_;
+  const Authenticator* auth_;
   QuantServiceOptions options_;
 };
 

@@ -1,11 +1,14 @@
 // quantd: the coordinator's binary. Serves quant.v1.QuantService (uploads,
-// job submission, lookup, listing, cancellation), gRPC health and
-// reflection on a loopback address until SIGTERM or SIGINT. Jobs are
-// validated and recorded; no scheduler or worker runs them yet.
+// jobs, watch, reports) and quant.v1.WorkerService (the workers' task
+// protocol), gRPC health and reflection, until SIGTERM or SIGINT; then shuts
+// down gracefully. With --local_workers it runs its own workers: the
+// embedded default that needs nothing else.
 //
 //   quantd --data_dir=/var/lib/quantd
 //          --artifact_root=file:///var/lib/quantd/artifacts
-//          --allowed_roots=/models,/data
+//          --allowed_roots=/models,/data --local_workers=2
+//
+// Flags may be written with dashes (--data-dir) or underscores.
 #include <pthread.h>
 #include <signal.h>
 
@@ -17,27 +20,65 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "server/auth.h"
+#include "server/flag_names.h"
 #include "server/quantd_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
-          "HOST:PORT to serve on; loopback only (no client tokens yet). "
-          "Port 0 picks a free one.");
+          "HOST:PORT to serve on. Loopback only unless both "
+          "--client_token_file and --worker_token_file are given. Port 0 "
+          "picks a free one (printed on stdout).");
 ABSL_FLAG(std::string, data_dir, "",
           "Directory for quantd's state (the SQLite file quantd.db).");
 ABSL_FLAG(std::string, artifact_root, "",
-          "file:///DIR where calibration sets (and later artifacts) live.");
+          "file:///DIR for calibration sets, job work areas and packed "
+          "checkpoints; workers must see the same directory.");
 ABSL_FLAG(std::vector<std::string>, allowed_roots, {},
           "Comma-separated directories that checkpoint and calibration URIs "
           "must lie under.");
 ABSL_FLAG(int64_t, max_upload_mb, 64,
           "Bound on a calibration set, uploaded or named by URI, in MiB.");
+ABSL_FLAG(int, local_workers, 0,
+          "Start this many quant-worker processes on this machine and keep "
+          "them running.");
+ABSL_FLAG(std::string, worker_binary, "",
+          "The quant-worker program for --local_workers (default: beside "
+          "quantd, or ../worker/quant-worker in a build tree).");
+ABSL_FLAG(std::vector<std::string>, worker_args, {},
+          "Extra flags for local workers, comma-separated "
+          "(e.g. --worker_args=--slots=2).");
+ABSL_FLAG(std::string, client_token_file, "",
+          "File holding the bearer token clients must send.");
+ABSL_FLAG(std::string, worker_token_file, "",
+          "File holding the bearer token workers must send (not the client "
+          "token).");
+ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS.");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert.");
+ABSL_FLAG(double, lease_seconds, 30,
+          "How long a task lease lasts without a heartbeat.");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "HOST:PORT for Prometheus /metrics (not served yet).");
+
+namespace {
+
+int Fail(const std::string& message, int code) {
+  std::fprintf(stderr, "quantd: %s\n", message.c_str());
+  return code;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "quantd: the quantization coordinator (client API only so far).\n"
-      "Example: quantd --data_dir=/tmp/q --artifact_root=file:///tmp/q/art "
-      "--allowed_roots=/models");
-  absl::ParseCommandLine(argc, argv);
+      "quantd: the quantization coordinator.\n"
+      "Example (everything on one machine):\n"
+      "  quantd --data-dir=/tmp/q --artifact-root=file:///tmp/q/artifacts "
+      "--allowed-roots=/models,/data --local-workers=2");
+  std::vector<std::string> normalized = quant::server::NormalizeFlagNames(
+      std::vector<std::string>(argv, argv + argc));
+  std::vector<char*> args;
+  for (std::string& a : normalized) args.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
 
   // Block the shutdown signals in every thread (gRPC's included, which
   // inherit the mask); the main thread waits for them below.
@@ -54,18 +95,45 @@ int main(int argc, char** argv) {
   options.allowed_roots = absl::GetFlag(FLAGS_allowed_roots);
   const int64_t max_upload_mb = absl::GetFlag(FLAGS_max_upload_mb);
   if (max_upload_mb <= 0 || max_upload_mb > (int64_t{1} << 20)) {
-    std::fprintf(stderr, "quantd: --max_upload_mb must be in 1..1048576\n");
-    return 2;
+    return Fail("--max_upload_mb must be in 1..1048576", 2);
   }
   options.max_upload_bytes = max_upload_mb << 20;
+  const double lease_seconds = absl::GetFlag(FLAGS_lease_seconds);
+  if (!(lease_seconds >= 1 && lease_seconds <= 3600)) {
+    return Fail("--lease_seconds must be in 1..3600", 2);
+  }
+  options.workers.lease_ms = static_cast<int64_t>(lease_seconds * 1000);
+  // Three heartbeats per lease: one lost beat does not cost the lease.
+  options.workers.heartbeat_ms = options.workers.lease_ms / 3;
+  options.upkeep_interval = std::chrono::milliseconds(
+      std::min<int64_t>(1000, options.workers.lease_ms / 4));
+  options.local_workers = absl::GetFlag(FLAGS_local_workers);
+  options.worker_binary = absl::GetFlag(FLAGS_worker_binary);
+  options.worker_args = absl::GetFlag(FLAGS_worker_args);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
+    return Fail("--metrics_listen: metrics are not served yet", 2);
+  }
+  for (const auto& [flag, path, token] :
+       {std::make_tuple("--client_token_file",
+                        absl::GetFlag(FLAGS_client_token_file),
+                        &options.tokens.client),
+        std::make_tuple("--worker_token_file",
+                        absl::GetFlag(FLAGS_worker_token_file),
+                        &options.tokens.worker)}) {
+    if (path.empty()) continue;
+    auto read = quant::server::ReadTokenFile(path, flag);
+    if (!read.ok()) return Fail(std::string(read.status().message()), 2);
+    *token = *read;
+  }
 
   auto server = quant::server::QuantdServer::Start(options);
-  if (!server.ok()) {
-    std::fprintf(stderr, "quantd: %s\n",
-                 std::string(server.status().message()).c_str());
-    return 1;
-  }
+  if (!server.ok()) return Fail(std::string(server.status().message()), 1);
   std::printf("quantd: listening on %s\n", (*server)->address().c_str());
+  if (options.local_workers > 0) {
+    std::printf("quantd: started %d local worker(s)\n", options.local_workers);
+  }
   std::fflush(stdout);
 
   int signal_number = 0;

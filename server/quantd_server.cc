@@ -19,8 +19,21 @@ namespace quant::server {
 
 absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
     const QuantdOptions& options) {
-  if (absl::Status s = CheckLoopbackListenAddress(options.listen); !s.ok()) {
+  const bool authenticated =
+      !options.tokens.client.empty() && !options.tokens.worker.empty();
+  if (absl::Status s = CheckListenAddress(options.listen, authenticated);
+      !s.ok()) {
     return s;
+  }
+  if (!options.tokens.client.empty() &&
+      options.tokens.client == options.tokens.worker) {
+    return absl::InvalidArgumentError(
+        "--worker_token_file: the worker token must differ from the client "
+        "token");
+  }
+  if (options.tls_cert_file.empty() != options.tls_key_file.empty()) {
+    return absl::InvalidArgumentError(
+        "--tls_cert/--tls_key: give both or neither");
   }
   if (options.data_dir.empty()) {
     return absl::InvalidArgumentError("--data_dir: required");
@@ -59,20 +72,42 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
         absl::StrCat("--allowed_roots: ", policy.status().message()));
   }
   server->policy_ = std::make_unique<UriPolicy>(*std::move(policy));
+  server->lifecycle_ = std::make_unique<JobLifecycle>(
+      server->store_.get(), server->artifacts_.get(), &server->signal_);
+  server->auth_ = std::make_unique<Authenticator>(options.tokens);
   QuantServiceOptions service_options;
   service_options.max_upload_bytes = options.max_upload_bytes;
   server->service_ = std::make_unique<QuantServiceImpl>(
-      server->store_.get(), server->artifacts_.get(), server->policy_.get(),
+      server->lifecycle_.get(), server->policy_.get(), server->auth_.get(),
       service_options);
+  server->worker_service_ = std::make_unique<WorkerServiceImpl>(
+      server->lifecycle_.get(), server->auth_.get(), options.workers);
+  std::shared_ptr<grpc::ServerCredentials> credentials =
+      grpc::InsecureServerCredentials();
+  if (!options.tls_cert_file.empty()) {
+    auto cert = ReadFileToString(options.tls_cert_file, 1 << 20);
+    if (!cert.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls_cert: ", cert.status().message()));
+    }
+    auto key = ReadFileToString(options.tls_key_file, 1 << 20);
+    if (!key.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls_key: ", key.status().message()));
+    }
+    grpc::SslServerCredentialsOptions ssl;
+    ssl.pem_key_cert_pairs.push_back({*key, *cert});
+    credentials = grpc::SslServerCredentials(ssl);
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // Uploads arrive in chunks; one message stays well under the default
   // 4 MiB receive limit, which is kept.
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &server->port_);
+  builder.AddListeningPort(options.listen, credentials, &server->port_);
   builder.RegisterService(server->service_.get());
+  builder.RegisterService(server->worker_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(
@@ -84,6 +119,25 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
   if (health != nullptr) {
     health->SetServingStatus(true);
     health->SetServingStatus(v1::QuantService::service_full_name(), true);
+    health->SetServingStatus(v1::WorkerService::service_full_name(), true);
+  }
+  server->scheduler_ = std::make_unique<Scheduler>(server->lifecycle_.get(),
+                                                   options.upkeep_interval);
+  server->scheduler_->Start();
+  if (options.local_workers > 0) {
+    LocalWorkersOptions local;
+    local.count = options.local_workers;
+    local.binary = FindWorkerBinary(options.worker_binary);
+    // Loopback to ourselves, whatever address we listen on.
+    local.server_address =
+        absl::StrCat(options.tls_cert_file.empty() ? "127.0.0.1" : "localhost",
+                     ":", server->port_);
+    local.worker_token = options.tokens.worker;
+    local.tls_ca_file = options.tls_cert_file;
+    local.extra_args = options.worker_args;
+    auto workers = LocalWorkers::Start(std::move(local));
+    if (!workers.ok()) return workers.status();
+    server->local_workers_ = *std::move(workers);
   }
   return server;
 }
@@ -104,8 +158,13 @@ void QuantdServer::Shutdown(int grace_ms) {
           server_->GetHealthCheckService()) {
     health->SetServingStatus(false);
   }
+  signal_.Stop();
+  if (local_workers_ != nullptr) {
+    local_workers_->Stop(std::chrono::milliseconds(grace_ms));
+  }
   server_->Shutdown(std::chrono::system_clock::now() +
                     std::chrono::milliseconds(grace_ms));
+  if (scheduler_ != nullptr) scheduler_->Stop();
 }
 
 void QuantdServer::Wait() {

@@ -1,10 +1,13 @@
 // quantd put together: the SQLite job store in a data directory, the
-// file:// artifact store, the URI policy, and a gRPC server serving
-// quant.v1.QuantService, the standard health service and (v1alpha)
-// reflection. Used by quantd_main.cc and by in-process tests.
+// file:// artifact store, the URI policy, the scheduler's upkeep loop, and a
+// gRPC server serving quant.v1.QuantService (clients), quant.v1.WorkerService
+// (workers), the standard health service and (v1alpha) reflection, with
+// bearer tokens and TLS when configured; optionally local worker processes.
+// Used by quantd_main.cc and by in-process tests.
 #ifndef QUANT_SERVER_QUANTD_SERVER_H_
 #define QUANT_SERVER_QUANTD_SERVER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -13,18 +16,36 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/server.h"
 #include "server/artifact_store.h"
+#include "server/auth.h"
+#include "server/change_signal.h"
+#include "server/job_lifecycle.h"
+#include "server/local_workers.h"
 #include "server/quant_service.h"
+#include "server/scheduler.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/uri_policy.h"
+#include "server/worker_service.h"
 
 namespace quant::server {
 
 struct QuantdOptions {
-  std::string listen = "127.0.0.1:50051";  // Loopback only; port 0 = any.
+  // Loopback only unless both tokens are set; port 0 = any.
+  std::string listen = "127.0.0.1:50051";
   std::string data_dir;                    // Holds quantd.db.
   std::string artifact_root;               // file:///DIR
   std::vector<std::string> allowed_roots;  // For checkpoint / calibration URIs.
   int64_t max_upload_bytes = int64_t{64} << 20;
+  AuthTokens tokens;
+  // PEM files; both or neither. With them quantd serves TLS only.
+  std::string tls_cert_file;
+  std::string tls_key_file;
+  WorkerServiceOptions workers;
+  std::chrono::milliseconds upkeep_interval{1000};
+  // Local worker processes (binary: FindWorkerBinary) and extra flags for
+  // them.
+  int local_workers = 0;
+  std::string worker_binary;
+  std::vector<std::string> worker_args;
 };
 
 class QuantdServer {
@@ -39,10 +60,17 @@ class QuantdServer {
   int port() const { return port_; }  // The bound port.
   std::string address() const;        // "127.0.0.1:<port>" style.
   QuantServiceImpl& service() { return *service_; }
+  WorkerServiceImpl& worker_service() { return *worker_service_; }
   store::JobStore& store() { return *store_; }
+  JobLifecycle& lifecycle() { return *lifecycle_; }
+  // Null without --local_workers.
+  LocalWorkers* local_workers() { return local_workers_.get(); }
 
-  // Stops accepting calls, lets running ones finish until the deadline,
-  // then cancels them. Idempotent.
+  // Graceful: reports NOT_SERVING, ends watch streams and long polls,
+  // stops local workers (they release or finish their leases while the
+  // server still answers), stops accepting calls and lets running ones
+  // finish until the deadline, then stops the upkeep loop. State stays
+  // consistent at every step (it is all in the store). Idempotent.
   void Shutdown(int grace_ms = 5000);
   // Blocks until the server has shut down.
   void Wait();
@@ -55,8 +83,14 @@ class QuantdServer {
   std::unique_ptr<store::SqliteJobStore> store_;
   std::unique_ptr<FileArtifactStore> artifacts_;
   std::unique_ptr<UriPolicy> policy_;
+  ChangeSignal signal_;
+  std::unique_ptr<JobLifecycle> lifecycle_;
+  std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<QuantServiceImpl> service_;
+  std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<LocalWorkers> local_workers_;
   bool shut_down_ = false;
 };
 

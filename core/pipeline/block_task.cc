@@ -221,6 +221,10 @@ absl::Status BlockRunner::FoldAwqScales(const std::string& group,
 
 absl::Status BlockRunner::QuantizeGroup(const std::vector<std::string>& types,
                                         const GroupInputs& inputs) {
+  if (input_.cancelled != nullptr && input_.cancelled->load()) {
+    return absl::CancelledError(absl::StrCat(
+        "block ", input_.weights.block, " cancelled before ", types.front()));
+  }
   const RowMatrixF calibration =
       RealRows(inputs.calibration, input_.calibration.seq_len,
                input_.calibration.lengths);

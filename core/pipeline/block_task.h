@@ -25,6 +25,7 @@
 #ifndef QUANT_CORE_PIPELINE_BLOCK_TASK_H_
 #define QUANT_CORE_PIPELINE_BLOCK_TASK_H_
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <optional>
@@ -83,6 +84,10 @@ struct BlockTaskInput {
   std::map<std::string, DType> stored_dtypes;
   HiddenStates calibration;
   HiddenStates heldout;
+  // Checked before each layer group: when set, the task stops with
+  // Cancelled (a worker told by the coordinator that the job was
+  // cancelled, or shutting down).
+  const std::atomic<bool>* cancelled = nullptr;
 };
 
 struct BlockTaskOutput {

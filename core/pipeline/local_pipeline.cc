@@ -8,41 +8,13 @@
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
-#include "core/calib/calibration_file.h"
 #include "core/calib/calibration_split.h"
-#include "core/forward/llama_model.h"
 #include "core/model/checkpoint.h"
-#include "core/model/linear_layers.h"
-#include "core/pipeline/quantization_plan.h"
+#include "core/pipeline/job_tasks.h"
 #include "core/pipeline/task_io.h"
-#include "core/text/tokenizer.h"
 
 namespace quant {
 namespace {
-
-absl::StatusOr<HiddenStates> EmbedWindows(const LlamaModel& model,
-                                          const TokenWindows& windows) {
-  std::vector<int32_t> ids;
-  for (const std::vector<int32_t>& sequence : windows.sequences) {
-    ids.insert(ids.end(), sequence.begin(), sequence.end());
-  }
-  HiddenStates states;
-  states.seq_len = windows.seq_len;
-  states.lengths = windows.lengths;
-  QUANT_ASSIGN_OR_RETURN(states.rows, model.Embed(ids));
-  return states;
-}
-
-std::map<std::string, DType> BlockDTypes(const Checkpoint& checkpoint,
-                                         int block) {
-  std::map<std::string, DType> dtypes;
-  const std::string prefix = BlockPrefix(block);
-  for (const ExpectedTensor& t : checkpoint.expected_tensors()) {
-    if (t.name.compare(0, prefix.size(), prefix) != 0) continue;
-    dtypes[t.name] = checkpoint.tensors().Find(t.name).info->dtype;
-  }
-  return dtypes;
-}
 
 // What identifies a job's block outputs: a work directory is only reused
 // for the same source, recipe and calibration set.
@@ -107,35 +79,22 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
         "output ", options.out_dir, " already exists; choose a new path"));
   }
 
-  obs.OnStage("opening the checkpoint and checking every weight is finite");
-  CheckpointOptions open_options;
-  open_options.check_finite = true;
-  QUANT_ASSIGN_OR_RETURN(
-      std::unique_ptr<Checkpoint> checkpoint,
-      Checkpoint::Open(options.checkpoint_dir, open_options));
+  JobTaskContext context;
+  context.checkpoint_dir = options.checkpoint_dir;
+  context.tokenizer_dir = options.tokenizer_dir;
+  context.calibration_path = options.calibration_path;
+  context.recipe = recipe;
+  context.work_dir = options.work_dir;
+  TaskControl control;
+  control.on_stage = [&](const std::string& what) { obs.OnStage(what); };
+  QUANT_ASSIGN_OR_RETURN(JobInputs inputs, OpenJobInputs(context, control));
+  const Checkpoint* checkpoint = inputs.checkpoint.get();
   const ModelConfig& config = checkpoint->config();
-  QUANT_ASSIGN_OR_RETURN(QuantizationPlan plan,
-                         PlanQuantization(config, recipe));
-
-  obs.OnStage("tokenizing the calibration set");
-  const std::string tokenizer_dir = options.tokenizer_dir.empty()
-                                        ? options.checkpoint_dir
-                                        : options.tokenizer_dir;
-  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
-                         Tokenizer::LoadFromDirectory(tokenizer_dir));
-  QUANT_ASSIGN_OR_RETURN(CalibrationFile file,
-                         LoadCalibrationFile(options.calibration_path));
-  QUANT_ASSIGN_OR_RETURN(
-      CalibrationSplit split,
-      BuildCalibrationSplit(file, *tokenizer, SplitOptionsFromRecipe(recipe)));
-
-  obs.OnStage("loading the model");
-  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> model,
-                         LlamaModel::Load(*checkpoint));
+  const CalibrationSplit& split = inputs.split;
   QUANT_ASSIGN_OR_RETURN(HiddenStates calibration,
-                         EmbedWindows(*model, split.calibration));
+                         EmbedWindows(*inputs.model, split.calibration));
   QUANT_ASSIGN_OR_RETURN(HiddenStates heldout,
-                         EmbedWindows(*model, split.heldout));
+                         EmbedWindows(*inputs.model, split.heldout));
 
   const bool use_files = !options.work_dir.empty();
   if (use_files) {
@@ -154,14 +113,8 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
     }
     obs.OnBlockStart(b, blocks);
     const auto start = std::chrono::steady_clock::now();
-    BlockTaskInput input;
-    input.config = &config;
-    input.recipe = &recipe;
-    input.weights = model->block(b);
-    input.settings = plan.blocks[b];
-    input.stored_dtypes = BlockDTypes(*checkpoint, b);
-    input.calibration = std::move(calibration);
-    input.heldout = std::move(heldout);
+    const BlockTaskInput input = MakeBlockTaskInput(
+        inputs, recipe, b, std::move(calibration), std::move(heldout));
     QUANT_ASSIGN_OR_RETURN(
         BlockTaskOutput output,
         RunBlockTask(input, [&](const LayerResult& l) { obs.OnLayer(l); }));
@@ -185,11 +138,11 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
             .count());
   }
 
-  finalize.source = checkpoint.get();
-  finalize.reference = model.get();
+  finalize.source = checkpoint;
+  finalize.reference = inputs.model.get();
   finalize.recipe = &recipe;
   finalize.split = &split;
-  finalize.tokenizer_dir = tokenizer_dir;
+  finalize.tokenizer_dir = inputs.tokenizer_dir;
   finalize.out_dir = options.out_dir;
   finalize.max_shard_bytes = options.max_shard_bytes;
   finalize.eval_batch_windows = options.eval_batch_windows;
@@ -201,7 +154,7 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
   result.passed = out.gates.passed;
   result.audit = std::move(out.audit);
   result.manifest = std::move(out.manifest);
-  result.warnings = std::move(plan.warnings);
+  result.warnings = std::move(inputs.plan.warnings);
   return result;
 }
 

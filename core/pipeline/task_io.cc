@@ -1,6 +1,8 @@
 // Task files: hidden states, block outputs and exact layer-result JSON.
 #include "core/pipeline/task_io.h"
 
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -8,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/base/directory_util.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/io/safetensors.h"
@@ -375,6 +378,19 @@ absl::Status WriteBlockOutput(const std::string& dir,
   return WriteFileAtomically(
       prefix + ".layers.json",
       json{{"block", output.block}, {"layers", std::move(layers)}}.dump(1));
+}
+
+absl::Status PublishBlockOutput(const std::string& attempt_dir,
+                                const std::string& work_dir, int block) {
+  const std::string from = BlockOutputPrefix(attempt_dir, block);
+  const std::string to = BlockOutputPrefix(work_dir, block);
+  for (const char* suffix : {".safetensors", ".cal.safetensors",
+                             ".heldout.safetensors", ".layers.json"}) {
+    if (std::rename((from + suffix).c_str(), (to + suffix).c_str()) != 0) {
+      return ErrnoToStatus("publishing", from + suffix, errno);
+    }
+  }
+  return SyncDirectory(work_dir);
 }
 
 absl::StatusOr<StoredBlockOutput> ReadBlockOutput(const std::string& dir,

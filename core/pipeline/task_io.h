@@ -46,6 +46,13 @@ std::string BlockOutputPrefix(const std::string& dir, int block);
 absl::Status WriteBlockOutput(const std::string& dir,
                               const BlockTaskOutput& output);
 
+// Moves block `block`'s files from `attempt_dir` into `work_dir` by rename
+// (both on one file system), the layer results last: a reader that finds
+// them finds the rest. Publishing the same block twice is harmless: every
+// run of a block writes the same bytes.
+absl::Status PublishBlockOutput(const std::string& attempt_dir,
+                                const std::string& work_dir, int block);
+
 // What the finalize task needs from a block: its tensors and layer results.
 struct StoredBlockOutput {
   std::vector<PackedTensor> tensors;

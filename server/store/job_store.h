@@ -112,12 +112,14 @@ struct Lease {
   int64_t expires_ms = 0;
   Task task;
   std::string job_spec_json;
+  bool job_started = false;  // This lease moved the job QUEUED -> RUNNING.
 };
 
 struct HeartbeatResult {
   int64_t expires_ms = 0;
   JobState job_state = JobState::kRunning;
   bool job_cancelled = false;  // the worker should stop
+  Task task;                   // the leased task, renewed
 };
 
 struct CompleteTaskResult {

@@ -286,16 +286,17 @@ absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
   QUANT_RETURN_IF_ERROR(take.BindAll(job_seq, index, lease_id, worker_id,
                                      lease_ms, now + lease_ms, now)
                             .Run());
+  QUANT_ASSIGN_OR_RETURN(JobRow before, FindJobBySeq(job_seq));
   QUANT_ASSIGN_OR_RETURN(
       Statement start,
       db_->Prepare("UPDATE jobs SET state = 'RUNNING', updated_ms = ?2 "
                    "WHERE seq = ?1 AND state = 'QUEUED'"));
   QUANT_RETURN_IF_ERROR(start.BindAll(job_seq, now).Run());
   QUANT_ASSIGN_OR_RETURN(TaskRow row, TaskAt(job_seq, index));
-  QUANT_ASSIGN_OR_RETURN(JobRow job, FindJobBySeq(job_seq));
   QUANT_RETURN_IF_ERROR(txn->Commit());
   return Lease{lease_id, now + lease_ms, std::move(row.task),
-               std::move(job.job.spec_json)};
+               std::move(before.job.spec_json),
+               before.job.state == JobState::kQueued};
 }
 
 absl::StatusOr<HeartbeatResult> SqliteJobStore::Heartbeat(
@@ -317,8 +318,11 @@ absl::StatusOr<HeartbeatResult> SqliteJobStore::Heartbeat(
       renew.BindAll(row.job_seq, row.task.index, expires, progress, now).Run());
   QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));
   QUANT_RETURN_IF_ERROR(txn->Commit());
+  row.task.lease_expires_ms = expires;
+  row.task.progress = progress;
   return HeartbeatResult{expires, row.job_state,
-                         row.job_state == JobState::kCancelled};
+                         row.job_state == JobState::kCancelled,
+                         std::move(row.task)};
 }
 
 absl::StatusOr<CompleteTaskResult> SqliteJobStore::CompleteTask(

@@ -504,25 +504,80 @@ TEST_F(QuantServiceTest, CancelEndsTheJobCancelled) {
   }
 }
 
-TEST_F(QuantServiceTest, HealthAndReflectionAreServedAndUnbuiltCallsSaySo) {
+TEST_F(QuantServiceTest, HealthAndReflectionAreServed) {
   std::string error;
   EXPECT_EQ(testing::CheckHealth(channel_, "", &error), 1) << error;
   EXPECT_EQ(testing::CheckHealth(channel_, "quant.v1.QuantService", &error), 1)
       << error;
+  EXPECT_EQ(testing::CheckHealth(channel_, "quant.v1.WorkerService", &error), 1)
+      << error;
   const std::string services =
       testing::ListServicesViaReflection(channel_, &error);
   EXPECT_NE(services.find("quant.v1.QuantService"), std::string::npos) << error;
+  EXPECT_NE(services.find("quant.v1.WorkerService"), std::string::npos)
+      << error;
   EXPECT_NE(services.find("grpc.health.v1.Health"), std::string::npos) << error;
+}
 
+TEST_F(QuantServiceTest, WatchAndReportNameTheMissingJob) {
+  {
+    grpc::ClientContext context;
+    v1::WatchJobRequest watch;
+    watch.set_id("job-000042");
+    auto reader = stub_->WatchJob(&context, watch);
+    v1::JobEvent event;
+    EXPECT_FALSE(reader->Read(&event));
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+    EXPECT_NE(status.error_message().find("job-000042"), std::string::npos);
+  }
+  {
+    grpc::ClientContext context;
+    v1::GetJobReportRequest request;
+    v1::JobReport report;
+    const grpc::Status status = stub_->GetJobReport(&context, request, &report);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("id"), std::string::npos);
+  }
+}
+
+TEST_F(QuantServiceTest, WatchOfAQueuedJobStartsWithItsStateAndEndsOnCancel) {
+  const std::string sha256 = UploadTinyStories();
+  v1::Job job;
+  ASSERT_TRUE(Create(GoodRequest(sha256), &job).ok());
   grpc::ClientContext context;
   v1::WatchJobRequest watch;
-  watch.set_id("job-000001");
+  watch.set_id(job.id());
   auto reader = stub_->WatchJob(&context, watch);
+  v1::JobEvent first;
+  ASSERT_TRUE(reader->Read(&first));
+  ASSERT_TRUE(first.has_job());
+  EXPECT_EQ(first.job().id(), job.id());
+  EXPECT_EQ(first.job().state(), v1::JOB_STATE_QUEUED);
+  {
+    grpc::ClientContext cancel_context;
+    v1::CancelJobRequest cancel;
+    cancel.set_id(job.id());
+    v1::Job cancelled;
+    ASSERT_TRUE(stub_->CancelJob(&cancel_context, cancel, &cancelled).ok());
+  }
   v1::JobEvent event;
-  EXPECT_FALSE(reader->Read(&event));
-  const grpc::Status status = reader->Finish();
-  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNIMPLEMENTED);
-  EXPECT_NE(status.error_message().find("WatchJob"), std::string::npos);
+  v1::JobState last = v1::JOB_STATE_UNSPECIFIED;
+  while (reader->Read(&event)) {
+    if (event.has_job()) last = event.job().state();
+  }
+  EXPECT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(last, v1::JOB_STATE_CANCELLED);
+
+  // Its report so far: no layers, no verdict.
+  grpc::ClientContext report_context;
+  v1::GetJobReportRequest request;
+  request.set_id(job.id());
+  v1::JobReport report;
+  ASSERT_TRUE(stub_->GetJobReport(&report_context, request, &report).ok());
+  EXPECT_EQ(report.layers_size(), 0);
+  EXPECT_EQ(report.verdict(), v1::VERDICT_UNSPECIFIED);
+  EXPECT_EQ(report.job().state(), v1::JOB_STATE_CANCELLED);
 }
 
 }  // namespace

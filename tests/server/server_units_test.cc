@@ -135,18 +135,24 @@ TEST(UriPolicyTest, ResolvesUnderRootsAndRefusesEscapes) {
   EXPECT_FALSE(UriPolicy::Create({"relative"}).ok());
 }
 
-TEST(ListenAddressTest, OnlyLoopback) {
+TEST(ListenAddressTest, OnlyLoopbackWithoutTokens) {
   for (const char* ok :
        {"127.0.0.1:50051", "127.1.2.3:0", "localhost:1", "[::1]:8080"}) {
-    EXPECT_TRUE(CheckLoopbackListenAddress(ok).ok()) << ok;
+    EXPECT_TRUE(CheckListenAddress(ok, false).ok()) << ok;
   }
   for (const char* bad :
        {"0.0.0.0:50051", "[::]:1", "10.0.0.1:1", "example.com:1", "127.0.0.1",
         "127.0.0.1:99999", "127.0.0.1:x"}) {
-    const absl::Status status = CheckLoopbackListenAddress(bad);
+    const absl::Status status = CheckListenAddress(bad, false);
     EXPECT_TRUE(absl::IsInvalidArgument(status)) << bad;
     EXPECT_NE(status.message().find(bad), std::string::npos) << status;
   }
+  // With tokens any host will do; the form is still checked.
+  EXPECT_TRUE(CheckListenAddress("0.0.0.0:50051", true).ok());
+  EXPECT_TRUE(CheckListenAddress("10.0.0.1:1", true).ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(CheckListenAddress("0.0.0.0", true)));
+  EXPECT_TRUE(
+      absl::IsInvalidArgument(CheckListenAddress("0.0.0.0:70000", true)));
 }
 
 TEST(TaskPlanTest, SequentialChainsIndependentDoesNot) {

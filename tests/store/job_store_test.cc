@@ -194,6 +194,8 @@ TEST_F(JobStoreTest, SequentialBlocksRunInOrderThenFinalize) {
     EXPECT_EQ(lease.task.block, b);
     EXPECT_EQ(lease.task.attempts, 1);
     EXPECT_THAT(lease.job_spec_json, HasSubstr("\"bits\":4"));
+    // Only the first lease starts the job.
+    EXPECT_EQ(lease.job_started, b == 0);
     // Block b + 1 waits for block b.
     EXPECT_TRUE(NothingToLease());
     auto job_now = store_->GetJob(job);

@@ -1,0 +1,103 @@
+// The block and finalize tasks as a service worker runs them: every input
+// from files (checkpoint directory, calibration file, recipe, the job's work
+// directory of earlier block outputs), every output written under an
+// attempt-specific name first and published by rename, so a task run twice
+// (a lease that expired while its worker still ran) is harmless: both runs
+// write the same bytes and a reader sees one whole output.
+//
+// `quantctl quantize --local` runs the same pieces in one process
+// (local_pipeline.h), which is why the service's packed tensors equal the
+// local run's.
+#ifndef QUANT_CORE_PIPELINE_JOB_TASKS_H_
+#define QUANT_CORE_PIPELINE_JOB_TASKS_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/calib/calibration_split.h"
+#include "core/forward/llama_model.h"
+#include "core/model/checkpoint.h"
+#include "core/pipeline/block_task.h"
+#include "core/pipeline/finalize_task.h"
+#include "core/pipeline/quantization_plan.h"
+#include "core/recipe/recipe.h"
+#include "core/text/tokenizer.h"
+#include "nlohmann/json.hpp"
+
+namespace quant {
+
+// What every task of a job reads.
+struct JobTaskContext {
+  std::string checkpoint_dir;
+  std::string tokenizer_dir;  // Empty: checkpoint_dir.
+  std::string calibration_path;
+  Recipe recipe;
+  // Block outputs (task_io.h layout); shared by the job's tasks.
+  std::string work_dir;
+};
+
+// How a running task reports and learns it should stop.
+struct TaskControl {
+  std::function<void(const std::string&)> on_stage;
+  std::function<void(const LayerResult&)> on_layer;
+  // Checked between layer groups; set: the task returns Cancelled.
+  const std::atomic<bool>* cancelled = nullptr;
+};
+
+// A job's inputs, opened and checked: the checkpoint (every weight finite),
+// the resolved per-layer plan, the calibration split, the float model.
+struct JobInputs {
+  std::unique_ptr<Checkpoint> checkpoint;
+  QuantizationPlan plan;
+  std::string tokenizer_dir;
+  CalibrationSplit split;
+  std::unique_ptr<LlamaModel> model;
+};
+absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
+                                        const TaskControl& control);
+
+// The embeddings of `windows`, as the hidden states entering block 0.
+absl::StatusOr<HiddenStates> EmbedWindows(const LlamaModel& model,
+                                          const TokenWindows& windows);
+
+// The stored dtype of each of block `block`'s tensors by full name.
+std::map<std::string, DType> BlockDTypes(const Checkpoint& checkpoint,
+                                         int block);
+
+// The block task's input for block `block` of `inputs`, with the hidden
+// states entering it.
+BlockTaskInput MakeBlockTaskInput(const JobInputs& inputs, const Recipe& recipe,
+                                  int block, HiddenStates calibration,
+                                  HiddenStates heldout);
+
+// Block `block`: reads the hidden states entering it (sequential
+// propagation: block-1's published output; independent: the float model's,
+// starting from the latest published output before it), quantizes it,
+// writes its output under `attempt_dir` and publishes it into the work
+// directory. FailedPrecondition when the previous block's output is missing.
+absl::Status RunBlockJobTask(const JobTaskContext& context, int block,
+                             const std::string& attempt_dir,
+                             const TaskControl& control);
+
+struct FinalizeJobResult {
+  bool passed = false;        // The gate verdict.
+  nlohmann::json audit;       // audit.json
+  bool already_done = false;  // An earlier attempt had published it.
+};
+
+// Assembles, evaluates and publishes the packed checkpoint at
+// `artifact_dir` from every block's published output. When `artifact_dir`
+// already holds a finished checkpoint (an earlier attempt published it and
+// died before reporting), its audit is returned instead.
+absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
+    const JobTaskContext& context, const std::string& artifact_dir,
+    int64_t max_shard_bytes, const TaskControl& control);
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_PIPELINE_JOB_TASKS_H_

@@ -1,0 +1,18 @@
+// Lets quantd and quant-worker take flags written with dashes, as their
+// documentation shows them (--data-dir), while absl flags are declared with
+// underscores (--data_dir). Only the name before "=" changes.
+#ifndef QUANT_SERVER_FLAG_NAMES_H_
+#define QUANT_SERVER_FLAG_NAMES_H_
+
+#include <string>
+#include <vector>
+
+namespace quant::server {
+
+// "--data-dir=/x" -> "--data_dir=/x"; argv[0], values and everything after
+// a bare "--" are left as they are.
+std::vector<std::string> NormalizeFlagNames(std::vector<std::string> args);
+
+}  // namespace quant::server
+
+#endif  // QUANT_SERVER_FLAG_NAMES_H_

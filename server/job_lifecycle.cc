@@ -1,0 +1,125 @@
+// JobLifecycle: shared job transitions and the scheduler's upkeep pass.
+#include "server/job_lifecycle.h"
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "server/job_events.h"
+#include "server/job_spec.h"
+#include "server/task_plan.h"
+
+namespace quant::server {
+
+absl::StatusOr<store::Verdict> AuditVerdict(const std::string& audit_json) {
+  const nlohmann::json audit =
+      nlohmann::json::parse(audit_json, nullptr, false);
+  if (!audit.is_object() || !audit.contains("verdict") ||
+      !audit["verdict"].is_string()) {
+    return absl::DataLossError("audit.json: no verdict");
+  }
+  const std::string verdict = audit["verdict"].get<std::string>();
+  if (verdict == "PASS") return store::Verdict::kPass;
+  if (verdict == "FAIL") return store::Verdict::kFail;
+  return absl::DataLossError(
+      absl::StrCat("audit.json: unknown verdict \"", verdict, "\""));
+}
+
+absl::StatusOr<v1::Job> JobLifecycle::JobProto(const store::Job& job) {
+  absl::StatusOr<std::vector<store::Task>> tasks = store_->ListTasks(job.id);
+  if (!tasks.ok()) return tasks.status();
+  return JobToProto(job, *tasks);
+}
+
+absl::StatusOr<v1::Job> JobLifecycle::JobProto(const std::string& job_id) {
+  absl::StatusOr<store::Job> job = store_->GetJob(job_id);
+  if (!job.ok()) return job.status();
+  return JobProto(*job);
+}
+
+absl::Status JobLifecycle::FinishJob(const std::string& job_id) {
+  absl::StatusOr<std::string> audit = artifacts_->ReadAudit(job_id);
+  if (!audit.ok()) {
+    return FailJob(job_id, absl::StrCat("every task finished but the packed "
+                                        "checkpoint is missing: ",
+                                        audit.status().message()));
+  }
+  absl::StatusOr<store::Verdict> verdict = AuditVerdict(*audit);
+  if (!verdict.ok())
+    return FailJob(job_id, std::string(verdict.status().message()));
+  absl::StatusOr<store::Job> job =
+      store_->FinishJob(job_id, *verdict, artifacts_->CheckpointUri(job_id));
+  if (!job.ok()) return job.status();
+  absl::Status progress = Progress(job_id, "done");
+  if (!progress.ok()) return progress;
+  return StateChanged(job_id, job->state);
+}
+
+absl::Status JobLifecycle::FailJob(const std::string& job_id,
+                                   const std::string& error) {
+  absl::StatusOr<store::Job> job = store_->FailJob(job_id, error);
+  if (!job.ok()) return job.status();
+  return StateChanged(job_id, job->state);
+}
+
+absl::Status JobLifecycle::StateChanged(const std::string& job_id,
+                                        store::JobState state) {
+  absl::Status appended = AppendStateEvent(*store_, job_id, state);
+  signal_->Notify();
+  return appended;
+}
+
+absl::Status JobLifecycle::Progress(const std::string& job_id,
+                                    const std::string& current) {
+  absl::StatusOr<v1::Job> job = JobProto(job_id);
+  if (!job.ok()) return job.status();
+  v1::Progress progress = job->progress();
+  progress.set_current(current);
+  absl::Status appended = AppendProgressEvent(*store_, job_id, progress);
+  signal_->Notify();
+  return appended;
+}
+
+absl::StatusOr<UpkeepResult> JobLifecycle::Upkeep() {
+  UpkeepResult result;
+  absl::StatusOr<std::vector<store::Job>> before = store_->UnfinishedJobs();
+  if (!before.ok()) return before.status();
+  absl::StatusOr<int> expired = store_->ExpireLeases();
+  if (!expired.ok()) return expired.status();
+  result.expired_leases = *expired;
+  if (*expired > 0) signal_->Notify();
+  for (const store::Job& job : *before) {
+    absl::StatusOr<store::Job> now = store_->GetJob(job.id);
+    if (!now.ok()) return now.status();
+    if (now->state != job.state) {
+      // Out of attempts after an expiry: the store failed it.
+      if (absl::Status s = StateChanged(job.id, now->state); !s.ok()) return s;
+      continue;
+    }
+    absl::StatusOr<std::vector<store::Task>> tasks = store_->ListTasks(job.id);
+    if (!tasks.ok()) return tasks.status();
+    if (tasks->empty()) {
+      // Created, then the coordinator stopped before planning it.
+      absl::StatusOr<JobSpec> spec = JobSpecFromJson(now->spec_json);
+      if (!spec.ok()) return spec.status();
+      if (absl::Status s = store_->PlanTasks(
+              job.id, PlanJobTasks(spec->num_blocks, spec->recipe.propagation));
+          !s.ok()) {
+        return s;
+      }
+      ++result.planned_jobs;
+      signal_->Notify();
+      continue;
+    }
+    bool all_done = true;
+    for (const store::Task& task : *tasks) {
+      all_done = all_done && task.state == store::TaskState::kDone;
+    }
+    if (all_done) {
+      // The last CompleteTask was recorded but the job not finished.
+      if (absl::Status s = FinishJob(job.id); !s.ok()) return s;
+      ++result.finished_jobs;
+    }
+  }
+  return result;
+}
+
+}  // namespace quant::server

@@ -1,0 +1,61 @@
+// The coordinator's job transitions that more than one caller makes: a
+// job's API view, finishing a job once its last task is done (the verdict
+// comes from the audit its finalize task published), failing one, progress
+// events, and the upkeep pass the scheduler runs (expire leases, plan a job
+// whose planning was interrupted, finish a job whose finishing was). Every
+// transition appends its event and wakes waiters.
+#ifndef QUANT_SERVER_JOB_LIFECYCLE_H_
+#define QUANT_SERVER_JOB_LIFECYCLE_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "quant/v1/service.pb.h"
+#include "server/artifact_store.h"
+#include "server/change_signal.h"
+#include "server/store/job_store.h"
+
+namespace quant::server {
+
+struct UpkeepResult {
+  int expired_leases = 0;
+  int planned_jobs = 0;
+  int finished_jobs = 0;
+};
+
+class JobLifecycle {
+ public:
+  // The pointers must outlive this.
+  JobLifecycle(store::JobStore* store, ArtifactStore* artifacts,
+               ChangeSignal* signal)
+      : store_(store), artifacts_(artifacts), signal_(signal) {}
+
+  absl::StatusOr<v1::Job> JobProto(const std::string& job_id);
+  absl::StatusOr<v1::Job> JobProto(const store::Job& job);
+
+  // Every task DONE: SUCCEEDED with the published audit's verdict.
+  absl::Status FinishJob(const std::string& job_id);
+  absl::Status FailJob(const std::string& job_id, const std::string& error);
+  // A state change made elsewhere (store::LeaseTask, CancelJob).
+  absl::Status StateChanged(const std::string& job_id, store::JobState state);
+  // A progress event with the job's block counts and `current`.
+  absl::Status Progress(const std::string& job_id, const std::string& current);
+
+  absl::StatusOr<UpkeepResult> Upkeep();
+
+  ChangeSignal& signal() { return *signal_; }
+  store::JobStore& store() { return *store_; }
+  ArtifactStore& artifacts() { return *artifacts_; }
+
+ private:
+  store::JobStore* store_;
+  ArtifactStore* artifacts_;
+  ChangeSignal* signal_;
+};
+
+// The verdict recorded in an audit.json's text.
+absl::StatusOr<store::Verdict> AuditVerdict(const std::string& audit_json);
+
+}  // namespace quant::server
+
+#endif  // QUANT_SERVER_JOB_LIFECYCLE_H_

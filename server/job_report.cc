@@ -1,0 +1,58 @@
+// AuditToReport: audit.json -> quant.v1.JobReport.
+#include "server/job_report.h"
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/json_util.h"
+#include "nlohmann/json.hpp"
+
+namespace quant::server {
+namespace {
+
+absl::Status ParseInto(const nlohmann::json& value, const std::string& what,
+                       google::protobuf::Message* message) {
+  google::protobuf::util::JsonParseOptions options;
+  // audit.json may grow keys before the API does.
+  options.ignore_unknown_fields = true;
+  auto status = google::protobuf::util::JsonStringToMessage(value.dump(),
+                                                            message, options);
+  if (!status.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("audit.json: ", what, ": ", status.ToString()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status AuditToReport(const std::string& audit_json,
+                           v1::JobReport* report) {
+  const nlohmann::json audit =
+      nlohmann::json::parse(audit_json, nullptr, false);
+  if (!audit.is_object() || !audit.contains("layers") ||
+      !audit["layers"].is_array() || !audit.contains("gates") ||
+      !audit["gates"].is_object()) {
+    return absl::DataLossError(
+        "audit.json: not an audit (needs \"layers\" and \"gates\")");
+  }
+  report->clear_layers();
+  for (size_t i = 0; i < audit["layers"].size(); ++i) {
+    if (absl::Status s =
+            ParseInto(audit["layers"][i], absl::StrCat("layers[", i, "]"),
+                      report->add_layers());
+        !s.ok()) {
+      return s;
+    }
+  }
+  if (absl::Status s =
+          ParseInto(audit["gates"], "gates", report->mutable_gates());
+      !s.ok()) {
+    return s;
+  }
+  const std::string verdict = audit.value("verdict", "");
+  report->set_verdict(verdict == "PASS"   ? v1::VERDICT_PASS
+                      : verdict == "FAIL" ? v1::VERDICT_FAIL
+                                          : v1::VERDICT_UNSPECIFIED);
+  return absl::OkStatus();
+}
+
+}  // namespace quant::server

@@ -1,0 +1,57 @@
+// MetricsEndpoint: serves one prometheus::Registry at http://HOST:PORT/metrics
+// (prometheus-cpp's Exposer, civetweb underneath). quantd and quant-worker
+// each start one from their --metrics_listen flag.
+//
+// Destroying it stops the server; once it has served a request this takes
+// about 2 s (civetweb's shutdown waits out its worker threads), so tests
+// start few.
+#ifndef QUANT_SERVER_METRICS_METRICS_ENDPOINT_H_
+#define QUANT_SERVER_METRICS_METRICS_ENDPOINT_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "prometheus/exposer.h"
+#include "prometheus/registry.h"
+
+namespace quant::metrics {
+
+class MetricsEndpoint {
+ public:
+  // Binds `address`, "HOST:PORT" with HOST an IPv4 literal ("0.0.0.0":
+  // every interface) or "localhost" (127.0.0.1), and PORT 0..65535 (0: any
+  // free port; see port()). IPv6 is refused: Debian 12's civetweb is built
+  // without it. `flag` names the setting in error messages.
+  // InvalidArgument naming the value for a malformed or IPv6 address;
+  // Unavailable when the socket cannot be bound (port in use, address not
+  // local).
+  static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
+      absl::string_view address, std::shared_ptr<prometheus::Registry> registry,
+      absl::string_view flag = "--metrics_listen");
+
+  MetricsEndpoint(const MetricsEndpoint&) = delete;
+  MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
+  ~MetricsEndpoint();
+
+  // The bound port (the chosen one when started with port 0).
+  int port() const { return port_; }
+  // The bound address: "127.0.0.1:41237" ("localhost" shows as 127.0.0.1).
+  const std::string& address() const { return address_; }
+
+ private:
+  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer,
+                  std::shared_ptr<prometheus::Registry> registry, int port,
+                  std::string address);
+
+  // The exposer holds only a weak_ptr to the registry; this keeps it alive.
+  std::shared_ptr<prometheus::Registry> registry_;
+  std::unique_ptr<prometheus::Exposer> exposer_;
+  int port_;
+  std::string address_;
+};
+
+}  // namespace quant::metrics
+
+#endif  // QUANT_SERVER_METRICS_METRICS_ENDPOINT_H_

@@ -1,0 +1,16 @@
+// TaskKindLabel: the label value of each task kind.
+#include "server/metrics/task_kind.h"
+
+namespace quant::metrics {
+
+const char* TaskKindLabel(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::kBlock:
+      return "block";
+    case TaskKind::kFinalize:
+      return "finalize";
+  }
+  return "unknown";
+}
+
+}  // namespace quant::metrics

@@ -1,0 +1,12 @@
+// TextExposition: Collect() through prometheus-cpp's TextSerializer.
+#include "server/metrics/text_exposition.h"
+
+#include "prometheus/text_serializer.h"
+
+namespace quant::metrics {
+
+std::string TextExposition(const prometheus::Registry& registry) {
+  return prometheus::TextSerializer().Serialize(registry.Collect());
+}
+
+}  // namespace quant::metrics

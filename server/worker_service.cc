@@ -1,0 +1,331 @@
+// WorkerServiceImpl: the worker protocol over the job store.
+#include "server/worker_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "google/protobuf/util/time_util.h"
+#include "server/grpc_status.h"
+#include "server/job_events.h"
+#include "server/job_spec.h"
+#include "server/recipe_convert.h"
+
+namespace quant::server {
+namespace {
+
+using google::protobuf::util::TimeUtil;
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+absl::Status RequireLease(const std::string& lease_id) {
+  if (lease_id.empty()) return absl::InvalidArgumentError("lease_id: required");
+  return absl::OkStatus();
+}
+
+template <typename Response>
+grpc::Status Reply(absl::StatusOr<Response> result, Response* response) {
+  if (!result.ok()) return ToGrpcStatus(result.status());
+  *response = *std::move(result);
+  return grpc::Status::OK;
+}
+
+}  // namespace
+
+WorkerServiceImpl::WorkerServiceImpl(JobLifecycle* lifecycle,
+                                     const Authenticator* auth,
+                                     WorkerServiceOptions options)
+    : lifecycle_(lifecycle), auth_(auth), options_(options) {}
+
+void WorkerServiceImpl::Touch(const std::string& worker_id, int leased_delta) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = workers_.find(worker_id);
+  if (it == workers_.end()) return;
+  it->second.last_seen_ms = NowMs();
+  it->second.leased = std::max(0, it->second.leased + leased_delta);
+}
+
+void WorkerServiceImpl::EndLease(const std::string& lease_id) {
+  std::string worker;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = lease_workers_.find(lease_id);
+    if (it == lease_workers_.end()) return;
+    worker = it->second;
+    lease_workers_.erase(it);
+  }
+  Touch(worker, -1);
+}
+
+std::vector<WorkerInfo> WorkerServiceImpl::Workers() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<WorkerInfo> out;
+  for (const auto& [id, info] : workers_) out.push_back(info);
+  return out;
+}
+
+absl::StatusOr<v1::RegisterWorkerResponse> WorkerServiceImpl::DoRegister(
+    const v1::RegisterWorkerRequest& request) {
+  if (request.name().empty() || request.name().size() > 256) {
+    return absl::InvalidArgumentError("name: required, at most 256 bytes");
+  }
+  if (request.slots() < 1 || request.slots() > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("slots: must be in 1..1024, got ", request.slots()));
+  }
+  WorkerInfo info;
+  info.name = request.name();
+  info.slots = request.slots();
+  info.version = request.version();
+  info.last_seen_ms = NowMs();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    // The start time keeps ids unique across coordinator restarts.
+    static const int64_t started_ms = NowMs();
+    info.id = absl::StrCat("worker-", started_ms, "-", next_worker_++);
+    workers_[info.id] = info;
+  }
+  v1::RegisterWorkerResponse response;
+  response.set_worker_id(info.id);
+  response.set_heartbeat_interval_ms(options_.heartbeat_ms);
+  response.set_lease_duration_ms(options_.lease_ms);
+  return response;
+}
+
+absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
+    const store::Lease& lease) {
+  absl::StatusOr<JobSpec> spec = JobSpecFromJson(lease.job_spec_json);
+  if (!spec.ok()) return spec.status();
+  const ArtifactStore& artifacts = lifecycle_->artifacts();
+  const store::Task& task = lease.task;
+  v1::Task out;
+  out.set_job_id(task.job_id);
+  out.set_index(task.index);
+  out.set_kind(task.kind == store::TaskKind::kBlock ? v1::TASK_KIND_BLOCK
+                                                    : v1::TASK_KIND_FINALIZE);
+  out.set_block(task.block);
+  out.set_attempt(task.attempts);
+  // Resolved at submit, under an allowed root: workers need not resolve
+  // URIs or know the roots.
+  out.set_checkpoint_uri(absl::StrCat("file://", spec->checkpoint_path));
+  *out.mutable_recipe() = RecipeToProto(spec->recipe);
+  out.set_calibration_uri(absl::StrCat("file://", spec->calibration_path));
+  out.set_calibration_sha256(spec->calibration_sha256);
+  out.set_work_uri(artifacts.JobWorkUri(task.job_id));
+  out.set_attempt_uri(
+      artifacts.AttemptUri(task.job_id, task.index, task.attempts));
+  out.set_artifact_uri(artifacts.CheckpointUri(task.job_id));
+  return out;
+}
+
+absl::StatusOr<v1::LeaseTaskResponse> WorkerServiceImpl::DoLeaseTask(
+    const v1::LeaseTaskRequest& request,
+    const std::function<bool()>& cancelled) {
+  if (request.worker_id().empty()) {
+    return absl::InvalidArgumentError("worker_id: required");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (workers_.count(request.worker_id()) == 0) {
+      return absl::NotFoundError(
+          absl::StrCat("worker_id: unknown worker \"", request.worker_id(),
+                       "\" (the coordinator restarted?); register again"));
+    }
+  }
+  Touch(request.worker_id(), 0);
+  const int64_t wait_ms =
+      std::clamp<int64_t>(request.wait_ms(), 0, options_.max_wait_ms);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  ChangeSignal& signal = lifecycle_->signal();
+  while (true) {
+    const uint64_t seen = signal.generation();
+    absl::StatusOr<std::optional<store::Lease>> lease =
+        lifecycle_->store().LeaseTask(request.worker_id(), options_.lease_ms);
+    if (!lease.ok()) return lease.status();
+    if (lease->has_value()) {
+      const store::Lease& got = **lease;
+      if (got.job_started) {
+        if (absl::Status s = lifecycle_->StateChanged(
+                got.task.job_id, store::JobState::kRunning);
+            !s.ok()) {
+          return s;
+        }
+      }
+      absl::StatusOr<v1::Task> task = TaskProto(got);
+      if (!task.ok()) return task.status();
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        lease_workers_[got.lease_id] = request.worker_id();
+      }
+      Touch(request.worker_id(), +1);
+      v1::LeaseTaskResponse response;
+      *response.mutable_task() = *std::move(task);
+      response.set_lease_id(got.lease_id);
+      *response.mutable_lease_expire_time() =
+          TimeUtil::MillisecondsToTimestamp(got.expires_ms);
+      return response;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline || signal.stopping() || (cancelled && cancelled())) {
+      return v1::LeaseTaskResponse();
+    }
+    // Wake on any change, and at least every second: leases also expire by
+    // time alone.
+    signal.WaitFor(seen,
+                   std::min<std::chrono::milliseconds>(
+                       std::chrono::duration_cast<std::chrono::milliseconds>(
+                           deadline - now),
+                       std::chrono::milliseconds(1000)));
+  }
+}
+
+absl::StatusOr<v1::HeartbeatResponse> WorkerServiceImpl::DoHeartbeat(
+    const v1::HeartbeatRequest& request) {
+  if (absl::Status s = RequireLease(request.lease_id()); !s.ok()) return s;
+  const v1::TaskProgress& progress = request.progress();
+  if (progress.layers_total() < 0 || progress.layers_done() < 0 ||
+      progress.layers_done() > progress.layers_total()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("progress: layers_done ", progress.layers_done(),
+                     " of layers_total ", progress.layers_total()));
+  }
+  const double fraction = progress.layers_total() == 0
+                              ? 0.0
+                              : static_cast<double>(progress.layers_done()) /
+                                    progress.layers_total();
+  absl::StatusOr<store::HeartbeatResult> beat =
+      lifecycle_->store().Heartbeat(request.lease_id(), fraction);
+  if (!beat.ok()) return beat.status();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = lease_workers_.find(request.lease_id());
+    if (it != lease_workers_.end()) {
+      auto worker = workers_.find(it->second);
+      if (worker != workers_.end()) worker->second.last_seen_ms = NowMs();
+    }
+  }
+  const std::string& job_id = beat->task.job_id;
+  if (!beat->job_cancelled) {
+    for (const v1::LayerAudit& layer : progress.finished_layers()) {
+      if (absl::Status s = AppendLayerEvent(lifecycle_->store(), job_id, layer);
+          !s.ok()) {
+        return s;
+      }
+    }
+    if (progress.finished_layers_size() > 0) {
+      const std::string current =
+          beat->task.kind == store::TaskKind::kBlock
+              ? absl::StrCat("block ", beat->task.block, ": ",
+                             progress.current_layer())
+              : absl::StrCat("finalize: ", progress.current_layer());
+      if (absl::Status s = lifecycle_->Progress(job_id, current); !s.ok()) {
+        return s;
+      }
+    }
+  }
+  v1::HeartbeatResponse response;
+  response.set_cancelled(beat->job_cancelled);
+  *response.mutable_lease_expire_time() =
+      TimeUtil::MillisecondsToTimestamp(beat->expires_ms);
+  return response;
+}
+
+absl::Status WorkerServiceImpl::DoCompleteTask(
+    const v1::CompleteTaskRequest& request) {
+  if (absl::Status s = RequireLease(request.lease_id()); !s.ok()) return s;
+  if (request.output_uri().empty()) {
+    return absl::InvalidArgumentError("output_uri: required");
+  }
+  absl::StatusOr<store::CompleteTaskResult> done =
+      lifecycle_->store().CompleteTask(request.lease_id(),
+                                       request.output_uri());
+  if (!done.ok()) return done.status();
+  EndLease(request.lease_id());
+  const store::Task& task = done->task;
+  lifecycle_->signal().Notify();  // Dependants may be runnable now.
+  if (done->all_tasks_done) return lifecycle_->FinishJob(task.job_id);
+  return lifecycle_->Progress(task.job_id,
+                              task.kind == store::TaskKind::kBlock
+                                  ? absl::StrCat("block ", task.block, " done")
+                                  : "finalize done");
+}
+
+absl::Status WorkerServiceImpl::DoFailTask(const v1::FailTaskRequest& request) {
+  if (absl::Status s = RequireLease(request.lease_id()); !s.ok()) return s;
+  if (request.error().empty()) {
+    return absl::InvalidArgumentError("error: required");
+  }
+  absl::StatusOr<store::FailTaskResult> failed =
+      lifecycle_->store().FailTask(request.lease_id(), request.error());
+  if (!failed.ok()) return failed.status();
+  EndLease(request.lease_id());
+  const std::string& job_id = failed->task.job_id;
+  if (failed->job_failed) {
+    return lifecycle_->StateChanged(job_id, store::JobState::kFailed);
+  }
+  if (!request.retryable()) {
+    absl::StatusOr<store::Job> job = lifecycle_->store().GetJob(job_id);
+    if (!job.ok()) return job.status();
+    if (store::IsTerminal(job->state)) return absl::OkStatus();
+    return lifecycle_->FailJob(job_id,
+                               absl::StrCat("task ", failed->task.index,
+                                            " failed: ", request.error()));
+  }
+  lifecycle_->signal().Notify();  // Requeued.
+  return absl::OkStatus();
+}
+
+grpc::Status WorkerServiceImpl::RegisterWorker(
+    grpc::ServerContext* context, const v1::RegisterWorkerRequest* request,
+    v1::RegisterWorkerResponse* response) {
+  if (absl::Status s = auth_->Check(*context, CallerRole::kWorker); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  return Reply(DoRegister(*request), response);
+}
+
+grpc::Status WorkerServiceImpl::LeaseTask(grpc::ServerContext* context,
+                                          const v1::LeaseTaskRequest* request,
+                                          v1::LeaseTaskResponse* response) {
+  if (absl::Status s = auth_->Check(*context, CallerRole::kWorker); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  return Reply(
+      DoLeaseTask(*request, [context] { return context->IsCancelled(); }),
+      response);
+}
+
+grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* context,
+                                          const v1::HeartbeatRequest* request,
+                                          v1::HeartbeatResponse* response) {
+  if (absl::Status s = auth_->Check(*context, CallerRole::kWorker); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  return Reply(DoHeartbeat(*request), response);
+}
+
+grpc::Status WorkerServiceImpl::CompleteTask(
+    grpc::ServerContext* context, const v1::CompleteTaskRequest* request,
+    v1::CompleteTaskResponse* /*response*/) {
+  if (absl::Status s = auth_->Check(*context, CallerRole::kWorker); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  return ToGrpcStatus(DoCompleteTask(*request));
+}
+
+grpc::Status WorkerServiceImpl::FailTask(grpc::ServerContext* context,
+                                         const v1::FailTaskRequest* request,
+                                         v1::FailTaskResponse* /*response*/) {
+  if (absl::Status s = auth_->Check(*context, CallerRole::kWorker); !s.ok()) {
+    return ToGrpcStatus(s);
+  }
+  return ToGrpcStatus(DoFailTask(*request));
+}
+
+}  // namespace quant::server

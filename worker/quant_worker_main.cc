@@ -1,0 +1,137 @@
+// quant-worker: runs quantd's block and finalize tasks. Registers with the
+// coordinator, leases tasks (long poll), runs them through core/ with
+// heartbeats, and exits cleanly on SIGTERM or SIGINT, releasing the task it
+// was running so another worker takes it over at once.
+//
+//   quant-worker --server=127.0.0.1:50051 --slots=1 --token_file=/run/wtoken
+//
+// The worker token comes from --token_file or QUANT_WORKER_TOKEN. The
+// worker reads and writes the job's files at the file:// paths the
+// coordinator gives it, so it must see the same artifact directory.
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/pipeline/finalize_task.h"
+#include "server/auth.h"
+#include "server/flag_names.h"
+#include "worker/worker.h"
+
+ABSL_FLAG(std::string, server, "127.0.0.1:50051", "quantd's HOST:PORT.");
+ABSL_FLAG(std::string, name, "",
+          "This worker's name in listings (default: HOST-PID).");
+ABSL_FLAG(int, slots, 1, "Tasks run at once.");
+ABSL_FLAG(std::string, token_file, "",
+          "File holding the worker token (else QUANT_WORKER_TOKEN).");
+ABSL_FLAG(std::string, tls_ca, "",
+          "PEM root certificate: connect with TLS, trusting it.");
+ABSL_FLAG(int64_t, lease_wait_ms, 10000,
+          "How long one LeaseTask call waits for a task (long poll).");
+
+namespace {
+
+// Started by quantd --local_workers: stop when it goes away, even when it
+// was killed (SIGKILL leaves no chance to stop us).
+void ExitWithParentIfAsked() {
+  const char* parent = std::getenv("QUANT_PARENT_PID");
+  int64_t pid = 0;
+  if (parent == nullptr || !absl::SimpleAtoi(parent, &pid)) return;
+  prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (getppid() != pid) std::exit(0);  // It died before prctl.
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "quant-worker: runs quantd's quantization tasks.\n"
+      "Example: quant-worker --server=127.0.0.1:50051 --slots=1");
+  std::vector<std::string> normalized = quant::server::NormalizeFlagNames(
+      std::vector<std::string>(argv, argv + argc));
+  std::vector<char*> args;
+  for (std::string& a : normalized) args.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+
+  // Signals go to the watcher thread below only.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ExitWithParentIfAsked();
+
+  quant::worker::WorkerOptions options;
+  options.server = absl::GetFlag(FLAGS_server);
+  options.slots = absl::GetFlag(FLAGS_slots);
+  options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  options.lease_wait_ms = absl::GetFlag(FLAGS_lease_wait_ms);
+  options.version = quant::ToolVersion();
+  options.name = absl::GetFlag(FLAGS_name);
+  if (options.name.empty()) {
+    char host[256] = {0};
+    gethostname(host, sizeof(host) - 1);
+    options.name = absl::StrCat(host, "-", getpid());
+  }
+  const std::string token_file = absl::GetFlag(FLAGS_token_file);
+  if (!token_file.empty()) {
+    auto token = quant::server::ReadTokenFile(token_file, "--token_file");
+    if (!token.ok()) {
+      std::fprintf(stderr, "quant-worker: %s\n",
+                   std::string(token.status().message()).c_str());
+      return 2;
+    }
+    options.token = *token;
+  } else if (const char* env = std::getenv("QUANT_WORKER_TOKEN")) {
+    options.token = env;
+  }
+  if (options.lease_wait_ms < 0 || options.lease_wait_ms > 60'000) {
+    std::fprintf(stderr, "quant-worker: --lease_wait_ms must be in 0..60000\n");
+    return 2;
+  }
+  auto worker = quant::worker::Worker::Create(options);
+  if (!worker.ok()) {
+    std::fprintf(stderr, "quant-worker: %s\n",
+                 std::string(worker.status().message()).c_str());
+    return 2;
+  }
+
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    const timespec tick{0, 200'000'000};
+    while (!done.load()) {
+      const int got = sigtimedwait(&signals, nullptr, &tick);
+      if (got == SIGTERM || got == SIGINT) {
+        std::fprintf(stderr, "quant-worker[%s]: %s: stopping\n",
+                     options.name.c_str(),
+                     got == SIGTERM ? "SIGTERM" : "SIGINT");
+        (*worker)->RequestStop();
+        return;
+      }
+    }
+  });
+  const absl::Status run = (*worker)->Run();
+  done.store(true);
+  watcher.join();
+  if (!run.ok()) {
+    std::fprintf(stderr, "quant-worker: %s\n",
+                 std::string(run.message()).c_str());
+    return 1;
+  }
+  std::fprintf(
+      stderr, "quant-worker[%s]: stopped (%d task(s) done, %d failed)\n",
+      options.name.c_str(), (*worker)->completed(), (*worker)->failed());
+  return 0;
+}

@@ -1,0 +1,137 @@
+// RunTask: a leased task through core/pipeline/job_tasks.
+#include "worker/task_runner.h"
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/directory_util.h"
+#include "core/base/file_util.h"
+#include "core/base/sha256.h"
+#include "core/pipeline/audit_report.h"
+#include "core/pipeline/job_tasks.h"
+#include "core/pipeline/task_io.h"
+#include "google/protobuf/util/json_util.h"
+#include "server/recipe_convert.h"
+
+namespace quant::worker {
+namespace {
+
+// mkdir -p for the job's directories (the artifact root exists).
+absl::Status MakeDirectories(const std::string& path) {
+  if (path.empty() || IsDirectory(path)) return absl::OkStatus();
+  if (absl::Status s = MakeDirectories(ParentDirectory(path)); !s.ok()) {
+    return s;
+  }
+  absl::Status made = MakeDirectory(path);
+  if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<v1::LayerAudit> AuditProto(const LayerResult& layer) {
+  google::protobuf::util::JsonParseOptions options;
+  options.ignore_unknown_fields = true;
+  v1::LayerAudit audit;
+  auto status = google::protobuf::util::JsonStringToMessage(
+      LayerResultToJson(layer).dump(), &audit, options);
+  if (!status.ok()) {
+    return absl::InternalError(
+        absl::StrCat(layer.name, ": audit: ", status.ToString()));
+  }
+  return audit;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> PathOfFileUri(const std::string& uri,
+                                          const std::string& field) {
+  constexpr char kScheme[] = "file://";
+  if (!absl::StartsWith(uri, kScheme) || uri.size() <= 7 || uri[7] != '/') {
+    return absl::InvalidArgumentError(absl::StrCat(
+        field, ": \"", uri, "\" is not a file:///absolute/path URI"));
+  }
+  return uri.substr(7);
+}
+
+bool IsRetryable(const absl::Status& status) {
+  return !(absl::IsInvalidArgument(status) || absl::IsNotFound(status) ||
+           absl::IsDataLoss(status) || absl::IsUnimplemented(status) ||
+           absl::IsOutOfRange(status));
+}
+
+absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
+                                    const TaskProgressSink& sink,
+                                    const std::atomic<bool>* cancelled) {
+  JobTaskContext context;
+  absl::StatusOr<std::string> path =
+      PathOfFileUri(task.checkpoint_uri(), "checkpoint_uri");
+  if (!path.ok()) return path.status();
+  context.checkpoint_dir = *path;
+  path = PathOfFileUri(task.calibration_uri(), "calibration_uri");
+  if (!path.ok()) return path.status();
+  context.calibration_path = *path;
+  path = PathOfFileUri(task.work_uri(), "work_uri");
+  if (!path.ok()) return path.status();
+  context.work_dir = *path;
+  absl::StatusOr<Recipe> recipe = server::RecipeFromProto(task.recipe());
+  if (!recipe.ok()) return recipe.status();
+  context.recipe = *std::move(recipe);
+
+  // The set the job was submitted with, not one replaced since.
+  absl::StatusOr<std::string> sha256 = Sha256File(context.calibration_path);
+  if (!sha256.ok()) return sha256.status();
+  if (*sha256 != task.calibration_sha256()) {
+    return absl::DataLossError(absl::StrCat(
+        "calibration_uri: ", context.calibration_path, " has sha256 ", *sha256,
+        ", the job was submitted with ", task.calibration_sha256()));
+  }
+  if (absl::Status s = MakeDirectories(context.work_dir); !s.ok()) return s;
+
+  absl::Status layer_error;
+  TaskControl control;
+  control.cancelled = cancelled;
+  control.on_stage = sink.on_stage;
+  control.on_layer = [&](const LayerResult& layer) {
+    absl::StatusOr<v1::LayerAudit> audit = AuditProto(layer);
+    if (!audit.ok()) {
+      layer_error.Update(audit.status());
+      return;
+    }
+    if (sink.on_layer) sink.on_layer(*audit);
+  };
+
+  TaskOutcome outcome;
+  if (task.kind() == v1::TASK_KIND_BLOCK) {
+    absl::StatusOr<std::string> attempt =
+        PathOfFileUri(task.attempt_uri(), "attempt_uri");
+    if (!attempt.ok()) return attempt.status();
+    if (absl::Status s = MakeDirectories(*attempt); !s.ok()) return s;
+    if (absl::Status s =
+            RunBlockJobTask(context, task.block(), *attempt, control);
+        !s.ok()) {
+      return s;
+    }
+    if (!layer_error.ok()) return layer_error;
+    // The attempt's area is empty once published.
+    (void)RemoveTree(*attempt);
+    outcome.output_uri = absl::StrCat(
+        "file://", BlockOutputPrefix(context.work_dir, task.block()));
+    return outcome;
+  }
+  if (task.kind() == v1::TASK_KIND_FINALIZE) {
+    absl::StatusOr<std::string> artifact =
+        PathOfFileUri(task.artifact_uri(), "artifact_uri");
+    if (!artifact.ok()) return artifact.status();
+    if (absl::Status s = MakeDirectories(ParentDirectory(*artifact)); !s.ok()) {
+      return s;
+    }
+    absl::StatusOr<FinalizeJobResult> result =
+        RunFinalizeJobTask(context, *artifact, kDefaultMaxShardBytes, control);
+    if (!result.ok()) return result.status();
+    outcome.output_uri = task.artifact_uri();
+    outcome.passed = result->passed;
+    return outcome;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("kind: unknown task kind ", task.kind()));
+}
+
+}  // namespace quant::worker

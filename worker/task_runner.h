@@ -1,0 +1,47 @@
+// One leased task run through core/: a quant.v1.Task (block or finalize)
+// becomes the core's JobTaskContext (paths from file:// URIs, the recipe
+// from its proto, the calibration file checked against its sha256) and runs
+// with progress reported as layers finish.
+#ifndef QUANT_WORKER_TASK_RUNNER_H_
+#define QUANT_WORKER_TASK_RUNNER_H_
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "quant/v1/worker.pb.h"
+
+namespace quant::worker {
+
+// Receives progress from the running task (from its thread).
+struct TaskProgressSink {
+  std::function<void(const std::string&)> on_stage;
+  std::function<void(const v1::LayerAudit&)> on_layer;
+};
+
+struct TaskOutcome {
+  std::string output_uri;  // What CompleteTask reports.
+  bool passed = false;     // Finalize: the gate verdict.
+};
+
+// Layers a block task reports (q, k, v, o, gate, up, down).
+inline constexpr int kLayersPerBlock = 7;
+
+// Errors: InvalidArgument / NotFound / DataLoss for bad input (not worth a
+// retry), Cancelled when `cancelled` was set, others as the core returns
+// them.
+absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
+                                    const TaskProgressSink& sink,
+                                    const std::atomic<bool>* cancelled);
+
+// Whether another attempt could succeed where this one failed.
+bool IsRetryable(const absl::Status& status);
+
+// "/abs/path" of "file:///abs/path"; InvalidArgument naming `field`.
+absl::StatusOr<std::string> PathOfFileUri(const std::string& uri,
+                                          const std::string& field);
+
+}  // namespace quant::worker
+
+#endif  // QUANT_WORKER_TASK_RUNNER_H_

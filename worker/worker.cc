@@ -1,0 +1,325 @@
+// Worker: register, lease, run with heartbeats, complete or fail.
+#include "worker/worker.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "core/base/file_util.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "worker/task_runner.h"
+
+namespace quant::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What the heartbeat thread and the task share.
+struct RunningTask {
+  std::mutex mu;
+  std::condition_variable wake;
+  bool finished = false;
+  int layers_done = 0;
+  int layers_total = 0;
+  std::string current;
+  std::vector<v1::LayerAudit> unsent;
+  std::atomic<bool> cancel{false};
+  bool cancelled_by_job = false;
+  bool lease_lost = false;
+};
+
+std::string Describe(const v1::Task& task) {
+  return task.kind() == v1::TASK_KIND_BLOCK
+             ? absl::StrCat(task.job_id(), " block ", task.block())
+             : absl::StrCat(task.job_id(), " finalize");
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
+  if (options.slots < 1 || options.slots > 64) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--slots: must be in 1..64, got ", options.slots));
+  }
+  if (options.server.empty()) {
+    return absl::InvalidArgumentError("--server: required (HOST:PORT)");
+  }
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  if (!options.tls_ca.empty()) {
+    absl::StatusOr<std::string> ca = ReadFileToString(options.tls_ca, 1 << 20);
+    if (!ca.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--tls_ca: ", ca.status().message()));
+    }
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = *ca;
+    credentials = grpc::SslCredentials(ssl);
+  }
+  std::unique_ptr<Worker> worker(new Worker(std::move(options)));
+  worker->channel_ = grpc::CreateChannel(worker->options_.server, credentials);
+  worker->stub_ = v1::WorkerService::NewStub(worker->channel_);
+  return worker;
+}
+
+void Worker::Log(const std::string& message) const {
+  std::fprintf(stderr, "quant-worker[%s]: %s\n", options_.name.c_str(),
+               message.c_str());
+}
+
+std::unique_ptr<grpc::ClientContext> Worker::Context(int64_t timeout_ms) const {
+  auto context = std::make_unique<grpc::ClientContext>();
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::milliseconds(timeout_ms));
+  if (!options_.token.empty()) {
+    context->AddMetadata("authorization", "Bearer " + options_.token);
+  }
+  return context;
+}
+
+void Worker::RequestStop() { stop_.store(true); }
+
+std::string Worker::WorkerId(const std::string& stale) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!worker_id_.empty() && worker_id_ != stale) return worker_id_;
+  int64_t backoff_ms = 200;
+  while (!stop_.load()) {
+    v1::RegisterWorkerRequest request;
+    request.set_name(options_.name);
+    request.set_slots(options_.slots);
+    request.set_version(options_.version);
+    v1::RegisterWorkerResponse response;
+    grpc::Status status =
+        stub_->RegisterWorker(Context(10'000).get(), request, &response);
+    if (status.ok()) {
+      worker_id_ = response.worker_id();
+      if (response.heartbeat_interval_ms() > 0) {
+        heartbeat_ms_ = response.heartbeat_interval_ms();
+      }
+      Log(absl::StrCat("registered as ", worker_id_, " (", options_.slots,
+                       " slot(s), heartbeat every ", heartbeat_ms_.load(),
+                       " ms)"));
+      return worker_id_;
+    }
+    if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+        status.error_code() == grpc::StatusCode::PERMISSION_DENIED ||
+        status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+      Log(absl::StrCat("cannot register: ", status.error_message()));
+      stop_.store(true);
+      return "";
+    }
+    Log(absl::StrCat("coordinator unreachable (", status.error_message(),
+                     "); retrying"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+    backoff_ms = std::min<int64_t>(backoff_ms * 2, 5'000);
+  }
+  return "";
+}
+
+absl::Status Worker::Run() {
+  if (WorkerId().empty()) {
+    return stop_.load() && worker_id_.empty()
+               ? absl::UnauthenticatedError(
+                     "could not register with the coordinator")
+               : absl::OkStatus();
+  }
+  std::vector<std::thread> slots;
+  for (int slot = 0; slot < options_.slots; ++slot) {
+    slots.emplace_back([this, slot] { SlotLoop(slot); });
+  }
+  for (std::thread& t : slots) t.join();
+  return absl::OkStatus();
+}
+
+void Worker::SlotLoop(int /*slot*/) {
+  int64_t backoff_ms = 200;
+  while (!stop_.load()) {
+    const std::string id = WorkerId();
+    if (id.empty()) return;
+    v1::LeaseTaskRequest request;
+    request.set_worker_id(id);
+    request.set_wait_ms(options_.lease_wait_ms);
+    v1::LeaseTaskResponse response;
+    const auto started = Clock::now();
+    grpc::Status status = stub_->LeaseTask(
+        Context(options_.lease_wait_ms + 10'000).get(), request, &response);
+    if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      WorkerId(id);  // The coordinator restarted: register again.
+      continue;
+    }
+    if (!status.ok()) {
+      if (stop_.load()) return;
+      Log(absl::StrCat("LeaseTask: ", status.error_message(), "; retrying"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+      backoff_ms = std::min<int64_t>(backoff_ms * 2, 5'000);
+      continue;
+    }
+    backoff_ms = 200;
+    if (!response.has_task()) {
+      // A coordinator that is stopping answers at once: do not spin.
+      if (Clock::now() - started < std::chrono::milliseconds(100)) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(500));
+      }
+      continue;
+    }
+    if (stop_.load()) {
+      // Leased just as we were told to stop: hand it straight back.
+      v1::FailTaskRequest fail;
+      fail.set_lease_id(response.lease_id());
+      fail.set_error("worker stopping before it started the task");
+      fail.set_retryable(true);
+      v1::FailTaskResponse ignored;
+      stub_->FailTask(Context(10'000).get(), fail, &ignored);
+      return;
+    }
+    RunLeased(response);
+  }
+}
+
+void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
+  const v1::Task& task = leased.task();
+  const std::string& lease_id = leased.lease_id();
+  const std::string what = Describe(task);
+  Log(absl::StrCat("running ", what, " (attempt ", task.attempt(), ")"));
+  const auto started = Clock::now();
+  RunningTask running;
+  running.layers_total =
+      task.kind() == v1::TASK_KIND_BLOCK ? kLayersPerBlock : 1;
+
+  // One beat: progress and the layers not yet reported.
+  auto beat = [&]() {
+    v1::HeartbeatRequest request;
+    request.set_lease_id(lease_id);
+    std::vector<v1::LayerAudit> sending;
+    {
+      std::lock_guard<std::mutex> lock(running.mu);
+      v1::TaskProgress* progress = request.mutable_progress();
+      progress->set_layers_done(running.layers_done);
+      progress->set_layers_total(running.layers_total);
+      progress->set_current_layer(running.current);
+      sending.swap(running.unsent);
+      for (const v1::LayerAudit& layer : sending) {
+        *progress->add_finished_layers() = layer;
+      }
+    }
+    v1::HeartbeatResponse response;
+    grpc::Status status =
+        stub_->Heartbeat(Context(10'000).get(), request, &response);
+    std::lock_guard<std::mutex> lock(running.mu);
+    if (status.ok()) {
+      if (response.cancelled()) {
+        running.cancelled_by_job = true;
+        running.cancel.store(true);
+      }
+      return;
+    }
+    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+        status.error_code() == grpc::StatusCode::NOT_FOUND) {
+      // Expired or superseded: another attempt owns the task now.
+      running.lease_lost = true;
+      running.cancel.store(true);
+      return;
+    }
+    // Unreachable for now: send these layers with the next beat.
+    running.unsent.insert(running.unsent.begin(), sending.begin(),
+                          sending.end());
+  };
+
+  std::thread heartbeat([&] {
+    std::unique_lock<std::mutex> lock(running.mu);
+    auto next = Clock::now() + std::chrono::milliseconds(heartbeat_ms_.load());
+    while (!running.finished) {
+      running.wake.wait_for(lock, std::chrono::milliseconds(100));
+      if (running.finished) break;
+      if (stop_.load()) running.cancel.store(true);
+      if (Clock::now() < next) continue;
+      lock.unlock();
+      beat();
+      lock.lock();
+      next = Clock::now() + std::chrono::milliseconds(heartbeat_ms_.load());
+    }
+  });
+
+  TaskProgressSink sink;
+  sink.on_stage = [&](const std::string& stage) {
+    std::lock_guard<std::mutex> lock(running.mu);
+    running.current = stage;
+  };
+  sink.on_layer = [&](const v1::LayerAudit& layer) {
+    std::lock_guard<std::mutex> lock(running.mu);
+    running.layers_done =
+        std::min(running.layers_done + 1, running.layers_total);
+    running.current = layer.name();
+    running.unsent.push_back(layer);
+  };
+  absl::StatusOr<TaskOutcome> outcome = RunTask(task, sink, &running.cancel);
+  {
+    std::lock_guard<std::mutex> lock(running.mu);
+    running.finished = true;
+    if (outcome.ok()) running.layers_done = running.layers_total;
+  }
+  running.wake.notify_all();
+  heartbeat.join();
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - started).count();
+
+  if (outcome.ok() && !running.lease_lost) {
+    // The last layers reach the job's events before the task ends.
+    beat();
+  }
+  if (running.lease_lost) {
+    Log(absl::StrCat(what,
+                     ": lease lost (expired or taken over); result "
+                     "not reported"));
+    ++failed_;
+    return;
+  }
+  if (outcome.ok()) {
+    v1::CompleteTaskRequest request;
+    request.set_lease_id(lease_id);
+    request.set_output_uri(outcome->output_uri);
+    v1::CompleteTaskResponse response;
+    grpc::Status status =
+        stub_->CompleteTask(Context(30'000).get(), request, &response);
+    if (status.ok()) {
+      ++completed_;
+      Log(absl::StrCat(
+          what, " done in ", absl::StrFormat("%.2f", seconds), " s",
+          task.kind() == v1::TASK_KIND_FINALIZE
+              ? (outcome->passed ? " (gates PASS)" : " (gates FAIL)")
+              : ""));
+    } else {
+      ++failed_;
+      Log(absl::StrCat(what, ": completion refused: ", status.error_message()));
+    }
+    return;
+  }
+  ++failed_;
+  const absl::Status& error = outcome.status();
+  v1::FailTaskRequest request;
+  request.set_lease_id(lease_id);
+  if (running.cancelled_by_job) {
+    request.set_error("job cancelled");
+    request.set_retryable(true);
+  } else if (absl::IsCancelled(error)) {
+    request.set_error("worker stopping (SIGTERM); task released");
+    request.set_retryable(true);
+  } else {
+    request.set_error(std::string(error.message()));
+    request.set_retryable(IsRetryable(error));
+  }
+  Log(absl::StrCat(what, ": ", request.error()));
+  v1::FailTaskResponse response;
+  grpc::Status status =
+      stub_->FailTask(Context(10'000).get(), request, &response);
+  if (!status.ok()) {
+    Log(absl::StrCat(what, ": FailTask: ", status.error_message()));
+  }
+}
+
+}  // namespace quant::worker
