@@ -1,0 +1,385 @@
+// The worker protocol and authentication over real loopback gRPC against an
+// in-process quantd (real SQLite file, real artifact directory): what a
+// lease hands out, heartbeats turning into job events, cancellation,
+// refused late completions, failures, re-registration after a restart, and
+// the two bearer tokens (plus TLS) on both services.
+#include <limits.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/file_util.h"
+#include "core/base/sha256.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "quant/v1/service.grpc.pb.h"
+#include "quant/v1/worker.grpc.pb.h"
+#include "server/quantd_server.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using server::QuantdOptions;
+using server::QuantdServer;
+
+constexpr char kClientToken[] = "client-token-0123456789";
+constexpr char kWorkerToken[] = "worker-token-9876543210";
+
+std::string RealPath(const std::string& path) {
+  char buffer[PATH_MAX];
+  if (realpath(path.c_str(), buffer) == nullptr) return path;
+  return buffer;
+}
+
+class WorkerProtocolTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QUANT_REQUIRE_SHARED(testing::SharedPath("models/stories260K/hf-f32"));
+    QUANT_REQUIRE_SHARED(testing::SharedPath("data/tinystories_val.txt"));
+    temp_ = RealPath(testing::MakeTempDir());
+    shared_ = RealPath(testing::SharedDir());
+  }
+
+  QuantdOptions Options() {
+    QuantdOptions options;
+    options.listen = "127.0.0.1:0";
+    options.data_dir = temp_ + "/data";
+    options.artifact_root = absl::StrCat("file://", temp_, "/artifacts");
+    options.allowed_roots = {shared_, temp_};
+    options.workers.lease_ms = 1000;
+    options.workers.heartbeat_ms = 100;
+    options.workers.max_wait_ms = 4000;
+    options.upkeep_interval = std::chrono::milliseconds(50);
+    return options;
+  }
+
+  void Start(const QuantdOptions& options) {
+    auto server = QuantdServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = *std::move(server);
+    auto channel = grpc::CreateChannel(server_->address(),
+                                       grpc::InsecureChannelCredentials());
+    client_ = v1::QuantService::NewStub(channel);
+    worker_ = v1::WorkerService::NewStub(channel);
+  }
+
+  static std::unique_ptr<grpc::ClientContext> Context(
+      const std::string& token = "") {
+    auto context = std::make_unique<grpc::ClientContext>();
+    context->set_deadline(std::chrono::system_clock::now() +
+                          std::chrono::seconds(30));
+    if (!token.empty()) {
+      context->AddMetadata("authorization", "Bearer " + token);
+    }
+    return context;
+  }
+
+  v1::Job CreateJob(const std::string& token = "") {
+    const std::string calibration =
+        RealPath(testing::SharedPath("data/tinystories_val.txt"));
+    v1::CreateJobRequest request;
+    request.set_checkpoint_uri(
+        "file://" + RealPath(testing::SharedPath("models/stories260K/hf-f32")));
+    v1::Recipe* recipe = request.mutable_recipe();
+    recipe->set_method(v1::METHOD_RTN);
+    recipe->set_bits(8);
+    recipe->set_group_size(0);
+    recipe->mutable_calibration()->set_samples(4);
+    recipe->mutable_calibration()->set_seq_len(32);
+    recipe->mutable_calibration()->set_heldout_fraction(0.25);
+    request.mutable_calibration()->mutable_uri()->set_uri("file://" +
+                                                          calibration);
+    request.mutable_calibration()->mutable_uri()->set_sha256(
+        *Sha256File(calibration));
+    v1::Job job;
+    const grpc::Status status =
+        client_->CreateJob(Context(token).get(), request, &job);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    return job;
+  }
+
+  std::string Register(const std::string& token = "") {
+    v1::RegisterWorkerRequest request;
+    request.set_name("test-worker");
+    request.set_slots(1);
+    v1::RegisterWorkerResponse response;
+    const grpc::Status status =
+        worker_->RegisterWorker(Context(token).get(), request, &response);
+    EXPECT_TRUE(status.ok()) << status.error_message();
+    EXPECT_EQ(response.lease_duration_ms(), 1000);
+    EXPECT_EQ(response.heartbeat_interval_ms(), 100);
+    return response.worker_id();
+  }
+
+  grpc::Status Lease(const std::string& worker_id, int64_t wait_ms,
+                     v1::LeaseTaskResponse* response) {
+    v1::LeaseTaskRequest request;
+    request.set_worker_id(worker_id);
+    request.set_wait_ms(wait_ms);
+    return worker_->LeaseTask(Context().get(), request, response);
+  }
+
+  std::string temp_;
+  std::string shared_;
+  std::unique_ptr<QuantdServer> server_;
+  std::unique_ptr<v1::QuantService::Stub> client_;
+  std::unique_ptr<v1::WorkerService::Stub> worker_;
+};
+
+TEST_F(WorkerProtocolTest, LeaseHandsOutTheTaskWithEverythingItNeeds) {
+  ASSERT_NO_FATAL_FAILURE(Start(Options()));
+  const std::string worker_id = Register();
+  ASSERT_FALSE(worker_id.empty());
+
+  // Nothing to do: the long poll waits, then answers without a task.
+  v1::LeaseTaskResponse empty;
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Lease(worker_id, 300, &empty).ok());
+  EXPECT_FALSE(empty.has_task());
+  EXPECT_GE(std::chrono::steady_clock::now() - started,
+            std::chrono::milliseconds(250));
+
+  // A job submitted while a worker waits wakes it.
+  v1::LeaseTaskResponse leased;
+  std::thread poll([&] { ASSERT_TRUE(Lease(worker_id, 2000, &leased).ok()); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const v1::Job job = CreateJob();
+  poll.join();
+  ASSERT_TRUE(leased.has_task());
+  const v1::Task& task = leased.task();
+  EXPECT_EQ(task.job_id(), job.id());
+  EXPECT_EQ(task.kind(), v1::TASK_KIND_BLOCK);
+  EXPECT_EQ(task.block(), 0);
+  EXPECT_EQ(task.attempt(), 1);
+  EXPECT_EQ(
+      task.checkpoint_uri(),
+      "file://" + RealPath(testing::SharedPath("models/stories260K/hf-f32")));
+  EXPECT_EQ(task.recipe().method(), v1::METHOD_RTN);
+  EXPECT_EQ(task.calibration_sha256(), job.calibration_sha256());
+  const std::string jobs = absl::StrCat("file://", temp_, "/artifacts/jobs/");
+  EXPECT_EQ(task.work_uri(), jobs + job.id() + "/work");
+  EXPECT_EQ(task.attempt_uri(), jobs + job.id() + "/work/attempts/0-1");
+  EXPECT_EQ(task.artifact_uri(), jobs + job.id() + "/checkpoint");
+  EXPECT_FALSE(leased.lease_id().empty());
+
+  // Leasing started the job; a heartbeat with a finished layer becomes a
+  // layer event and a progress event.
+  v1::HeartbeatRequest beat;
+  beat.set_lease_id(leased.lease_id());
+  beat.mutable_progress()->set_layers_done(1);
+  beat.mutable_progress()->set_layers_total(7);
+  beat.mutable_progress()->set_current_layer("model.layers.0.self_attn.q_proj");
+  v1::LayerAudit* layer = beat.mutable_progress()->add_finished_layers();
+  layer->set_name("model.layers.0.self_attn.q_proj");
+  layer->set_rel_output_error_heldout(0.125);
+  v1::HeartbeatResponse beat_response;
+  ASSERT_TRUE(worker_->Heartbeat(Context().get(), beat, &beat_response).ok());
+  EXPECT_FALSE(beat_response.cancelled());
+  auto events = server_->store().ListEvents(job.id(), 0, 0);
+  ASSERT_TRUE(events.ok());
+  std::vector<std::string> types;
+  for (const auto& e : *events) types.push_back(e.type);
+  EXPECT_EQ(types,
+            (std::vector<std::string>{"job", "job", "layer", "progress"}));
+  EXPECT_NE((*events)[1].payload_json.find("RUNNING"), std::string::npos);
+  EXPECT_NE((*events)[2].payload_json.find("0.125"), std::string::npos);
+
+  // Bad progress is refused, naming the field.
+  beat.mutable_progress()->set_layers_done(8);
+  const grpc::Status bad =
+      worker_->Heartbeat(Context().get(), beat, &beat_response);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(bad.error_message().find("progress"), std::string::npos);
+
+  // Cancelling the job: the next heartbeat says so.
+  v1::CancelJobRequest cancel;
+  cancel.set_id(job.id());
+  v1::Job cancelled;
+  ASSERT_TRUE(client_->CancelJob(Context().get(), cancel, &cancelled).ok());
+  beat.mutable_progress()->set_layers_done(2);
+  beat.mutable_progress()->clear_finished_layers();
+  ASSERT_TRUE(worker_->Heartbeat(Context().get(), beat, &beat_response).ok());
+  EXPECT_TRUE(beat_response.cancelled());
+  // ... and its completion is refused.
+  v1::CompleteTaskRequest complete;
+  complete.set_lease_id(leased.lease_id());
+  complete.set_output_uri(task.work_uri() + "/block-00000");
+  v1::CompleteTaskResponse complete_response;
+  EXPECT_EQ(worker_->CompleteTask(Context().get(), complete, &complete_response)
+                .error_code(),
+            grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(WorkerProtocolTest, ExpiredLeaseIsRequeuedAndTheLateCompletionRefused) {
+  ASSERT_NO_FATAL_FAILURE(Start(Options()));
+  const std::string worker_id = Register();
+  const v1::Job job = CreateJob();
+  v1::LeaseTaskResponse first;
+  ASSERT_TRUE(Lease(worker_id, 1000, &first).ok());
+  ASSERT_TRUE(first.has_task());
+  // No heartbeat: the 1 s lease expires and the upkeep loop requeues it.
+  v1::LeaseTaskResponse second;
+  ASSERT_TRUE(Lease(worker_id, 4000, &second).ok());
+  ASSERT_TRUE(second.has_task());
+  EXPECT_EQ(second.task().index(), first.task().index());
+  EXPECT_EQ(second.task().attempt(), 2);
+  EXPECT_NE(second.task().attempt_uri(), first.task().attempt_uri());
+  EXPECT_NE(second.lease_id(), first.lease_id());
+
+  v1::CompleteTaskRequest late;
+  late.set_lease_id(first.lease_id());
+  late.set_output_uri("file:///x");
+  v1::CompleteTaskResponse ignored;
+  const grpc::Status refused =
+      worker_->CompleteTask(Context().get(), late, &ignored);
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+
+  // A failure that is not worth retrying fails the job with its message.
+  v1::FailTaskRequest fail;
+  fail.set_lease_id(second.lease_id());
+  fail.set_error("checkpoint_uri: model.safetensors is truncated");
+  fail.set_retryable(false);
+  v1::FailTaskResponse fail_response;
+  ASSERT_TRUE(worker_->FailTask(Context().get(), fail, &fail_response).ok());
+  v1::GetJobRequest get;
+  get.set_id(job.id());
+  v1::Job failed;
+  ASSERT_TRUE(client_->GetJob(Context().get(), get, &failed).ok());
+  EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
+  EXPECT_NE(failed.error().find("truncated"), std::string::npos);
+}
+
+TEST_F(WorkerProtocolTest, UnknownWorkerRegistersAgainAndFieldsAreChecked) {
+  ASSERT_NO_FATAL_FAILURE(Start(Options()));
+  v1::LeaseTaskResponse response;
+  const grpc::Status unknown =
+      Lease("worker-from-before-a-restart", 0, &response);
+  EXPECT_EQ(unknown.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(unknown.error_message().find("register again"), std::string::npos);
+  EXPECT_EQ(Lease("", 0, &response).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  v1::RegisterWorkerRequest bad;
+  bad.set_name("w");
+  bad.set_slots(0);
+  v1::RegisterWorkerResponse registered;
+  const grpc::Status no_slots =
+      worker_->RegisterWorker(Context().get(), bad, &registered);
+  EXPECT_EQ(no_slots.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(no_slots.error_message().find("slots"), std::string::npos);
+
+  v1::HeartbeatRequest beat;
+  v1::HeartbeatResponse beat_response;
+  const grpc::Status no_lease =
+      worker_->Heartbeat(Context().get(), beat, &beat_response);
+  EXPECT_EQ(no_lease.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(no_lease.error_message().find("lease_id"), std::string::npos);
+  beat.set_lease_id("lease-that-never-was");
+  const grpc::Status no_such_lease =
+      worker_->Heartbeat(Context().get(), beat, &beat_response);
+  EXPECT_EQ(no_such_lease.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(no_such_lease.error_message().find("lease-that-never-was"),
+            std::string::npos);
+}
+
+TEST_F(WorkerProtocolTest, TokensSeparateClientsFromWorkers) {
+  QuantdOptions options = Options();
+  options.tokens.client = kClientToken;
+  options.tokens.worker = kWorkerToken;
+  ASSERT_NO_FATAL_FAILURE(Start(options));
+  v1::ListJobsRequest list;
+  v1::ListJobsResponse jobs;
+  // Client service.
+  grpc::Status status = client_->ListJobs(Context().get(), list, &jobs);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(status.error_message().find("authorization"), std::string::npos);
+  EXPECT_EQ(
+      client_->ListJobs(Context("not-the-token-at-all").get(), list, &jobs)
+          .error_code(),
+      grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(
+      client_->ListJobs(Context(kWorkerToken).get(), list, &jobs).error_code(),
+      grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_TRUE(client_->ListJobs(Context(kClientToken).get(), list, &jobs).ok());
+  const v1::Job job = CreateJob(kClientToken);
+  EXPECT_FALSE(job.id().empty());
+  // Nothing was created by the refused calls.
+  ASSERT_TRUE(client_->ListJobs(Context(kClientToken).get(), list, &jobs).ok());
+  EXPECT_EQ(jobs.jobs_size(), 1);
+
+  // Worker service.
+  v1::RegisterWorkerRequest request;
+  request.set_name("w");
+  request.set_slots(1);
+  v1::RegisterWorkerResponse registered;
+  EXPECT_EQ(worker_->RegisterWorker(Context().get(), request, &registered)
+                .error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  status = worker_->RegisterWorker(Context(kClientToken).get(), request,
+                                   &registered);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_NE(status.error_message().find("client token"), std::string::npos);
+  EXPECT_FALSE(Register(kWorkerToken).empty());
+}
+
+TEST_F(WorkerProtocolTest, ListenBeyondLoopbackOnlyWithBothTokens) {
+  QuantdOptions options = Options();
+  options.listen = "0.0.0.0:0";
+  auto refused = QuantdServer::Start(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused.status())) << refused.status();
+  options.tokens.client = kClientToken;
+  auto still_refused = QuantdServer::Start(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(still_refused.status()));
+  options.tokens.worker = kClientToken;  // The same token for both.
+  auto same = QuantdServer::Start(options);
+  EXPECT_TRUE(absl::IsInvalidArgument(same.status()));
+  EXPECT_NE(same.status().message().find("differ"), std::string::npos);
+  options.tokens.worker = kWorkerToken;
+  auto served = QuantdServer::Start(options);
+  ASSERT_TRUE(served.ok()) << served.status();
+  (*served)->Shutdown(0);
+}
+
+TEST_F(WorkerProtocolTest, TlsWhenACertificateIsGiven) {
+  const std::string cert = temp_ + "/cert.pem";
+  const std::string key = temp_ + "/key.pem";
+  const std::string command = absl::StrCat(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost "
+      "-addext subjectAltName=DNS:localhost -keyout ",
+      key, " -out ", cert, " >/dev/null 2>&1");
+  if (std::system(command.c_str()) != 0) {
+    GTEST_SKIP() << "openssl could not make a test certificate";
+  }
+  QuantdOptions options = Options();
+  options.listen = "localhost:0";
+  options.tls_cert_file = cert;
+  options.tls_key_file = key;
+  ASSERT_NO_FATAL_FAILURE(Start(options));
+  const std::string address = absl::StrCat("localhost:", server_->port());
+  grpc::SslCredentialsOptions ssl;
+  ssl.pem_root_certs = *ReadFileToString(cert);
+  auto secure = v1::QuantService::NewStub(
+      grpc::CreateChannel(address, grpc::SslCredentials(ssl)));
+  v1::ListJobsRequest list;
+  v1::ListJobsResponse jobs;
+  const grpc::Status ok = secure->ListJobs(Context().get(), list, &jobs);
+  EXPECT_TRUE(ok.ok()) << ok.error_message();
+  auto plain = v1::QuantService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto context = Context();
+  context->set_deadline(std::chrono::system_clock::now() +
+                        std::chrono::seconds(3));
+  EXPECT_FALSE(plain->ListJobs(context.get(), list, &jobs).ok());
+
+  options.tls_key_file.clear();
+  EXPECT_TRUE(absl::IsInvalidArgument(QuantdServer::Start(options).status()));
+}
+
+}  // namespace
+}  // namespace quant
