@@ -42,6 +42,7 @@ absl::Status JobLifecycle::FinishJob(const std::string& job_id) {
                                         "checkpoint is missing: ",
                                         audit.status().message()));
   }
+  observer_->OnAudit(job_id, *audit);
   absl::StatusOr<store::Verdict> verdict = AuditVerdict(*audit);
   if (!verdict.ok())
     return FailJob(job_id, std::string(verdict.status().message()));
@@ -63,6 +64,7 @@ absl::Status JobLifecycle::FailJob(const std::string& job_id,
 absl::Status JobLifecycle::StateChanged(const std::string& job_id,
                                         store::JobState state) {
   absl::Status appended = AppendStateEvent(*store_, job_id, state);
+  observer_->OnJobState(job_id, state);
   signal_->Notify();
   return appended;
 }
@@ -74,6 +76,7 @@ absl::Status JobLifecycle::Progress(const std::string& job_id,
   v1::Progress progress = job->progress();
   progress.set_current(current);
   absl::Status appended = AppendProgressEvent(*store_, job_id, progress);
+  observer_->OnProgress(job_id);
   signal_->Notify();
   return appended;
 }
@@ -86,6 +89,9 @@ absl::StatusOr<UpkeepResult> JobLifecycle::Upkeep() {
   if (!expired.ok()) return expired.status();
   result.expired_leases = *expired;
   if (*expired > 0) signal_->Notify();
+  // Reported before the per-job work, so counts include this pass's
+  // expiries even when a job below fails to finish.
+  observer_->OnUpkeep(result);
   for (const store::Job& job : *before) {
     absl::StatusOr<store::Job> now = store_->GetJob(job.id);
     if (!now.ok()) return now.status();

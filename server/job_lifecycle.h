@@ -13,6 +13,7 @@
 #include "quant/v1/service.pb.h"
 #include "server/artifact_store.h"
 #include "server/change_signal.h"
+#include "server/job_observer.h"
 #include "server/store/job_store.h"
 
 namespace quant::server {
@@ -43,6 +44,12 @@ class JobLifecycle {
 
   absl::StatusOr<UpkeepResult> Upkeep();
 
+  // Not owned; must outlive this. Null: nobody watches.
+  void set_observer(JobObserver* observer) {
+    observer_ = observer != nullptr ? observer : &no_observer_;
+  }
+  JobObserver& observer() { return *observer_; }
+
   ChangeSignal& signal() { return *signal_; }
   store::JobStore& store() { return *store_; }
   ArtifactStore& artifacts() { return *artifacts_; }
@@ -51,6 +58,8 @@ class JobLifecycle {
   store::JobStore* store_;
   ArtifactStore* artifacts_;
   ChangeSignal* signal_;
+  JobObserver no_observer_;
+  JobObserver* observer_ = &no_observer_;
 };
 
 // The verdict recorded in an audit.json's text.

@@ -12,14 +12,18 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/time/time.h"
 #include "server/auth.h"
 #include "server/flag_names.h"
 #include "server/quantd_server.h"
@@ -57,7 +61,11 @@ ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert.");
 ABSL_FLAG(double, lease_seconds, 30,
           "How long a task lease lasts without a heartbeat.");
 ABSL_FLAG(std::string, metrics_listen, "",
-          "HOST:PORT for Prometheus /metrics (not served yet).");
+          "HOST:PORT to serve Prometheus /metrics on (IPv4 or localhost; "
+          "port 0 picks one, printed on stdout). Empty: not served.");
+ABSL_FLAG(absl::Duration, metrics_retention, absl::Minutes(30),
+          "How long a finished job's per-job series (progress, per-layer "
+          "errors, gates) stay on /metrics, e.g. 30m, 90s.");
 
 namespace {
 
@@ -112,8 +120,10 @@ int main(int argc, char** argv) {
   options.worker_args = absl::GetFlag(FLAGS_worker_args);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
-  if (!absl::GetFlag(FLAGS_metrics_listen).empty()) {
-    return Fail("--metrics_listen: metrics are not served yet", 2);
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.metrics_retention = absl::GetFlag(FLAGS_metrics_retention);
+  if (options.metrics_retention < absl::ZeroDuration()) {
+    return Fail("--metrics_retention must not be negative", 2);
   }
   for (const auto& [flag, path, token] :
        {std::make_tuple("--client_token_file",
@@ -131,6 +141,9 @@ int main(int argc, char** argv) {
   auto server = quant::server::QuantdServer::Start(options);
   if (!server.ok()) return Fail(std::string(server.status().message()), 1);
   std::printf("quantd: listening on %s\n", (*server)->address().c_str());
+  if ((*server)->metrics_port() > 0) {
+    std::printf("quantd: metrics on port %d\n", (*server)->metrics_port());
+  }
   if (options.local_workers > 0) {
     std::printf("quantd: started %d local worker(s)\n", options.local_workers);
   }

@@ -13,6 +13,7 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "server/listen_address.h"
+#include "server/rpc_metrics_interceptor.h"
 #include "server/store/clock.h"
 
 namespace quant::server {
@@ -72,6 +73,14 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
         absl::StrCat("--allowed_roots: ", policy.status().message()));
   }
   server->policy_ = std::make_unique<UriPolicy>(*std::move(policy));
+  server->metrics_ = std::make_unique<metrics::QuantdMetrics>(
+      metrics::QuantdMetricsOptions{options.metrics_retention});
+  if (!options.metrics_listen.empty()) {
+    auto endpoint = metrics::MetricsEndpoint::Start(
+        options.metrics_listen, server->metrics_->registry());
+    if (!endpoint.ok()) return endpoint.status();
+    server->metrics_endpoint_ = *std::move(endpoint);
+  }
   server->lifecycle_ = std::make_unique<JobLifecycle>(
       server->store_.get(), server->artifacts_.get(), &server->signal_);
   server->auth_ = std::make_unique<Authenticator>(options.tokens);
@@ -82,6 +91,27 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
       service_options);
   server->worker_service_ = std::make_unique<WorkerServiceImpl>(
       server->lifecycle_.get(), server->auth_.get(), options.workers);
+  const WorkerServiceImpl* worker_service = server->worker_service_.get();
+  // A worker heard from within a long poll and two leases is alive.
+  const absl::Duration lost_after = absl::Milliseconds(
+      options.workers.max_wait_ms + 2 * options.workers.lease_ms);
+  server->metrics_observer_ = std::make_unique<QuantdMetricsObserver>(
+      server->metrics_.get(), server->store_.get(),
+      [worker_service, lost_after] {
+        metrics::WorkerCounts counts;
+        const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+        for (const WorkerInfo& w : worker_service->Workers()) {
+          if (absl::Milliseconds(now_ms - w.last_seen_ms) > lost_after) {
+            ++counts.lost;
+          } else if (w.leased > 0) {
+            ++counts.busy;
+          } else {
+            ++counts.idle;
+          }
+        }
+        return counts;
+      });
+  server->lifecycle_->set_observer(server->metrics_observer_.get());
   std::shared_ptr<grpc::ServerCredentials> credentials =
       grpc::InsecureServerCredentials();
   if (!options.tls_cert_file.empty()) {
@@ -108,6 +138,12 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
   builder.AddListeningPort(options.listen, credentials, &server->port_);
   builder.RegisterService(server->service_.get());
   builder.RegisterService(server->worker_service_.get());
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(
+      std::make_unique<RpcMetricsInterceptorFactory>(server->metrics_.get()));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     return absl::UnavailableError(
@@ -145,6 +181,10 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
 QuantdServer::~QuantdServer() {
   Shutdown(0);
   Wait();
+}
+
+int QuantdServer::metrics_port() const {
+  return metrics_endpoint_ != nullptr ? metrics_endpoint_->port() : 0;
 }
 
 std::string QuantdServer::address() const {

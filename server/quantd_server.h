@@ -14,13 +14,17 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "grpcpp/server.h"
 #include "server/artifact_store.h"
 #include "server/auth.h"
 #include "server/change_signal.h"
 #include "server/job_lifecycle.h"
 #include "server/local_workers.h"
+#include "server/metrics/metrics_endpoint.h"
+#include "server/metrics/quantd_metrics.h"
 #include "server/quant_service.h"
+#include "server/quantd_metrics_observer.h"
 #include "server/scheduler.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/uri_policy.h"
@@ -46,6 +50,10 @@ struct QuantdOptions {
   int local_workers = 0;
   std::string worker_binary;
   std::vector<std::string> worker_args;
+  // Prometheus /metrics on HOST:PORT; empty: not served (still collected).
+  std::string metrics_listen;
+  // How long a finished job's per-job series stay.
+  absl::Duration metrics_retention = absl::Minutes(30);
 };
 
 class QuantdServer {
@@ -59,6 +67,9 @@ class QuantdServer {
 
   int port() const { return port_; }  // The bound port.
   std::string address() const;        // "127.0.0.1:<port>" style.
+  // The bound /metrics port; 0 when not served.
+  int metrics_port() const;
+  metrics::QuantdMetrics& metrics() { return *metrics_; }
   QuantServiceImpl& service() { return *service_; }
   WorkerServiceImpl& worker_service() { return *worker_service_; }
   store::JobStore& store() { return *store_; }
@@ -84,10 +95,13 @@ class QuantdServer {
   std::unique_ptr<FileArtifactStore> artifacts_;
   std::unique_ptr<UriPolicy> policy_;
   ChangeSignal signal_;
+  std::unique_ptr<metrics::QuantdMetrics> metrics_;
   std::unique_ptr<JobLifecycle> lifecycle_;
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<QuantServiceImpl> service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
+  std::unique_ptr<QuantdMetricsObserver> metrics_observer_;
+  std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<LocalWorkers> local_workers_;

@@ -50,16 +50,23 @@ void WorkerServiceImpl::Touch(const std::string& worker_id, int leased_delta) {
   it->second.leased = std::max(0, it->second.leased + leased_delta);
 }
 
-void WorkerServiceImpl::EndLease(const std::string& lease_id) {
+absl::Duration WorkerServiceImpl::EndLease(const std::string& lease_id) {
   std::string worker;
+  absl::Duration took = absl::ZeroDuration();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    auto started = lease_started_.find(lease_id);
+    if (started != lease_started_.end()) {
+      took = absl::Now() - started->second;
+      lease_started_.erase(started);
+    }
     auto it = lease_workers_.find(lease_id);
-    if (it == lease_workers_.end()) return;
+    if (it == lease_workers_.end()) return took;
     worker = it->second;
     lease_workers_.erase(it);
   }
   Touch(worker, -1);
+  return took;
 }
 
 std::vector<WorkerInfo> WorkerServiceImpl::Workers() const {
@@ -162,7 +169,9 @@ absl::StatusOr<v1::LeaseTaskResponse> WorkerServiceImpl::DoLeaseTask(
       {
         std::lock_guard<std::mutex> lock(mu_);
         lease_workers_[got.lease_id] = request.worker_id();
+        lease_started_[got.lease_id] = absl::Now();
       }
+      lifecycle_->observer().OnTaskLeased(got.task);
       Touch(request.worker_id(), +1);
       v1::LeaseTaskResponse response;
       *response.mutable_task() = *std::move(task);
@@ -217,6 +226,7 @@ absl::StatusOr<v1::HeartbeatResponse> WorkerServiceImpl::DoHeartbeat(
           !s.ok()) {
         return s;
       }
+      lifecycle_->observer().OnLayerFinished(job_id, layer);
     }
     if (progress.finished_layers_size() > 0) {
       const std::string current =
@@ -246,8 +256,9 @@ absl::Status WorkerServiceImpl::DoCompleteTask(
       lifecycle_->store().CompleteTask(request.lease_id(),
                                        request.output_uri());
   if (!done.ok()) return done.status();
-  EndLease(request.lease_id());
+  const absl::Duration took = EndLease(request.lease_id());
   const store::Task& task = done->task;
+  lifecycle_->observer().OnTaskCompleted(task, took);
   lifecycle_->signal().Notify();  // Dependants may be runnable now.
   if (done->all_tasks_done) return lifecycle_->FinishJob(task.job_id);
   return lifecycle_->Progress(task.job_id,
@@ -265,6 +276,7 @@ absl::Status WorkerServiceImpl::DoFailTask(const v1::FailTaskRequest& request) {
       lifecycle_->store().FailTask(request.lease_id(), request.error());
   if (!failed.ok()) return failed.status();
   EndLease(request.lease_id());
+  lifecycle_->observer().OnTaskFailed(failed->task, failed->requeued);
   const std::string& job_id = failed->task.job_id;
   if (failed->job_failed) {
     return lifecycle_->StateChanged(job_id, store::JobState::kFailed);

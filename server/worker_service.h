@@ -14,11 +14,13 @@
 #define QUANT_SERVER_WORKER_SERVICE_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/time/time.h"
 #include "quant/v1/worker.grpc.pb.h"
 #include "server/auth.h"
 #include "server/job_lifecycle.h"
@@ -78,7 +80,8 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
  private:
   absl::StatusOr<v1::Task> TaskProto(const store::Lease& lease);
   void Touch(const std::string& worker_id, int leased_delta);
-  void EndLease(const std::string& lease_id);
+  // Forgets the lease; how long it ran (zero when leased before a restart).
+  absl::Duration EndLease(const std::string& lease_id);
 
   JobLifecycle* lifecycle_;
   const Authenticator* auth_;
@@ -86,6 +89,7 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   mutable std::mutex mu_;
   std::map<std::string, WorkerInfo> workers_;
   std::map<std::string, std::string> lease_workers_;  // lease -> worker
+  std::map<std::string, absl::Time> lease_started_;
   int next_worker_ = 1;
 };
 

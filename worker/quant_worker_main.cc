@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +29,8 @@
 #include "core/pipeline/finalize_task.h"
 #include "server/auth.h"
 #include "server/flag_names.h"
+#include "server/metrics/metrics_endpoint.h"
+#include "server/metrics/worker_metrics.h"
 #include "worker/worker.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "quantd's HOST:PORT.");
@@ -40,6 +43,9 @@ ABSL_FLAG(std::string, tls_ca, "",
           "PEM root certificate: connect with TLS, trusting it.");
 ABSL_FLAG(int64_t, lease_wait_ms, 10000,
           "How long one LeaseTask call waits for a task (long poll).");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "HOST:PORT to serve Prometheus /metrics on (IPv4 or localhost; "
+          "port 0 picks one, printed on stderr). Empty: not served.");
 
 namespace {
 
@@ -100,6 +106,22 @@ int main(int argc, char** argv) {
   if (options.lease_wait_ms < 0 || options.lease_wait_ms > 60'000) {
     std::fprintf(stderr, "quant-worker: --lease_wait_ms must be in 0..60000\n");
     return 2;
+  }
+  quant::metrics::WorkerMetrics metrics;
+  options.metrics = &metrics;
+  std::unique_ptr<quant::metrics::MetricsEndpoint> endpoint;
+  if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen);
+      !listen.empty()) {
+    auto started =
+        quant::metrics::MetricsEndpoint::Start(listen, metrics.registry());
+    if (!started.ok()) {
+      std::fprintf(stderr, "quant-worker: %s\n",
+                   std::string(started.status().message()).c_str());
+      return 2;
+    }
+    endpoint = *std::move(started);
+    std::fprintf(stderr, "quant-worker[%s]: metrics on port %d\n",
+                 options.name.c_str(), endpoint->port());
   }
   auto worker = quant::worker::Worker::Create(options);
   if (!worker.ok()) {

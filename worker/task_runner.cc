@@ -96,6 +96,11 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
       return;
     }
     if (sink.on_layer) sink.on_layer(*audit);
+    if (sink.on_core_work) {
+      sink.on_core_work(layer.choices.hessian_flops,
+                        layer.choices.hessian_seconds, layer.choices.gptq_flops,
+                        layer.choices.gptq_seconds);
+    }
   };
 
   TaskOutcome outcome;

@@ -18,15 +18,16 @@ namespace quant::worker {
 struct TaskProgressSink {
   std::function<void(const std::string&)> on_stage;
   std::function<void(const v1::LayerAudit&)> on_layer;
+  // The cores' work for a finished layer (MethodChoices' flops/seconds).
+  std::function<void(double hessian_flops, double hessian_seconds,
+                     double gptq_flops, double gptq_seconds)>
+      on_core_work;
 };
 
 struct TaskOutcome {
   std::string output_uri;  // What CompleteTask reports.
   bool passed = false;     // Finalize: the gate verdict.
 };
-
-// Layers a block task reports (q, k, v, o, gate, up, down).
-inline constexpr int kLayersPerBlock = 7;
 
 // Errors: InvalidArgument / NotFound / DataLoss for bad input (not worth a
 // retry), Cancelled when `cancelled` was set, others as the core returns

@@ -4,14 +4,17 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <functional>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/time/time.h"
 #include "core/base/file_util.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "server/worker_task_counts.h"
 #include "worker/task_runner.h"
 
 namespace quant::worker {
@@ -61,6 +64,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
     ssl.pem_root_certs = *ca;
     credentials = grpc::SslCredentials(ssl);
   }
+  if (options.metrics != nullptr) options.metrics->SetSlots(options.slots);
   std::unique_ptr<Worker> worker(new Worker(std::move(options)));
   worker->channel_ = grpc::CreateChannel(worker->options_.server, credentials);
   worker->stub_ = v1::WorkerService::NewStub(worker->channel_);
@@ -187,9 +191,27 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
   const std::string what = Describe(task);
   Log(absl::StrCat("running ", what, " (attempt ", task.attempt(), ")"));
   const auto started = Clock::now();
+  const metrics::TaskKind kind = task.kind() == v1::TASK_KIND_BLOCK
+                                     ? metrics::TaskKind::kBlock
+                                     : metrics::TaskKind::kFinalize;
+  if (options_.metrics != nullptr) {
+    options_.metrics->OnTaskStarted(task.job_id(), task.index()).IgnoreError();
+  }
+  // How the attempt ended, recorded on every way out.
+  metrics::TaskOutcome outcome_label = metrics::TaskOutcome::kFailed;
+  struct Finish {
+    std::function<void()> run;
+    ~Finish() { run(); }
+  } finish{[&] {
+    if (options_.metrics == nullptr) return;
+    options_.metrics
+        ->OnTaskFinished(task.job_id(), task.index(), kind, outcome_label,
+                         absl::FromChrono(Clock::now() - started))
+        .IgnoreError();
+  }};
   RunningTask running;
   running.layers_total =
-      task.kind() == v1::TASK_KIND_BLOCK ? kLayersPerBlock : 1;
+      task.kind() == v1::TASK_KIND_BLOCK ? server::kLayersPerBlockTask : 1;
 
   // One beat: progress and the layers not yet reported.
   auto beat = [&]() {
@@ -257,6 +279,22 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
     running.current = layer.name();
     running.unsent.push_back(layer);
   };
+  sink.on_core_work = [this](double hessian_flops, double hessian_seconds,
+                             double gptq_flops, double gptq_seconds) {
+    if (options_.metrics == nullptr) return;
+    if (hessian_seconds > 0) {
+      options_.metrics
+          ->RecordCoreThroughput(metrics::WorkerCore::kHessian, hessian_flops,
+                                 absl::Seconds(hessian_seconds))
+          .IgnoreError();
+    }
+    if (gptq_seconds > 0) {
+      options_.metrics
+          ->RecordCoreThroughput(metrics::WorkerCore::kGptq, gptq_flops,
+                                 absl::Seconds(gptq_seconds))
+          .IgnoreError();
+    }
+  };
   absl::StatusOr<TaskOutcome> outcome = RunTask(task, sink, &running.cancel);
   {
     std::lock_guard<std::mutex> lock(running.mu);
@@ -273,6 +311,7 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
     beat();
   }
   if (running.lease_lost) {
+    outcome_label = metrics::TaskOutcome::kLeaseLost;
     Log(absl::StrCat(what,
                      ": lease lost (expired or taken over); result "
                      "not reported"));
@@ -287,6 +326,7 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
     grpc::Status status =
         stub_->CompleteTask(Context(30'000).get(), request, &response);
     if (status.ok()) {
+      outcome_label = metrics::TaskOutcome::kCompleted;
       ++completed_;
       Log(absl::StrCat(
           what, " done in ", absl::StrFormat("%.2f", seconds), " s",
@@ -304,6 +344,7 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
   v1::FailTaskRequest request;
   request.set_lease_id(lease_id);
   if (running.cancelled_by_job) {
+    outcome_label = metrics::TaskOutcome::kCancelled;
     request.set_error("job cancelled");
     request.set_retryable(true);
   } else if (absl::IsCancelled(error)) {

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "grpcpp/channel.h"
 #include "quant/v1/worker.grpc.pb.h"
+#include "server/metrics/worker_metrics.h"
 
 namespace quant::worker {
 
@@ -33,6 +34,8 @@ struct WorkerOptions {
   std::string tls_ca;  // PEM root certificate file: connect with TLS.
   int64_t lease_wait_ms = 10'000;
   std::string version;
+  // Where to record task and core metrics; null: none. Not owned.
+  metrics::WorkerMetrics* metrics = nullptr;
 };
 
 class Worker {

@@ -241,7 +241,14 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
     const auto layer_start = std::chrono::steady_clock::now();
     QUANT_ASSIGN_OR_RETURN(group.layers[i],
                            QuantizeOne(layers[i], stats, options));
-    seconds[i] += SecondsSince(layer_start);
+    const double layer_seconds = SecondsSince(layer_start);
+    seconds[i] += layer_seconds;
+    if (layers[i].settings.method == QuantMethod::kGptq) {
+      const double n = static_cast<double>(layers[i].weight.rows());
+      const double kk = static_cast<double>(k);
+      group.layers[i].choices.gptq_flops = 2.0 * n * kk * kk + kk * kk * kk;
+      group.layers[i].choices.gptq_seconds = layer_seconds;
+    }
   }
   if (!awq_indices.empty()) {
     const auto awq_start = std::chrono::steady_clock::now();
@@ -252,6 +259,17 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
     for (int i : awq_indices) seconds[i] += each;
   }
 
+  // Both splits' Hessians, shared evenly by the group's layers.
+  const double tokens =
+      static_cast<double>(calibration.rows() + heldout.rows());
+  for (size_t i = 0; i < layers.size(); ++i) {
+    MethodChoices& choices = group.layers[i].choices;
+    choices.hessian_flops = 2.0 * tokens * static_cast<double>(k) *
+                            static_cast<double>(k) /
+                            static_cast<double>(layers.size());
+    choices.hessian_seconds =
+        statistics_seconds / static_cast<double>(layers.size());
+  }
   for (size_t i = 0; i < layers.size(); ++i) {
     QuantizedGroupLayer& out = group.layers[i];
     // AWQ's layer is W·diag(s) quantized; the audit compares in W's units.

@@ -54,6 +54,13 @@ struct MethodChoices {
   std::vector<double> damp_validation_error;
   // AWQ: α; set means the layer's dequantized weights are W·diag(s).
   std::optional<float> awq_alpha;
+  // The numerical cores' work for this layer (its share of the group's
+  // Hessian accumulation; its GPTQ sweep), for throughput reports. Flops
+  // are the leading terms: 2·T·K² per Hessian, 2·N·K² + K³ per sweep.
+  double hessian_flops = 0.0;
+  double hessian_seconds = 0.0;
+  double gptq_flops = 0.0;
+  double gptq_seconds = 0.0;
 };
 
 struct QuantizedGroupLayer {

@@ -152,7 +152,7 @@ QuantdMetrics::JobSeries& QuantdMetrics::FindOrAddJob(
 void QuantdMetrics::SetJobGauge(JobSeries& job, GaugeFamily& family,
                                 prometheus::Labels labels,
                                 absl::string_view job_id, double value) {
-  labels["job"] = std::string(job_id);
+  labels["job_id"] = std::string(job_id);
   Gauge& gauge = family.Add(labels);
   gauge.Set(value);
   job.gauges.emplace(&family, &gauge);

@@ -2,7 +2,7 @@
 // (serve it with MetricsEndpoint). The coordinator reports events and
 // counts; this class names, labels and bounds the series.
 //
-// Job-scoped series (progress, per-layer error and gain, gates) carry a `job`
+// Job-scoped series (progress, per-layer error and gain, gates) carry a `job_id`
 // label. They live while the job runs and for `retention` after
 // OnJobFinished; RemoveExpired(now) then drops them, so the number of series
 // stays bounded by the running jobs plus those finished within the window.
@@ -92,21 +92,21 @@ class QuantdMetrics {
   // quant_jobs{state}.
   void SetJobCounts(const JobCounts& counts);
 
-  // quant_job_progress_ratio{job}: layers done / layers total, or blocks done
+  // quant_job_progress_ratio{job_id}: layers done / layers total, or blocks done
   // / blocks total while the layer count is unknown (0); and the four counts
-  // as quant_job_{blocks,layers}_{done,planned}{job}. InvalidArgument for an
+  // as quant_job_{blocks,layers}_{done,planned}{job_id}. InvalidArgument for an
   // empty job_id, a negative count or done > total.
   absl::Status SetJobProgress(absl::string_view job_id,
                               const JobProgress& progress);
 
-  // quant_layer_rel_output_error{job,layer,type,split} and
-  // quant_layer_gain_over_rtn{job,layer,type,split}, split "calibration" and
+  // quant_layer_rel_output_error{job_id,layer,type,split} and
+  // quant_layer_gain_over_rtn{job_id,layer,type,split}, split "calibration" and
   // "heldout". InvalidArgument for an empty job_id, layer name or type.
   absl::Status OnLayerFinished(absl::string_view job_id,
                                const LayerResult& layer);
 
   // quant_job_gate_ppl_ratio, quant_job_gate_mean_kl,
-  // quant_job_gate_top1_agreement_ratio and quant_job_gates_passed, {job}.
+  // quant_job_gate_top1_agreement_ratio and quant_job_gates_passed, {job_id}.
   absl::Status SetGateValues(absl::string_view job_id, const GateValues& gates);
 
   // The job reached a terminal state at `now`: its series go after

@@ -105,7 +105,7 @@ absl::Status WorkerMetrics::OnTaskStarted(absl::string_view job_id,
         absl::StrCat(TaskName(job_id, task_index), " is already running"));
   }
   it->second = &current_task_.Add(
-      {{"job", std::string(job_id)}, {"task", absl::StrCat(task_index)}});
+      {{"job_id", std::string(job_id)}, {"task", absl::StrCat(task_index)}});
   it->second->Set(1);
   busy_slots_.Set(running_.size());
   return absl::OkStatus();

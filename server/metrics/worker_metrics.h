@@ -58,7 +58,7 @@ class WorkerMetrics {
   void SetSlots(int slots);
 
   // The attempt of task `task_index` of `job_id` started: sets
-  // quant_worker_current_task{job,task} to 1 and counts it in
+  // quant_worker_current_task{job_id,task} to 1 and counts it in
   // quant_worker_busy_slots. InvalidArgument for an empty job_id or a
   // negative index; AlreadyExists when it is already running here.
   absl::Status OnTaskStarted(absl::string_view job_id, int task_index);

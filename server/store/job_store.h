@@ -195,6 +195,11 @@ class JobStore {
   virtual absl::StatusOr<int> ExpireLeases() = 0;
   // Lease expiries over the store's lifetime (survives restarts).
   virtual absl::StatusOr<int64_t> LeaseExpiryCount() = 0;
+  // Jobs in each state (every state present, 0 when none).
+  virtual absl::StatusOr<std::map<JobState, int64_t>> CountJobs() = 0;
+  // Tasks LeaseTask could hand out now: PENDING, every dependency DONE, job
+  // QUEUED or RUNNING.
+  virtual absl::StatusOr<int64_t> CountRunnableTasks() = 0;
 
   virtual absl::StatusOr<JobChange> CancelJob(const std::string& job_id) = 0;
   // RUNNING/QUEUED -> SUCCEEDED once every task is DONE.

@@ -69,6 +69,8 @@ class SqliteJobStore : public JobStore {
                                           const std::string& error) override;
   absl::StatusOr<int> ExpireLeases() override;
   absl::StatusOr<int64_t> LeaseExpiryCount() override;
+  absl::StatusOr<std::map<JobState, int64_t>> CountJobs() override;
+  absl::StatusOr<int64_t> CountRunnableTasks() override;
 
   absl::StatusOr<JobChange> CancelJob(const std::string& job_id) override;
   absl::StatusOr<Job> FinishJob(const std::string& job_id, Verdict verdict,

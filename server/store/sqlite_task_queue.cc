@@ -247,6 +247,41 @@ absl::StatusOr<int64_t> SqliteJobStore::LeaseExpiryCount() {
   return stmt.ColumnInt64(0);
 }
 
+absl::StatusOr<std::map<JobState, int64_t>> SqliteJobStore::CountJobs() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::map<JobState, int64_t> counts;
+  for (JobState state :
+       {JobState::kQueued, JobState::kRunning, JobState::kSucceeded,
+        JobState::kFailed, JobState::kCancelled}) {
+    counts[state] = 0;
+  }
+  QUANT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare("SELECT state, COUNT(*) FROM jobs GROUP BY state"));
+  while (true) {
+    QUANT_ASSIGN_OR_RETURN(bool row, stmt.Step());
+    if (!row) break;
+    QUANT_ASSIGN_OR_RETURN(JobState state, ParseJobState(stmt.ColumnText(0)));
+    counts[state] = stmt.ColumnInt64(1);
+  }
+  return counts;
+}
+
+absl::StatusOr<int64_t> SqliteJobStore::CountRunnableTasks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  QUANT_ASSIGN_OR_RETURN(
+      Statement stmt,
+      db_->Prepare(
+          "SELECT COUNT(*) FROM tasks t JOIN jobs j ON j.seq = t.job_seq "
+          "WHERE t.state = 'PENDING' AND j.state IN ('QUEUED', 'RUNNING') "
+          "AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks u ON "
+          "u.job_seq = d.job_seq AND u.idx = d.dep_idx WHERE d.job_seq = "
+          "t.job_seq AND d.idx = t.idx AND u.state != 'DONE')"));
+  QUANT_ASSIGN_OR_RETURN(bool row, stmt.Step());
+  if (!row) return absl::InternalError("COUNT(*) returned no row");
+  return stmt.ColumnInt64(0);
+}
+
 absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
     const std::string& worker_id, int64_t lease_ms) {
   if (worker_id.empty())

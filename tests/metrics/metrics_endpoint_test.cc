@@ -121,7 +121,7 @@ TEST(MetricsEndpointTest, ServesQuantdRegistryLiveOnABoundPort) {
   const std::string body = FetchMetrics(served);
   const auto samples = QuantSamples(body);
   EXPECT_EQ(samples, QuantSamples(TextExposition(*metrics.registry())));
-  EXPECT_EQ(samples.at("quant_job_progress_ratio{job=\"job-000001\"}"), 1);
+  EXPECT_EQ(samples.at("quant_job_progress_ratio{job_id=\"job-000001\"}"), 1);
   EXPECT_EQ(samples.at("quant_queue_depth"), 4);
 
   // Served live: a change shows in the next scrape.
@@ -150,7 +150,7 @@ TEST(MetricsEndpointTest, WorkerMetricsAreServedAndPassPromtool) {
   const auto samples = QuantSamples(body);
   EXPECT_EQ(samples, QuantSamples(TextExposition(*metrics.registry())));
   EXPECT_EQ(
-      samples.at("quant_worker_current_task{job=\"job-000001\",task=\"1\"}"),
+      samples.at("quant_worker_current_task{job_id=\"job-000001\",task=\"1\"}"),
       1);
   EXPECT_DOUBLE_EQ(
       samples.at("quant_worker_core_flops_per_second{core=\"gptq\"}"), 6.5e8);

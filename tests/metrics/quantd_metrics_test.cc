@@ -129,24 +129,24 @@ TEST(QuantdMetricsTest, ProgressRatioUsesLayersOnceKnownElseBlocks) {
                                             /*layers_total=*/0})
                   .ok());
   auto samples = Samples(metrics);
-  EXPECT_DOUBLE_EQ(Value(samples, "quant_job_progress_ratio{job=\"job-1\"}"),
+  EXPECT_DOUBLE_EQ(Value(samples, "quant_job_progress_ratio{job_id=\"job-1\"}"),
                    0.25);
-  EXPECT_EQ(Value(samples, "quant_job_blocks_done{job=\"job-1\"}"), 1);
-  EXPECT_EQ(Value(samples, "quant_job_blocks_planned{job=\"job-1\"}"), 4);
-  EXPECT_EQ(Value(samples, "quant_job_layers_done{job=\"job-1\"}"), 0);
-  EXPECT_EQ(Value(samples, "quant_job_layers_planned{job=\"job-1\"}"), 0);
+  EXPECT_EQ(Value(samples, "quant_job_blocks_done{job_id=\"job-1\"}"), 1);
+  EXPECT_EQ(Value(samples, "quant_job_blocks_planned{job_id=\"job-1\"}"), 4);
+  EXPECT_EQ(Value(samples, "quant_job_layers_done{job_id=\"job-1\"}"), 0);
+  EXPECT_EQ(Value(samples, "quant_job_layers_planned{job_id=\"job-1\"}"), 0);
 
   ASSERT_TRUE(metrics.SetJobProgress("job-1", {2, 4, 21, 28}).ok());
   samples = Samples(metrics);
-  EXPECT_DOUBLE_EQ(Value(samples, "quant_job_progress_ratio{job=\"job-1\"}"),
+  EXPECT_DOUBLE_EQ(Value(samples, "quant_job_progress_ratio{job_id=\"job-1\"}"),
                    0.75);
-  EXPECT_EQ(Value(samples, "quant_job_layers_done{job=\"job-1\"}"), 21);
+  EXPECT_EQ(Value(samples, "quant_job_layers_done{job_id=\"job-1\"}"), 21);
 
   ASSERT_TRUE(metrics.SetJobProgress("job-1", {4, 4, 28, 28}).ok());
   samples = Samples(metrics);
-  EXPECT_EQ(Value(samples, "quant_job_progress_ratio{job=\"job-1\"}"), 1);
+  EXPECT_EQ(Value(samples, "quant_job_progress_ratio{job_id=\"job-1\"}"), 1);
   // One series per gauge for the job, however often it is set.
-  EXPECT_EQ(CountWithLabel(samples, "job", "job-1"), 5);
+  EXPECT_EQ(CountWithLabel(samples, "job_id", "job-1"), 5);
 }
 
 TEST(QuantdMetricsTest, BadProgressIsRefusedNamingTheFieldAndRecordsNothing) {
@@ -187,7 +187,7 @@ TEST(QuantdMetricsTest, LayerErrorAndGainPerSplit) {
   ASSERT_TRUE(metrics.OnLayerFinished("job-7", layer).ok());
   const auto samples = Samples(metrics);
   const std::string labels =
-      "job=\"job-7\",layer=\"model.layers.0.self_attn.q_proj\",split=\"";
+      "job_id=\"job-7\",layer=\"model.layers.0.self_attn.q_proj\",split=\"";
   EXPECT_DOUBLE_EQ(Value(samples, "quant_layer_rel_output_error{" + labels +
                                       "calibration\",type=\"q_proj\"}"),
                    0.0125);
@@ -213,14 +213,14 @@ TEST(QuantdMetricsTest, GateValues) {
                   .ok());
   ASSERT_TRUE(metrics.SetGateValues("job-3", {1.5, 0.25, 0.5, false}).ok());
   const auto samples = Samples(metrics);
-  EXPECT_EQ(Value(samples, "quant_job_gate_ppl_ratio{job=\"job-2\"}"), 1.0625);
-  EXPECT_EQ(Value(samples, "quant_job_gate_mean_kl{job=\"job-2\"}"), 0.03125);
+  EXPECT_EQ(Value(samples, "quant_job_gate_ppl_ratio{job_id=\"job-2\"}"), 1.0625);
+  EXPECT_EQ(Value(samples, "quant_job_gate_mean_kl{job_id=\"job-2\"}"), 0.03125);
   EXPECT_EQ(
-      Value(samples, "quant_job_gate_top1_agreement_ratio{job=\"job-2\"}"),
+      Value(samples, "quant_job_gate_top1_agreement_ratio{job_id=\"job-2\"}"),
       0.9375);
-  EXPECT_EQ(Value(samples, "quant_job_gates_passed{job=\"job-2\"}"), 1);
-  EXPECT_EQ(Value(samples, "quant_job_gates_passed{job=\"job-3\"}"), 0);
-  EXPECT_EQ(Value(samples, "quant_job_gate_ppl_ratio{job=\"job-3\"}"), 1.5);
+  EXPECT_EQ(Value(samples, "quant_job_gates_passed{job_id=\"job-2\"}"), 1);
+  EXPECT_EQ(Value(samples, "quant_job_gates_passed{job_id=\"job-3\"}"), 0);
+  EXPECT_EQ(Value(samples, "quant_job_gate_ppl_ratio{job_id=\"job-3\"}"), 1.5);
 }
 
 TEST(QuantdMetricsTest, TaskCountersAndDurationHistogram) {
@@ -329,11 +329,11 @@ TEST(QuantdMetricsTest, FinishedJobSeriesGoAfterRetentionRunningJobsStay) {
   EXPECT_EQ(
       metrics.RemoveExpired(kStart + absl::Minutes(10) - absl::Seconds(1)), 0);
   auto samples = Samples(metrics);
-  EXPECT_EQ(CountWithLabel(samples, "job", "job-done"), kSeriesPerJob);
-  EXPECT_EQ(CountWithLabel(samples, "job", "job-running"), kSeriesPerJob);
+  EXPECT_EQ(CountWithLabel(samples, "job_id", "job-done"), kSeriesPerJob);
+  EXPECT_EQ(CountWithLabel(samples, "job_id", "job-running"), kSeriesPerJob);
   EXPECT_DOUBLE_EQ(
       Value(samples,
-            "quant_layer_rel_output_error{job=\"job-done\",layer=\"model."
+            "quant_layer_rel_output_error{job_id=\"job-done\",layer=\"model."
             "layers.0.mlp.p2\",split=\"heldout\",type=\"up_proj\"}"),
       0.01 * 3 * 1.5);
 
@@ -341,8 +341,8 @@ TEST(QuantdMetricsTest, FinishedJobSeriesGoAfterRetentionRunningJobsStay) {
   // job's stay, as do the fixed series.
   EXPECT_EQ(metrics.RemoveExpired(kStart + absl::Minutes(10)), 1);
   samples = Samples(metrics);
-  EXPECT_EQ(CountWithLabel(samples, "job", "job-done"), 0);
-  EXPECT_EQ(CountWithLabel(samples, "job", "job-running"), kSeriesPerJob);
+  EXPECT_EQ(CountWithLabel(samples, "job_id", "job-done"), 0);
+  EXPECT_EQ(CountWithLabel(samples, "job_id", "job-running"), kSeriesPerJob);
   EXPECT_EQ(CountSeries(samples, "quant_"), fixed_series + kSeriesPerJob);
   EXPECT_EQ(metrics.RemoveExpired(kStart + absl::Hours(100)), 0);
 

@@ -77,9 +77,9 @@ TEST(WorkerMetricsTest, CurrentTasksBusySlotsOutcomesAndDurations) {
   EXPECT_EQ(Value(samples, "quant_worker_slots"), 2);
   EXPECT_EQ(Value(samples, "quant_worker_busy_slots"), 2);
   EXPECT_EQ(
-      Value(samples, "quant_worker_current_task{job=\"job-1\",task=\"0\"}"), 1);
+      Value(samples, "quant_worker_current_task{job_id=\"job-1\",task=\"0\"}"), 1);
   EXPECT_EQ(
-      Value(samples, "quant_worker_current_task{job=\"job-1\",task=\"5\"}"), 1);
+      Value(samples, "quant_worker_current_task{job_id=\"job-1\",task=\"5\"}"), 1);
   EXPECT_EQ(CountSeries(samples, "quant_worker_current_task"), 2);
 
   ASSERT_TRUE(metrics
@@ -90,7 +90,7 @@ TEST(WorkerMetricsTest, CurrentTasksBusySlotsOutcomesAndDurations) {
   EXPECT_EQ(Value(samples, "quant_worker_busy_slots"), 1);
   EXPECT_EQ(CountSeries(samples, "quant_worker_current_task"), 1);
   EXPECT_EQ(
-      Value(samples, "quant_worker_current_task{job=\"job-1\",task=\"5\"}"), 1);
+      Value(samples, "quant_worker_current_task{job_id=\"job-1\",task=\"5\"}"), 1);
   EXPECT_EQ(
       Value(samples,
             "quant_worker_tasks_total{kind=\"block\",outcome=\"completed\""
@@ -118,7 +118,7 @@ TEST(WorkerMetricsTest, CurrentTasksBusySlotsOutcomesAndDurations) {
                   .ok());
   samples = Samples(metrics);
   EXPECT_EQ(Value(samples, "quant_worker_busy_slots"), 0);
-  EXPECT_EQ(CountWithLabel(samples, "job", "job-1"), 0);
+  EXPECT_EQ(CountWithLabel(samples, "job_id", "job-1"), 0);
   EXPECT_EQ(Value(samples,
                   "quant_worker_tasks_total{kind=\"finalize\",outcome=\"lease_"
                   "lost\"}"),
@@ -130,7 +130,7 @@ TEST(WorkerMetricsTest, CurrentTasksBusySlotsOutcomesAndDurations) {
   // The same task can run here again later (a retried attempt).
   ASSERT_TRUE(metrics.OnTaskStarted("job-1", 0).ok());
   EXPECT_EQ(Value(Samples(metrics),
-                  "quant_worker_current_task{job=\"job-1\",task=\"0\"}"),
+                  "quant_worker_current_task{job_id=\"job-1\",task=\"0\"}"),
             1);
 }
 

@@ -369,6 +369,35 @@ TEST_F(JobStoreTest, CancelStopsLeasing) {
   EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
 }
 
+TEST_F(JobStoreTest, CountsJobsByStateAndRunnableTasks) {
+  auto counts = store_->CountJobs();
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(counts->size(), 5u);
+  EXPECT_EQ(counts->at(JobState::kQueued), 0);
+  const std::string chained = NewPlannedJob("req-a", 3, /*sequential=*/true);
+  const std::string parallel = NewPlannedJob("req-b", 2, /*sequential=*/false);
+  // Block 0 of the chain, both blocks of the other; no finalize yet.
+  auto runnable = store_->CountRunnableTasks();
+  ASSERT_TRUE(runnable.ok()) << runnable.status();
+  EXPECT_EQ(*runnable, 3);
+  const Lease lease = MustLease();
+  EXPECT_EQ(lease.task.job_id, chained);
+  EXPECT_EQ(*store_->CountRunnableTasks(), 2);
+  counts = store_->CountJobs();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->at(JobState::kQueued), 1);
+  EXPECT_EQ(counts->at(JobState::kRunning), 1);
+  ASSERT_TRUE(store_->CompleteTask(lease.lease_id, "out/0").ok());
+  EXPECT_EQ(*store_->CountRunnableTasks(), 3);  // Block 1 became runnable.
+  ASSERT_TRUE(store_->CancelJob(parallel).ok());
+  EXPECT_EQ(*store_->CountRunnableTasks(), 1);
+  counts = store_->CountJobs();
+  ASSERT_TRUE(counts.ok());
+  EXPECT_EQ(counts->at(JobState::kCancelled), 1);
+  EXPECT_EQ(counts->at(JobState::kRunning), 1);
+  EXPECT_EQ(counts->at(JobState::kQueued), 0);
+}
+
 TEST_F(JobStoreTest, EventsAreOrderedPerJob) {
   auto a = store_->CreateJob("a", kSpec, {});
   auto b = store_->CreateJob("b", kSpec, {});

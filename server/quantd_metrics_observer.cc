@@ -1,0 +1,134 @@
+// QuantdMetricsObserver: coordinator events -> QuantdMetrics.
+#include "server/quantd_metrics_observer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <utility>
+
+#include "nlohmann/json.hpp"
+#include "server/worker_task_counts.h"
+
+namespace quant::server {
+namespace {
+
+metrics::TaskKind Kind(const store::Task& task) {
+  return task.kind == store::TaskKind::kBlock ? metrics::TaskKind::kBlock
+                                              : metrics::TaskKind::kFinalize;
+}
+
+// Metrics never fail the change they describe; a refusal is a bug to see.
+void Report(const absl::Status& status) {
+  if (!status.ok()) {
+    std::fprintf(stderr, "quantd: metrics: %s\n",
+                 std::string(status.message()).c_str());
+  }
+}
+
+}  // namespace
+
+QuantdMetricsObserver::QuantdMetricsObserver(
+    metrics::QuantdMetrics* metrics, store::JobStore* store,
+    std::function<metrics::WorkerCounts()> workers)
+    : metrics_(metrics), store_(store), workers_(std::move(workers)) {}
+
+void QuantdMetricsObserver::OnTaskLeased(const store::Task& task) {
+  metrics_->OnTaskStarted(Kind(task));
+  OnProgress(task.job_id);
+}
+
+void QuantdMetricsObserver::OnTaskCompleted(const store::Task& task,
+                                            absl::Duration duration) {
+  metrics_->OnTaskCompleted(Kind(task), duration);
+}
+
+void QuantdMetricsObserver::OnTaskFailed(const store::Task& task,
+                                         bool requeued) {
+  metrics_->OnTaskFailed(Kind(task));
+  if (requeued) metrics_->OnTaskRetried(Kind(task));
+}
+
+void QuantdMetricsObserver::OnLayerFinished(const std::string& job_id,
+                                            const v1::LayerAudit& layer) {
+  if (!layer.packed()) return;  // Kept layers have no error to show.
+  metrics::LayerResult result;
+  result.name = layer.name();
+  result.type = layer.type();
+  result.rel_output_error_cal = layer.rel_output_error_cal();
+  result.rel_output_error_heldout = layer.rel_output_error_heldout();
+  result.gain_cal = layer.gain_cal();
+  result.gain_heldout = layer.gain_heldout();
+  Report(metrics_->OnLayerFinished(job_id, result));
+}
+
+void QuantdMetricsObserver::OnProgress(const std::string& job_id) {
+  absl::StatusOr<std::vector<store::Task>> tasks = store_->ListTasks(job_id);
+  if (!tasks.ok()) return Report(tasks.status());
+  metrics::JobProgress progress;
+  double layers_done = 0;
+  for (const store::Task& task : *tasks) {
+    if (task.kind != store::TaskKind::kBlock) continue;
+    ++progress.blocks_total;
+    if (task.state == store::TaskState::kDone) {
+      ++progress.blocks_done;
+      layers_done += kLayersPerBlockTask;
+    } else if (task.state == store::TaskState::kLeased) {
+      layers_done += task.progress * kLayersPerBlockTask;
+    }
+  }
+  progress.layers_total = progress.blocks_total * kLayersPerBlockTask;
+  progress.layers_done = static_cast<int64_t>(std::floor(layers_done));
+  Report(metrics_->SetJobProgress(job_id, progress));
+}
+
+void QuantdMetricsObserver::OnJobState(const std::string& job_id,
+                                       store::JobState state) {
+  if (store::IsTerminal(state)) {
+    OnProgress(job_id);
+    Report(metrics_->OnJobFinished(job_id, absl::Now()));
+  }
+}
+
+void QuantdMetricsObserver::OnAudit(const std::string& job_id,
+                                    const std::string& audit_json) {
+  const nlohmann::json audit =
+      nlohmann::json::parse(audit_json, nullptr, false);
+  if (!audit.is_object() || !audit.contains("gates") ||
+      !audit["gates"].is_object()) {
+    return;
+  }
+  const nlohmann::json& gates = audit["gates"];
+  metrics::GateValues values;
+  values.ppl_ratio = gates.value("ppl_ratio", 0.0);
+  values.mean_kl = gates.value("mean_kl", 0.0);
+  values.top1_agreement = gates.value("top1_agreement", 0.0);
+  values.passed = audit.value("verdict", "") == "PASS";
+  Report(metrics_->SetGateValues(job_id, values));
+}
+
+void QuantdMetricsObserver::OnUpkeep(const UpkeepResult& result) {
+  if (result.expired_leases > 0)
+    metrics_->OnLeasesExpired(result.expired_leases);
+  absl::StatusOr<std::map<store::JobState, int64_t>> counts =
+      store_->CountJobs();
+  if (counts.ok()) {
+    metrics::JobCounts jobs;
+    jobs.queued = (*counts)[store::JobState::kQueued];
+    jobs.running = (*counts)[store::JobState::kRunning];
+    jobs.succeeded = (*counts)[store::JobState::kSucceeded];
+    jobs.failed = (*counts)[store::JobState::kFailed];
+    jobs.cancelled = (*counts)[store::JobState::kCancelled];
+    metrics_->SetJobCounts(jobs);
+  } else {
+    Report(counts.status());
+  }
+  absl::StatusOr<int64_t> runnable = store_->CountRunnableTasks();
+  if (runnable.ok()) {
+    metrics_->SetQueueDepth(*runnable);
+  } else {
+    Report(runnable.status());
+  }
+  if (workers_) metrics_->SetWorkerCounts(workers_());
+  metrics_->RemoveExpired(absl::Now());
+}
+
+}  // namespace quant::server

@@ -1,0 +1,231 @@
+// Dashboards see what the service does: a real Prometheus server (Debian's
+// `prometheus`, on loopback with a 1 s scrape interval and its own storage)
+// scrapes quantd's /metrics while a stories260K job runs through quantd and
+// a local worker. Queried over Prometheus' HTTP API: the job's progress
+// ratio reaches 1, the held-out error series exist for every packed layer
+// with the values GetJobReport serves, and after the retention window the
+// job's series are gone while the service-wide ones remain.
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/file_util.h"
+#include "core/base/sha256.h"
+#include "core/recipe/recipe.h"
+#include "grpcpp/create_channel.h"
+#include "grpcpp/security/credentials.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "quant/v1/service.grpc.pb.h"
+#include "server/recipe_convert.h"
+#include "tests/metrics/exposition_test_util.h"
+#include "tests/service/child_process.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using testing::ChildProcess;
+
+std::string RealPath(const std::string& path) {
+  char buffer[PATH_MAX];
+  if (realpath(path.c_str(), buffer) == nullptr) return path;
+  return buffer;
+}
+
+std::string UrlEncode(const std::string& text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '_' || c == '-' || c == '.') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      absl::StrAppend(&out, "%", absl::Hex(c, absl::kZeroPad2));
+    }
+  }
+  return out;
+}
+
+// Instant query: the result vector as {labels, value} (empty on error).
+std::vector<std::pair<nlohmann::json, double>> Query(
+    int port, const std::string& promql) {
+  auto response = metrics::testing::HttpGet(
+      port, "/api/v1/query?query=" + UrlEncode(promql));
+  std::vector<std::pair<nlohmann::json, double>> out;
+  if (!response.ok() || response->status != 200) return out;
+  const nlohmann::json doc =
+      nlohmann::json::parse(response->body, nullptr, false);
+  if (!doc.is_object() || doc.value("status", "") != "success") return out;
+  for (const nlohmann::json& item : doc["data"]["result"]) {
+    double value = 0;
+    if (!absl::SimpleAtod(item["value"][1].get<std::string>(), &value)) {
+      continue;
+    }
+    out.emplace_back(item["metric"], value);
+  }
+  return out;
+}
+
+template <typename Predicate>
+bool Eventually(int timeout_s, Predicate done) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  return done();
+}
+
+TEST(PrometheusE2eTest, ScrapedSeriesMatchTheReportAndExpire) {
+  QUANT_REQUIRE_SHARED(testing::SharedPath("models/stories260K/hf-f32"));
+  if (access("/usr/bin/prometheus", X_OK) != 0) {
+    if (testing::RunningInCi()) FAIL() << "CI=true but prometheus is missing";
+    GTEST_SKIP() << "Debian's prometheus is not installed "
+                    "(scripts/install_deps.sh installs it)";
+  }
+  const std::string temp = RealPath(testing::MakeTempDir());
+  const std::string checkpoint =
+      RealPath(testing::SharedPath("models/stories260K/hf-f32"));
+  const std::string calibration =
+      RealPath(testing::SharedPath("data/tinystories_val.txt"));
+
+  ChildProcess quantd(
+      {testing::BinaryDir() + "/server/quantd", "--listen=127.0.0.1:0",
+       "--metrics-listen=127.0.0.1:0", "--metrics-retention=20s",
+       "--local-workers=1", "--data-dir=" + temp + "/data",
+       "--artifact-root=file://" + temp + "/artifacts",
+       "--allowed-roots=" + RealPath(testing::SharedDir())},
+      {}, temp + "/quantd.log");
+  const std::string listening = quantd.ReadLine(60'000);
+  const std::string metrics_line = quantd.ReadLine(10'000);
+  ASSERT_TRUE(absl::StartsWith(listening, "quantd: listening on "))
+      << listening;
+  int metrics_port = 0;
+  ASSERT_TRUE(absl::StartsWith(metrics_line, "quantd: metrics on port ") &&
+              absl::SimpleAtoi(metrics_line.substr(24), &metrics_port))
+      << metrics_line;
+  const std::string address = listening.substr(21);
+
+  const int prometheus_port = testing::FreeLoopbackPort();
+  ASSERT_TRUE(
+      WriteFileAtomically(temp + "/prometheus.yml",
+                          absl::StrCat("global:\n  scrape_interval: 1s\n"
+                                       "scrape_configs:\n  - job_name: quantd\n"
+                                       "    static_configs:\n"
+                                       "      - targets: ['127.0.0.1:",
+                                       metrics_port, "']\n"))
+          .ok());
+  ChildProcess prometheus(
+      {"/usr/bin/prometheus", "--config.file=" + temp + "/prometheus.yml",
+       "--storage.tsdb.path=" + temp + "/tsdb",
+       absl::StrCat("--web.listen-address=127.0.0.1:", prometheus_port)},
+      {}, temp + "/prometheus.log");
+  ASSERT_TRUE(Eventually(60, [&] {
+    auto ready = metrics::testing::HttpGet(prometheus_port, "/-/ready");
+    return ready.ok() && ready->status == 200;
+  })) << *ReadFileToString(temp + "/prometheus.log");
+
+  auto stub = v1::QuantService::NewStub(
+      grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
+  auto recipe = LoadRecipe(std::string(QUANT_SOURCE_DIR_FOR_TESTS) +
+                           "/recipes/stories260k-gptq-w4.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  v1::CreateJobRequest request;
+  request.set_checkpoint_uri("file://" + checkpoint);
+  *request.mutable_recipe() = server::RecipeToProto(*recipe);
+  request.mutable_calibration()->mutable_uri()->set_uri("file://" +
+                                                        calibration);
+  request.mutable_calibration()->mutable_uri()->set_sha256(
+      *Sha256File(calibration));
+  v1::Job job;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub->CreateJob(&context, request, &job).ok());
+  }
+  const std::string selector = absl::StrCat("{job_id=\"", job.id(), "\"}");
+
+  // The job ends; its progress reaches 1 as Prometheus sees it.
+  ASSERT_TRUE(Eventually(240, [&] {
+    grpc::ClientContext context;
+    v1::GetJobRequest get;
+    get.set_id(job.id());
+    v1::Job now;
+    return stub->GetJob(&context, get, &now).ok() &&
+           now.state() == v1::JOB_STATE_SUCCEEDED;
+  })) << *ReadFileToString(temp + "/quantd.log");
+  EXPECT_TRUE(Eventually(30, [&] {
+    auto progress =
+        Query(prometheus_port, "quant_job_progress_ratio" + selector);
+    return progress.size() == 1 && progress[0].second == 1.0;
+  })) << *ReadFileToString(temp + "/quantd.log");
+  v1::JobReport report;
+  {
+    grpc::ClientContext context;
+    v1::GetJobReportRequest get;
+    get.set_id(job.id());
+    ASSERT_TRUE(stub->GetJobReport(&context, get, &report).ok());
+  }
+  ASSERT_EQ(report.job().state(), v1::JOB_STATE_SUCCEEDED);
+  std::map<std::string, double> expected;
+  for (const v1::LayerAudit& layer : report.layers()) {
+    if (layer.packed())
+      expected[layer.name()] = layer.rel_output_error_heldout();
+  }
+  ASSERT_FALSE(expected.empty());
+  std::map<std::string, double> scraped;
+  EXPECT_TRUE(Eventually(30, [&] {
+    scraped.clear();
+    for (const auto& [labels, value] :
+         Query(prometheus_port,
+               absl::StrCat("quant_layer_rel_output_error{job_id=\"", job.id(),
+                            "\",split=\"heldout\"}"))) {
+      scraped[labels.value("layer", "")] = value;
+    }
+    return scraped.size() == expected.size();
+  }));
+  ASSERT_EQ(scraped.size(), expected.size());
+  for (const auto& [name, value] : expected) {
+    ASSERT_EQ(scraped.count(name), 1u) << name;
+    EXPECT_NEAR(scraped[name], value, 1e-9 * std::abs(value)) << name;
+  }
+  std::vector<std::pair<nlohmann::json, double>> gates;
+  EXPECT_TRUE(Eventually(30, [&] {
+    gates = Query(prometheus_port, "quant_job_gates_passed" + selector);
+    return gates.size() == 1;
+  }));
+  ASSERT_EQ(gates.size(), 1u);
+  EXPECT_EQ(gates[0].second, report.verdict() == v1::VERDICT_PASS ? 1 : 0);
+
+  // Past the retention window the job's series go; the service's stay.
+  EXPECT_TRUE(Eventually(60, [&] {
+    return Query(prometheus_port,
+                 "{__name__=~\"quant_layer_.*|quant_job_.*\",job_id=\"" +
+                     job.id() + "\"}")
+        .empty();
+  }));
+  auto succeeded = Query(prometheus_port, "quant_jobs{state=\"succeeded\"}");
+  ASSERT_EQ(succeeded.size(), 1u);
+  EXPECT_EQ(succeeded[0].second, 1.0);
+  auto completed =
+      Query(prometheus_port, "quant_tasks_completed_total{kind=\"block\"}");
+  ASSERT_EQ(completed.size(), 1u);
+  EXPECT_EQ(completed[0].second, 5.0);
+
+  prometheus.Signal(SIGTERM);
+  prometheus.Wait(30'000);
+  quantd.Signal(SIGTERM);
+  EXPECT_GE(quantd.Wait(60'000), 0);
+}
+
+}  // namespace
+}  // namespace quant
