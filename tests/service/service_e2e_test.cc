@@ -364,5 +364,75 @@ TEST_F(ServiceE2eTest, CancelMidJobStopsTheWorkAndPublishesNothing) {
                                    "/checkpoint"));
 }
 
+TEST_F(ServiceE2eTest, KilledWorkersTaskIsTakenOverAfterItsLeaseExpires) {
+  std::vector<std::string> args = QuantdArgs("127.0.0.1:0");
+  args.push_back("--lease_seconds=2");
+  ASSERT_NO_FATAL_FAILURE(StartQuantd(args));
+  auto doomed = std::make_unique<ChildProcess>(
+      std::vector<std::string>{testing::BinaryDir() + "/worker/quant-worker",
+                               "--server=" + address_, "--name=doomed",
+                               "--lease_wait_ms=1000"},
+      std::vector<std::string>{}, temp_ + "/doomed.log");
+  const v1::Job job = Create("kill-worker-1");
+  WaitFor(job.id(),
+          [](const v1::Job& j) { return j.progress().blocks_done() >= 1; });
+  // Mid-task: block 1 (or later) is leased to the doomed worker.
+  doomed->Signal(SIGKILL);
+  doomed->Wait(10'000);
+  doomed.reset();
+  ChildProcess rescuer(
+      {testing::BinaryDir() + "/worker/quant-worker", "--server=" + address_,
+       "--name=rescuer", "--lease_wait_ms=1000"},
+      {}, temp_ + "/rescuer.log");
+  const v1::Job finished =
+      WaitFor(job.id(), [](const v1::Job&) { return false; });
+  EXPECT_EQ(finished.state(), v1::JOB_STATE_SUCCEEDED)
+      << finished.error() << "\n"
+      << Log("rescuer.log") << Log("quantd.log");
+  StopQuantd();
+  rescuer.Signal(SIGTERM);
+  rescuer.Wait(30'000);
+  int retried = 0;
+  for (const store::Task& task : StoredTasks(job.id())) {
+    EXPECT_EQ(task.state, store::TaskState::kDone) << task.index;
+    if (task.attempts > 1) ++retried;
+  }
+  // The task the killed worker held ran again, after its lease expired.
+  EXPECT_EQ(retried, 1);
+}
+
+TEST_F(ServiceE2eTest, SigtermReleasesTheRunningTaskAtOnce) {
+  std::vector<std::string> args = QuantdArgs("127.0.0.1:0");
+  // Long leases: a task only comes back this soon if it was released.
+  args.push_back("--lease_seconds=600");
+  ASSERT_NO_FATAL_FAILURE(StartQuantd(args));
+  ChildProcess leaving(
+      {testing::BinaryDir() + "/worker/quant-worker", "--server=" + address_,
+       "--name=leaving", "--lease_wait_ms=1000"},
+      {}, temp_ + "/leaving.log");
+  const v1::Job job = Create("sigterm-1");
+  WaitFor(job.id(),
+          [](const v1::Job& j) { return j.progress().blocks_done() >= 1; });
+  leaving.Signal(SIGTERM);
+  const int status = leaving.Wait(60'000);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+      << status << "\n"
+      << Log("leaving.log");
+  ChildProcess staying(
+      {testing::BinaryDir() + "/worker/quant-worker", "--server=" + address_,
+       "--name=staying", "--lease_wait_ms=1000"},
+      {}, temp_ + "/staying.log");
+  const v1::Job finished = WaitFor(
+      job.id(), [](const v1::Job&) { return false; }, 240);
+  EXPECT_EQ(finished.state(), v1::JOB_STATE_SUCCEEDED)
+      << finished.error() << "\n"
+      << Log("leaving.log") << Log("staying.log");
+  StopQuantd();
+  staying.Signal(SIGTERM);
+  staying.Wait(30'000);
+  EXPECT_NE(Log("leaving.log").find("released"), std::string::npos)
+      << Log("leaving.log");
+}
+
 }  // namespace
 }  // namespace quant
