@@ -1,0 +1,150 @@
+// The service's block and finalize tasks run from files (job_tasks.h), in
+// the orders workers may run them: the packed checkpoint equals the local
+// pipeline's byte for byte for both propagation modes, independent blocks
+// may run in any order (each computes the float states entering it), a
+// sequential block refuses to run before its predecessor has published, a
+// re-run block publishes the same bytes, a finished finalize is recognised
+// by a retry, and a cancelled block stops and publishes nothing.
+#include "core/pipeline/job_tasks.h"
+
+#include <atomic>
+#include <vector>
+
+#include "core/base/directory_util.h"
+#include "core/base/file_util.h"
+#include "core/pipeline/local_pipeline.h"
+#include "core/pipeline/task_io.h"
+#include "gtest/gtest.h"
+#include "tests/pipeline/pipeline_fixture.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using testing::SmallRecipe;
+
+class JobTasksTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QUANT_REQUIRE_SHARED(testing::Stories260KDir());
+    QUANT_REQUIRE_SHARED(testing::TinyStoriesPath());
+    temp_ = testing::MakeTempDir();
+  }
+
+  JobTaskContext Context(const Recipe& recipe, const std::string& name) {
+    JobTaskContext context;
+    context.checkpoint_dir = testing::Stories260KDir();
+    context.calibration_path = testing::TinyStoriesPath();
+    context.recipe = recipe;
+    context.work_dir = temp_ + "/" + name + "-work";
+    EXPECT_TRUE(MakeDirectory(context.work_dir).ok());
+    return context;
+  }
+
+  std::string LocalTensors(const Recipe& recipe, const std::string& name) {
+    LocalQuantizeOptions options;
+    options.checkpoint_dir = testing::Stories260KDir();
+    options.calibration_path = testing::TinyStoriesPath();
+    options.out_dir = temp_ + "/" + name + "-local";
+    options.recipe = recipe;
+    auto result = RunLocalQuantization(options);
+    EXPECT_TRUE(result.ok()) << result.status();
+    auto bytes = ReadFileToString(options.out_dir + "/model.safetensors");
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    return bytes.ok() ? *bytes : "";
+  }
+
+  std::string temp_;
+};
+
+TEST_F(JobTasksTest, IndependentBlocksInAnyOrderEqualTheLocalRun) {
+  const Recipe recipe =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kIndependent);
+  const JobTaskContext context = Context(recipe, "independent");
+  TaskControl control;
+  int layers = 0;
+  control.on_layer = [&](const LayerResult&) { ++layers; };
+  // Last block first: it computes the float states from the embeddings;
+  // block 2 then starts from block 1's published output, and so on.
+  for (int block : {4, 1, 3, 0, 2}) {
+    const absl::Status s = RunBlockJobTask(
+        context, block, temp_ + "/attempt-" + std::to_string(block), control);
+    ASSERT_TRUE(s.ok()) << "block " << block << ": " << s;
+  }
+  EXPECT_EQ(layers, 35);
+  auto finalized = RunFinalizeJobTask(context, temp_ + "/independent-out",
+                                      kDefaultMaxShardBytes, control);
+  ASSERT_TRUE(finalized.ok()) << finalized.status();
+  EXPECT_FALSE(finalized->already_done);
+  auto service = ReadFileToString(temp_ + "/independent-out/model.safetensors");
+  ASSERT_TRUE(service.ok());
+  EXPECT_TRUE(*service == LocalTensors(recipe, "independent"));
+
+  // A retry of a finalize that had published returns its verdict.
+  auto again = RunFinalizeJobTask(context, temp_ + "/independent-out",
+                                  kDefaultMaxShardBytes, control);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->already_done);
+  EXPECT_EQ(again->passed, finalized->passed);
+}
+
+TEST_F(JobTasksTest, SequentialBlocksNeedTheirPredecessorAndRerunsMatch) {
+  const Recipe recipe = SmallRecipe(QuantMethod::kGptq, 32, OutputFormat::kGptq,
+                                    Propagation::kSequential);
+  const JobTaskContext context = Context(recipe, "sequential");
+  const absl::Status early =
+      RunBlockJobTask(context, 1, temp_ + "/early", TaskControl());
+  EXPECT_TRUE(absl::IsFailedPrecondition(early)) << early;
+  EXPECT_NE(early.message().find("block 0"), std::string::npos) << early;
+  EXPECT_FALSE(
+      FileExists(BlockOutputPrefix(context.work_dir, 1) + ".layers.json"));
+  for (int block = 0; block < 5; ++block) {
+    ASSERT_TRUE(RunBlockJobTask(context, block,
+                                temp_ + "/s-" + std::to_string(block),
+                                TaskControl())
+                    .ok());
+  }
+  // A second attempt of block 2 (its lease expired while it ran) writes
+  // and publishes the same bytes.
+  const std::string published = BlockOutputPrefix(context.work_dir, 2);
+  auto first = ReadFileToString(published + ".safetensors");
+  auto first_states = ReadFileToString(published + ".cal.safetensors");
+  ASSERT_TRUE(
+      RunBlockJobTask(context, 2, temp_ + "/s-2-again", TaskControl()).ok());
+  EXPECT_EQ(*ReadFileToString(published + ".safetensors"), *first);
+  EXPECT_EQ(*ReadFileToString(published + ".cal.safetensors"), *first_states);
+
+  auto finalized = RunFinalizeJobTask(context, temp_ + "/sequential-out",
+                                      kDefaultMaxShardBytes, TaskControl());
+  ASSERT_TRUE(finalized.ok()) << finalized.status();
+  auto service = ReadFileToString(temp_ + "/sequential-out/model.safetensors");
+  ASSERT_TRUE(service.ok());
+  EXPECT_TRUE(*service == LocalTensors(recipe, "sequential"));
+}
+
+TEST_F(JobTasksTest, CancelledBlockStopsAndPublishesNothing) {
+  const Recipe recipe =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential);
+  const JobTaskContext context = Context(recipe, "cancel");
+  std::atomic<bool> cancelled{false};
+  TaskControl control;
+  control.cancelled = &cancelled;
+  int layers = 0;
+  control.on_layer = [&](const LayerResult&) {
+    if (++layers == 3) cancelled = true;  // After [q, k, v].
+  };
+  const absl::Status s =
+      RunBlockJobTask(context, 0, temp_ + "/cancel-attempt", control);
+  EXPECT_TRUE(absl::IsCancelled(s)) << s;
+  EXPECT_EQ(layers, 3);
+  EXPECT_FALSE(
+      FileExists(BlockOutputPrefix(context.work_dir, 0) + ".layers.json"));
+  const absl::Status bad_block =
+      RunBlockJobTask(context, 5, temp_ + "/bad", TaskControl());
+  EXPECT_TRUE(absl::IsInvalidArgument(bad_block)) << bad_block;
+}
+
+}  // namespace
+}  // namespace quant
