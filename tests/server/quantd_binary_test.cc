@@ -9,6 +9,8 @@
 
 #include <cstdio>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -105,6 +107,55 @@ TEST(QuantdBinaryTest, RefusesNonLoopbackListen) {
   EXPECT_NE(output.find("0.0.0.0:0"), std::string::npos) << output;
   EXPECT_NE(output.find("loopback"), std::string::npos) << output;
   EXPECT_FALSE(testing::PathExists(temp + "/data/quantd.db"));
+}
+
+// Runs quantd with `flags` (after the base ones) until it exits; its
+// combined output and exit status.
+std::pair<int, std::string> RunQuantd(const std::string& temp,
+                                      const std::string& flags) {
+  std::string command;
+  for (const std::string& arg : BaseArgs(temp)) {
+    absl::StrAppend(&command, testing::Quote(arg), " ");
+  }
+  absl::StrAppend(&command, flags, " 2>&1");
+  FILE* pipe = popen(command.c_str(), "r");
+  std::string output;
+  char buffer[256];
+  while (pipe != nullptr && fgets(buffer, sizeof(buffer), pipe) != nullptr) {
+    output += buffer;
+  }
+  const int status = pipe != nullptr ? pclose(pipe) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
+}
+
+TEST(QuantdBinaryTest, BadTokenAndWorkerFlagsAreUsageErrors) {
+  const std::string temp = testing::MakeTempDir();
+  {
+    FILE* f = fopen((temp + "/short").c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    fputs("abc\n", f);
+    fclose(f);
+  }
+  auto [code, output] =
+      RunQuantd(temp, "--client-token-file=" + temp + "/short");
+  EXPECT_EQ(code, 2) << output;
+  EXPECT_NE(output.find("--client_token_file"), std::string::npos) << output;
+  EXPECT_NE(output.find("at least 16"), std::string::npos) << output;
+
+  std::tie(code, output) =
+      RunQuantd(temp, "--worker-token-file=" + temp + "/missing");
+  EXPECT_EQ(code, 2) << output;
+  EXPECT_NE(output.find("--worker_token_file"), std::string::npos) << output;
+
+  std::tie(code, output) = RunQuantd(
+      temp, "--listen=127.0.0.1:0 --local-workers=1 --worker-binary=" + temp +
+                "/no-such-worker");
+  EXPECT_EQ(code, 1) << output;
+  EXPECT_NE(output.find("--worker_binary"), std::string::npos) << output;
+
+  std::tie(code, output) = RunQuantd(temp, "--lease-seconds=0");
+  EXPECT_EQ(code, 2) << output;
+  EXPECT_NE(output.find("--lease_seconds"), std::string::npos) << output;
 }
 
 }  // namespace
