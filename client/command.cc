@@ -168,7 +168,7 @@ std::string ProgramHelp(const std::vector<Command>& commands) {
                   " <command> --help` for a command's flags and an "
                   "example.\nExit codes: 0 success, 1 error, 2 usage error, 3 "
                   "release gates failed "
-                  "(quantize).\n");
+                  "(quantize, submit --wait, watch, report).\n");
   return text;
 }
 

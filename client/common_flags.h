@@ -4,11 +4,13 @@
 #define QUANT_CLIENT_COMMON_FLAGS_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(std::string, checkpoint);
 ABSL_DECLARE_FLAG(std::string, out);
+ABSL_DECLARE_FLAG(std::vector<std::string>, label);
 
 #endif  // QUANT_CLIENT_COMMON_FLAGS_H_

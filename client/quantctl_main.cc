@@ -1,5 +1,7 @@
 // quantctl: the command-line client. Each subcommand lives in its own
-// *_command.cc; this file only lists them.
+// *_command.cc; this file only lists them. The service commands (calib,
+// submit, status, list, watch, report, cancel, fetch) are built with the
+// gRPC parts (QUANT_BUILD_SERVICE).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -12,6 +14,50 @@
 #include "client/quantize_command.h"
 #include "client/recipe_command.h"
 #include "client/tokenize_command.h"
+#ifdef QUANT_CLIENT_SERVICE
+#include "client/calib_command.h"
+#include "client/fetch_command.h"
+#include "client/job_commands.h"
+#include "client/report_command.h"
+#include "client/submit_command.h"
+#include "client/watch_command.h"
+#endif
+
+namespace {
+
+// absl parses a list flag afresh at each occurrence, keeping only the last;
+// "--label a=b --label c=d" becomes "--label=a=b,c=d" so that both count.
+std::vector<std::string> MergeRepeatedListFlag(
+    const std::vector<std::string>& args, const std::string& name) {
+  const std::string bare = "--" + name;
+  const std::string with_value = bare + "=";
+  std::vector<std::string> out;
+  std::vector<std::string> values;
+  size_t position = 0;
+  bool done = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--") done = true;
+    if (!done && arg == bare && i + 1 < args.size()) {
+      if (values.empty()) position = out.size();
+      values.push_back(args[++i]);
+    } else if (!done && arg.rfind(with_value, 0) == 0) {
+      if (values.empty()) position = out.size();
+      values.push_back(arg.substr(with_value.size()));
+    } else {
+      out.push_back(arg);
+    }
+  }
+  if (values.empty()) return args;
+  std::string merged = with_value;
+  for (size_t i = 0; i < values.size(); ++i) {
+    merged += (i == 0 ? "" : ",") + values[i];
+  }
+  out.insert(out.begin() + static_cast<std::ptrdiff_t>(position), merged);
+  return out;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   const std::vector<quant::Command> commands = {
@@ -19,12 +65,19 @@ int main(int argc, char** argv) {
       quant::EvalCommand(),     quant::CaptureCommand(),
       quant::LabCommand(),      quant::RecipeCommand(),
       quant::QuantizeCommand(),
+#ifdef QUANT_CLIENT_SERVICE
+      quant::CalibCommand(),    quant::SubmitCommand(),
+      quant::StatusCommand(),   quant::ListCommand(),
+      quant::WatchCommand(),    quant::ReportCommand(),
+      quant::CancelCommand(),   quant::FetchCommand(),
+#endif
   };
   // absl flag names use '_'; accept "--act-order" for "--act_order" too.
-  const std::vector<std::string> args =
-      quant::NormalizeDashedFlagNames(argc, argv, commands);
+  const std::vector<std::string> args = MergeRepeatedListFlag(
+      quant::NormalizeDashedFlagNames(argc, argv, commands), "label");
   std::vector<const char*> normalized_argv;
   for (const std::string& arg : args) normalized_argv.push_back(arg.c_str());
-  return quant::RunCommandLine(argc, normalized_argv.data(), commands,
-                               std::cout, std::cerr);
+  return quant::RunCommandLine(static_cast<int>(normalized_argv.size()),
+                               normalized_argv.data(), commands, std::cout,
+                               std::cerr);
 }

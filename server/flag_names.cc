@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "absl/flags/parse.h"
+
 namespace quant::server {
 
 std::vector<std::string> NormalizeFlagNames(std::vector<std::string> args) {
@@ -15,6 +17,14 @@ std::vector<std::string> NormalizeFlagNames(std::vector<std::string> args) {
     std::replace(arg.begin() + start, arg.begin() + end, '-', '_');
   }
   return args;
+}
+
+void ParseCommandLineAcceptingDashes(int argc, char** argv) {
+  std::vector<std::string> normalized =
+      NormalizeFlagNames(std::vector<std::string>(argv, argv + argc));
+  std::vector<char*> args;
+  for (std::string& a : normalized) args.push_back(a.data());
+  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
 }
 
 }  // namespace quant::server

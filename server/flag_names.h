@@ -13,6 +13,10 @@ namespace quant::server {
 // a bare "--" are left as they are.
 std::vector<std::string> NormalizeFlagNames(std::vector<std::string> args);
 
+// absl::ParseCommandLine on the normalized arguments (exits on a bad flag
+// or --help, as it does).
+void ParseCommandLineAcceptingDashes(int argc, char** argv);
+
 }  // namespace quant::server
 
 #endif  // QUANT_SERVER_FLAG_NAMES_H_

@@ -68,6 +68,21 @@ absl::Status AppendLayerEvent(store::JobStore& store, const std::string& job_id,
   return Append(store, job_id, kLayerEvent, *json);
 }
 
+absl::Status ForEachEvent(
+    store::JobStore& store, const std::string& job_id, int64_t after_seq,
+    const std::function<absl::Status(const store::Event&)>& fn) {
+  while (true) {
+    absl::StatusOr<std::vector<store::Event>> page =
+        store.ListEvents(job_id, after_seq, 1000);
+    if (!page.ok()) return page.status();
+    if (page->empty()) return absl::OkStatus();
+    for (const store::Event& event : *page) {
+      after_seq = event.seq;
+      if (absl::Status s = fn(event); !s.ok()) return s;
+    }
+  }
+}
+
 absl::StatusOr<store::JobState> EventState(const store::Event& event) {
   const nlohmann::json payload =
       nlohmann::json::parse(event.payload_json, nullptr, false);

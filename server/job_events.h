@@ -7,6 +7,8 @@
 #ifndef QUANT_SERVER_JOB_EVENTS_H_
 #define QUANT_SERVER_JOB_EVENTS_H_
 
+#include <cstdint>
+#include <functional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -33,6 +35,12 @@ absl::Status AppendLayerEvent(store::JobStore& store, const std::string& job_id,
 // did not write.
 absl::StatusOr<v1::JobEvent> EventToProto(const store::Event& event,
                                           const v1::Job& job);
+
+// Calls `fn` on every event of the job after `after_seq`, oldest first,
+// page by page; stops at the first error.
+absl::Status ForEachEvent(
+    store::JobStore& store, const std::string& job_id, int64_t after_seq,
+    const std::function<absl::Status(const store::Event&)>& fn);
 
 // The state a "job" event records.
 absl::StatusOr<store::JobState> EventState(const store::Event& event);

@@ -267,18 +267,13 @@ absl::Status QuantServiceImpl::DoWatchJob(
   // job's start (a late watcher still sees every layer), and the state
   // changes from now on.
   int64_t state_events_after = 0;
-  {
-    int64_t last = 0;
-    int64_t after = 0;
-    while (true) {
-      absl::StatusOr<std::vector<store::Event>> page =
-          store_->ListEvents(id, after, 1000);
-      if (!page.ok()) return page.status();
-      if (page->empty()) break;
-      last = page->back().seq;
-      after = last;
-    }
-    state_events_after = last;
+  if (absl::Status s = ForEachEvent(*store_, id, 0,
+                                    [&](const store::Event& event) {
+                                      state_events_after = event.seq;
+                                      return absl::OkStatus();
+                                    });
+      !s.ok()) {
+    return s;
   }
   v1::JobEvent first;
   first.set_sequence(state_events_after);
@@ -353,19 +348,19 @@ absl::StatusOr<v1::JobReport> QuantServiceImpl::DoGetJobReport(
     return report;
   }
   // Not finished: the layers finished so far.
-  int64_t after = 0;
-  while (true) {
-    absl::StatusOr<std::vector<store::Event>> events =
-        store_->ListEvents(id, after, 1000);
-    if (!events.ok()) return events.status();
-    if (events->empty()) break;
-    for (const store::Event& event : *events) {
-      after = event.seq;
-      if (event.type != kLayerEvent) continue;
-      absl::StatusOr<v1::JobEvent> message = EventToProto(event, *proto);
-      if (!message.ok()) return message.status();
-      *report.add_layers() = message->layer();
-    }
+  if (absl::Status s = ForEachEvent(*store_, id, 0,
+                                    [&](const store::Event& event) {
+                                      if (event.type != kLayerEvent)
+                                        return absl::OkStatus();
+                                      absl::StatusOr<v1::JobEvent> message =
+                                          EventToProto(event, *proto);
+                                      if (!message.ok())
+                                        return message.status();
+                                      *report.add_layers() = message->layer();
+                                      return absl::OkStatus();
+                                    });
+      !s.ok()) {
+    return s;
   }
   return report;
 }

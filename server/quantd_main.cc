@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/time/time.h"
 #include "server/auth.h"
@@ -82,11 +81,7 @@ int main(int argc, char** argv) {
       "Example (everything on one machine):\n"
       "  quantd --data-dir=/tmp/q --artifact-root=file:///tmp/q/artifacts "
       "--allowed-roots=/models,/data --local-workers=2");
-  std::vector<std::string> normalized = quant::server::NormalizeFlagNames(
-      std::vector<std::string>(argv, argv + argc));
-  std::vector<char*> args;
-  for (std::string& a : normalized) args.push_back(a.data());
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  quant::server::ParseCommandLineAcceptingDashes(argc, argv);
 
   // Block the shutdown signals in every thread (gRPC's included, which
   // inherit the mask); the main thread waits for them below.

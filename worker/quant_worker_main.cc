@@ -22,7 +22,6 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
-#include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -65,11 +64,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "quant-worker: runs quantd's quantization tasks.\n"
       "Example: quant-worker --server=127.0.0.1:50051 --slots=1");
-  std::vector<std::string> normalized = quant::server::NormalizeFlagNames(
-      std::vector<std::string>(argv, argv + argc));
-  std::vector<char*> args;
-  for (std::string& a : normalized) args.push_back(a.data());
-  absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
+  quant::server::ParseCommandLineAcceptingDashes(argc, argv);
 
   // Signals go to the watcher thread below only.
   sigset_t signals;

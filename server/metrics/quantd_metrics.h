@@ -2,8 +2,8 @@
 // (serve it with MetricsEndpoint). The coordinator reports events and
 // counts; this class names, labels and bounds the series.
 //
-// Job-scoped series (progress, per-layer error and gain, gates) carry a `job_id`
-// label. They live while the job runs and for `retention` after
+// Job-scoped series (progress, per-layer error and gain, gates) carry a
+// `job_id` label. They live while the job runs and for `retention` after
 // OnJobFinished; RemoveExpired(now) then drops them, so the number of series
 // stays bounded by the running jobs plus those finished within the window.
 // Time is passed in, not read, so tests need not sleep.
@@ -92,10 +92,10 @@ class QuantdMetrics {
   // quant_jobs{state}.
   void SetJobCounts(const JobCounts& counts);
 
-  // quant_job_progress_ratio{job_id}: layers done / layers total, or blocks done
-  // / blocks total while the layer count is unknown (0); and the four counts
-  // as quant_job_{blocks,layers}_{done,planned}{job_id}. InvalidArgument for an
-  // empty job_id, a negative count or done > total.
+  // quant_job_progress_ratio{job_id}: layers done / layers total, or blocks
+  // done / blocks total while the layer count is unknown (0); and the four
+  // counts as quant_job_{blocks,layers}_{done,planned}{job_id}. InvalidArgument
+  // for an empty job_id, a negative count or done > total.
   absl::Status SetJobProgress(absl::string_view job_id,
                               const JobProgress& progress);
 

@@ -213,8 +213,10 @@ TEST(QuantdMetricsTest, GateValues) {
                   .ok());
   ASSERT_TRUE(metrics.SetGateValues("job-3", {1.5, 0.25, 0.5, false}).ok());
   const auto samples = Samples(metrics);
-  EXPECT_EQ(Value(samples, "quant_job_gate_ppl_ratio{job_id=\"job-2\"}"), 1.0625);
-  EXPECT_EQ(Value(samples, "quant_job_gate_mean_kl{job_id=\"job-2\"}"), 0.03125);
+  EXPECT_EQ(Value(samples, "quant_job_gate_ppl_ratio{job_id=\"job-2\"}"),
+            1.0625);
+  EXPECT_EQ(Value(samples, "quant_job_gate_mean_kl{job_id=\"job-2\"}"),
+            0.03125);
   EXPECT_EQ(
       Value(samples, "quant_job_gate_top1_agreement_ratio{job_id=\"job-2\"}"),
       0.9375);

@@ -77,9 +77,11 @@ TEST(WorkerMetricsTest, CurrentTasksBusySlotsOutcomesAndDurations) {
   EXPECT_EQ(Value(samples, "quant_worker_slots"), 2);
   EXPECT_EQ(Value(samples, "quant_worker_busy_slots"), 2);
   EXPECT_EQ(
-      Value(samples, "quant_worker_current_task{job_id=\"job-1\",task=\"0\"}"), 1);
+      Value(samples, "quant_worker_current_task{job_id=\"job-1\",task=\"0\"}"),
+      1);
   EXPECT_EQ(
-      Value(samples, "quant_worker_current_task{job_id=\"job-1\",task=\"5\"}"), 1);
+      Value(samples, "quant_worker_current_task{job_id=\"job-1\",task=\"5\"}"),
+      1);
   EXPECT_EQ(CountSeries(samples, "quant_worker_current_task"), 2);
 
   ASSERT_TRUE(metrics
@@ -90,7 +92,8 @@ TEST(WorkerMetricsTest, CurrentTasksBusySlotsOutcomesAndDurations) {
   EXPECT_EQ(Value(samples, "quant_worker_busy_slots"), 1);
   EXPECT_EQ(CountSeries(samples, "quant_worker_current_task"), 1);
   EXPECT_EQ(
-      Value(samples, "quant_worker_current_task{job_id=\"job-1\",task=\"5\"}"), 1);
+      Value(samples, "quant_worker_current_task{job_id=\"job-1\",task=\"5\"}"),
+      1);
   EXPECT_EQ(
       Value(samples,
             "quant_worker_tasks_total{kind=\"block\",outcome=\"completed\""

@@ -28,12 +28,7 @@ namespace {
 
 using server::QuantdOptions;
 using server::QuantdServer;
-
-std::string RealPath(const std::string& path) {
-  char buffer[PATH_MAX];
-  if (realpath(path.c_str(), buffer) == nullptr) return path;
-  return buffer;
-}
+using testing::RealPath;
 
 class QuantServiceTest : public ::testing::Test {
  protected:

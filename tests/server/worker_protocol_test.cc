@@ -27,15 +27,10 @@ namespace {
 
 using server::QuantdOptions;
 using server::QuantdServer;
+using testing::RealPath;
 
 constexpr char kClientToken[] = "client-token-0123456789";
 constexpr char kWorkerToken[] = "worker-token-9876543210";
-
-std::string RealPath(const std::string& path) {
-  char buffer[PATH_MAX];
-  if (realpath(path.c_str(), buffer) == nullptr) return path;
-  return buffer;
-}
 
 class WorkerProtocolTest : public ::testing::Test {
  protected:

@@ -36,12 +36,7 @@ namespace quant {
 namespace {
 
 using testing::ChildProcess;
-
-std::string RealPath(const std::string& path) {
-  char buffer[PATH_MAX];
-  if (realpath(path.c_str(), buffer) == nullptr) return path;
-  return buffer;
-}
+using testing::RealPath;
 
 std::string UrlEncode(const std::string& text) {
   std::string out;

@@ -38,12 +38,7 @@ namespace quant {
 namespace {
 
 using testing::ChildProcess;
-
-std::string RealPath(const std::string& path) {
-  char buffer[PATH_MAX];
-  if (realpath(path.c_str(), buffer) == nullptr) return path;
-  return buffer;
-}
+using testing::RealPath;
 
 bool Terminal(v1::JobState state) {
   return state == v1::JOB_STATE_SUCCEEDED || state == v1::JOB_STATE_FAILED ||

@@ -1,6 +1,7 @@
 // Locations of shared data and fixtures for tests.
 #include "tests/support/test_env.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -57,6 +58,12 @@ bool RunningInCi() { return EnvOr("CI", "") == "true"; }
 bool PathExists(const std::string& path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0;
+}
+
+std::string RealPath(const std::string& path) {
+  char buffer[PATH_MAX];
+  if (realpath(path.c_str(), buffer) == nullptr) return path;
+  return buffer;
 }
 
 }  // namespace quant::testing

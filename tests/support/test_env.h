@@ -24,6 +24,9 @@ std::string SharedPath(const std::string& relative);
 std::string MakeTempDir();
 bool RunningInCi();
 bool PathExists(const std::string& path);
+// `path` with symlinks resolved (as quantd's URI policy sees it); `path`
+// itself when it does not exist.
+std::string RealPath(const std::string& path);
 
 }  // namespace quant::testing
 

@@ -1,0 +1,167 @@
+// `quantctl submit`; see submit_command.h.
+#include "client/submit_command.h"
+
+#include <filesystem>
+#include <memory>
+#include <system_error>
+#include <vector>
+
+#include "absl/flags/declare.h"
+#include "absl/flags/flag.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "client/common_flags.h"
+#include "client/job_json.h"
+#include "client/service_client.h"
+#include "client/watch_command.h"
+#include "core/base/status_macros.h"
+#include "core/recipe/recipe.h"
+#include "server/recipe_convert.h"
+
+// Defined by `quantize` (one definition per program); submit reads them too.
+ABSL_DECLARE_FLAG(std::string, recipe);
+ABSL_DECLARE_FLAG(std::string, calibration);
+
+ABSL_FLAG(std::string, request_id, "",
+          "Idempotency key: submitting the same request again with it "
+          "returns the job created the first time instead of a new one (a "
+          "different request with the same key is refused).");
+ABSL_FLAG(bool, wait, false,
+          "Follow the job until it ends (like `quantctl watch`, progress on "
+          "stderr) and exit 0 PASS, 3 FAIL, 1 FAILED or CANCELLED.");
+
+namespace quant {
+namespace {
+
+absl::Status RunSubmit(const CommandInvocation& invocation) {
+  const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  const std::string recipe_path = absl::GetFlag(FLAGS_recipe);
+  const std::string calibration = absl::GetFlag(FLAGS_calibration);
+  for (const auto& [flag, value] :
+       {std::pair<const char*, const std::string*>{"checkpoint", &checkpoint},
+        {"recipe", &recipe_path},
+        {"calibration", &calibration}}) {
+    if (value->empty()) {
+      return UsageError(absl::StrCat("--", flag, " is required"));
+    }
+  }
+  absl::StatusOr<std::map<std::string, std::string>> labels =
+      ParseLabels(absl::GetFlag(FLAGS_label));
+  if (!labels.ok()) return UsageError(labels.status().message());
+  // Checked here so that a bad recipe costs no upload.
+  QUANT_ASSIGN_OR_RETURN(const Recipe recipe, LoadRecipe(recipe_path));
+
+  v1::CreateJobRequest request;
+  request.set_checkpoint_uri(CheckpointUri(checkpoint));
+  *request.mutable_recipe() = server::RecipeToProto(recipe);
+  for (const auto& [key, value] : *labels) {
+    (*request.mutable_labels())[key] = value;
+  }
+  request.set_request_id(absl::GetFlag(FLAGS_request_id));
+
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<ServiceClient> client,
+                         ServiceClient::FromFlags());
+  std::error_code error;
+  if (LooksLikeSha256(calibration) &&
+      !std::filesystem::exists(calibration, error)) {
+    request.mutable_calibration()->set_sha256(
+        absl::AsciiStrToLower(calibration));
+  } else {
+    QUANT_ASSIGN_OR_RETURN(const v1::UploadCalibrationResponse uploaded,
+                           client->UploadCalibration(calibration));
+    *invocation.err << "calibration " << calibration << ": sha256 "
+                    << uploaded.sha256() << ", " << uploaded.documents()
+                    << " documents"
+                    << (uploaded.already_present() ? " (already present)"
+                                                   : " (uploaded)")
+                    << "\n";
+    request.mutable_calibration()->set_sha256(uploaded.sha256());
+  }
+  QUANT_ASSIGN_OR_RETURN(v1::Job job, client->CreateJob(request));
+
+  const bool json_output = absl::GetFlag(FLAGS_json);
+  if (!absl::GetFlag(FLAGS_wait)) {
+    if (json_output) {
+      *invocation.out << JobToJson(job).dump(2) << "\n";
+    } else {
+      *invocation.out << job.id() << "\n";
+    }
+    return absl::OkStatus();
+  }
+  if (!json_output) *invocation.out << job.id() << "\n" << std::flush;
+  WatchDisplay display;
+  if (!json_output) {
+    display.out = invocation.err;
+    display.terminal = IsTerminalStream(invocation.err);
+  }
+  QUANT_ASSIGN_OR_RETURN(job, WatchUntilTerminal(*client, job.id(), display));
+  if (json_output) {
+    *invocation.out << JobToJson(job).dump(2) << "\n";
+  } else {
+    *invocation.out << FinalLine(job) << "\n";
+  }
+  return JobOutcome(job);
+}
+
+}  // namespace
+
+std::string CheckpointUri(const std::string& checkpoint) {
+  if (absl::StrContains(checkpoint, "://")) return checkpoint;
+  std::error_code error;
+  std::filesystem::path path = std::filesystem::absolute(checkpoint, error);
+  if (error) path = checkpoint;  // The server names the bad URI.
+  std::string text = path.lexically_normal().string();
+  // "dir/" normalizes to "/abs/dir/"; the URI names the directory.
+  while (text.size() > 1 && text.back() == '/') text.pop_back();
+  return absl::StrCat("file://", text);
+}
+
+bool LooksLikeSha256(const std::string& text) {
+  if (text.size() != 64) return false;
+  for (char c : text) {
+    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) return false;
+  }
+  return true;
+}
+
+Command SubmitCommand() {
+  Command command;
+  command.name = "submit";
+  command.summary = "Create a quantization job on quantd; print its id.";
+  command.usage =
+      "submit --checkpoint DIR|URI --recipe FILE --calibration FILE|SHA256 "
+      "[--label K=V ...] [--request_id ID] [--wait] [--json] "
+      "[connection flags]";
+  command.description =
+      "The checkpoint is a directory as quantd sees it (a plain path "
+      "becomes file://ABSOLUTE_PATH) or a file:// URI; it must lie under "
+      "one of quantd's allowed roots. The recipe (YAML or JSON, see "
+      "`quantctl recipe validate`) is checked here and sent with the job. "
+      "--calibration is a local file, uploaded first (as by `quantctl calib "
+      "upload`), or the 64-hex sha256 of a set uploaded earlier. --label "
+      "may be repeated (values may not contain ','). Prints the job id "
+      "(with --json the job as a JSON object). With --wait it follows the "
+      "job (progress on stderr) and exits 0 verdict PASS, 3 verdict FAIL, 1 "
+      "FAILED or CANCELLED; 2 is a usage error.";
+  command.example =
+      "quantctl submit --checkpoint /models/stories260K/hf-f32 --recipe "
+      "recipes/stories260k-gptq-w4.yaml --calibration tinystories_val.txt "
+      "--label team=lm --request_id nightly-2026-11-30 --wait";
+  command.flags = {
+      &absl::GetFlagReflectionHandle(FLAGS_checkpoint),
+      &absl::GetFlagReflectionHandle(FLAGS_recipe),
+      &absl::GetFlagReflectionHandle(FLAGS_calibration),
+      &absl::GetFlagReflectionHandle(FLAGS_label),
+      &absl::GetFlagReflectionHandle(FLAGS_request_id),
+      &absl::GetFlagReflectionHandle(FLAGS_wait),
+      &absl::GetFlagReflectionHandle(FLAGS_json),
+  };
+  for (const absl::CommandLineFlag* flag : ServiceFlags()) {
+    command.flags.push_back(flag);
+  }
+  command.run = RunSubmit;
+  return command;
+}
+
+}  // namespace quant

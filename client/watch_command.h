@@ -1,0 +1,48 @@
+// `quantctl watch JOB`: follows a job over WatchJob until it is terminal,
+// printing its state changes, progress (a redrawn bar on a terminal, plain
+// lines otherwise) and a row per layer as each finishes; exits like
+// `submit --wait`. Also the watching and the exit-code rule that `submit
+// --wait` shares.
+#ifndef QUANT_CLIENT_WATCH_COMMAND_H_
+#define QUANT_CLIENT_WATCH_COMMAND_H_
+
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "client/command.h"
+#include "client/service_client.h"
+#include "quant/v1/service.pb.h"
+
+namespace quant {
+
+Command WatchCommand();
+
+// Where and how the events are shown. `out` null: shown nowhere.
+struct WatchDisplay {
+  std::ostream* out = nullptr;
+  bool terminal = false;  // Redraw one progress bar instead of lines.
+};
+
+// Streams the job's events to `display` until the stream ends, and returns
+// the job as it is then (fetched with GetJob when the last event left it
+// unfinished).
+absl::StatusOr<v1::Job> WatchUntilTerminal(ServiceClient& client,
+                                           const std::string& id,
+                                           const WatchDisplay& display);
+
+// One line: "ID: SUCCEEDED, verdict PASS, artifact URI".
+std::string FinalLine(const v1::Job& job);
+
+// The exit rule of watch and submit --wait: SUCCEEDED with a verdict other
+// than FAIL is OK; FAIL is GateFailedError (exit 3); FAILED, CANCELLED and
+// an unfinished job are errors (exit 1).
+absl::Status JobOutcome(const v1::Job& job);
+
+// Whether `stream` is std::cout or std::cerr attached to a terminal.
+bool IsTerminalStream(const std::ostream* stream);
+
+}  // namespace quant
+
+#endif  // QUANT_CLIENT_WATCH_COMMAND_H_

@@ -1,0 +1,301 @@
+// quantctl's views of the service's messages, from constructed protos: the
+// stable JSON of jobs and reports (state and verdict names, audit.json's
+// layer keys, 64-bit and non-finite numbers as JSON numbers), the report
+// table, --state / --label parsing, the exit rule of watch and submit
+// --wait, and fetch's local copy.
+#include "client/job_json.h"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <string>
+
+#include "client/command.h"
+#include "client/fetch_command.h"
+#include "client/watch_command.h"
+#include "core/base/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using json = nlohmann::json;
+
+v1::Job MakeJob() {
+  v1::Job job;
+  job.set_id("job-000007");
+  job.set_state(v1::JOB_STATE_SUCCEEDED);
+  job.set_verdict(v1::VERDICT_PASS);
+  job.set_checkpoint_uri("file:///models/m");
+  job.set_calibration_sha256(std::string(64, 'a'));
+  (*job.mutable_labels())["team"] = "lm";
+  (*job.mutable_labels())["run"] = "7";
+  job.set_request_id("r7");
+  job.mutable_progress()->set_blocks_done(5);
+  job.mutable_progress()->set_blocks_total(5);
+  job.mutable_progress()->set_fraction(1.0);
+  job.set_artifact_uri("file:///art/jobs/job-000007/packed");
+  job.mutable_create_time()->set_seconds(1700000000);
+  job.mutable_recipe()->set_bits(4);
+  return job;
+}
+
+v1::LayerAudit MakeLayer(const std::string& name, double gain) {
+  v1::LayerAudit layer;
+  layer.set_name(name);
+  layer.set_type("q_proj");
+  layer.set_method("gptq");
+  layer.set_bits(4);
+  layer.set_group_size(128);
+  layer.set_packed(true);
+  layer.set_rel_output_error_cal(0.011);
+  layer.set_rel_output_error_heldout(0.0125);
+  layer.set_rtn_rel_output_error_heldout(0.02);
+  layer.set_gain_heldout(gain);
+  layer.set_flattery(1.05);
+  layer.mutable_hessian()->set_tokens(int64_t{5000000000});  // > 2^32.
+  layer.mutable_hessian()->set_k(64);
+  layer.add_flags("outlier");
+  return layer;
+}
+
+v1::JobReport MakeReport(bool with_gates) {
+  v1::JobReport report;
+  *report.mutable_job() = MakeJob();
+  *report.add_layers() = MakeLayer("model.layers.0.self_attn.q_proj", 1.6);
+  v1::LayerAudit* kept = report.add_layers();
+  kept->set_name("model.layers.0.mlp.down_proj");
+  kept->set_packed(false);
+  kept->set_reason("width 172 is not a multiple of 8");
+  if (with_gates) {
+    v1::GateReport* gates = report.mutable_gates();
+    gates->set_perplexity(12.5);
+    gates->set_reference_perplexity(12.0);
+    gates->set_ppl_ratio(12.5 / 12.0);
+    gates->set_mean_kl(0.02);
+    gates->set_top1_agreement(0.9);
+    gates->set_tokens(4096);
+    v1::GateCheck* check = gates->add_checks();
+    check->set_gate("max_ppl_ratio");
+    check->set_threshold(1.01);
+    check->set_value(12.5 / 12.0);
+    check->set_passed(false);
+    gates->set_verdict("FAIL");
+    report.set_verdict(v1::VERDICT_FAIL);
+    report.set_artifact_uri("file:///art/jobs/job-000007/packed");
+  }
+  return report;
+}
+
+TEST(JobJsonTest, JobHasStableKeysAndReadableNames) {
+  const json j = JobToJson(MakeJob());
+  for (const char* key :
+       {"id", "state", "verdict", "checkpoint_uri", "calibration_sha256",
+        "request_id", "labels", "progress", "artifact_uri", "error",
+        "create_time", "update_time", "recipe"}) {
+    EXPECT_TRUE(j.contains(key)) << key;
+  }
+  EXPECT_EQ(j["id"], "job-000007");
+  EXPECT_EQ(j["state"], "SUCCEEDED");
+  EXPECT_EQ(j["verdict"], "PASS");
+  EXPECT_EQ(j["labels"], (json{{"team", "lm"}, {"run", "7"}}));
+  EXPECT_EQ(j["progress"]["blocks_done"], 5);
+  EXPECT_EQ(j["progress"]["blocks_total"], 5);
+  EXPECT_DOUBLE_EQ(j["progress"]["fraction"].get<double>(), 1.0);
+  EXPECT_EQ(j["artifact_uri"], "file:///art/jobs/job-000007/packed");
+  EXPECT_EQ(j["create_time"], "2023-11-14T22:13:20Z");
+  EXPECT_EQ(j["update_time"], "");  // Unset.
+  EXPECT_EQ(j["recipe"]["bits"], 4);
+  EXPECT_EQ(j["error"], "");
+}
+
+TEST(JobJsonTest, StateAndVerdictNames) {
+  EXPECT_EQ(JobStateName(v1::JOB_STATE_QUEUED), "QUEUED");
+  EXPECT_EQ(JobStateName(v1::JOB_STATE_CANCELLED), "CANCELLED");
+  EXPECT_EQ(VerdictName(v1::VERDICT_FAIL), "FAIL");
+  EXPECT_EQ(VerdictName(v1::VERDICT_UNSPECIFIED), "");
+  v1::Job queued;
+  queued.set_state(v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(JobToJson(queued)["verdict"], "");
+  EXPECT_EQ(JobToJson(queued)["state"], "QUEUED");
+  EXPECT_TRUE(IsTerminalState(v1::JOB_STATE_FAILED));
+  EXPECT_FALSE(IsTerminalState(v1::JOB_STATE_RUNNING));
+}
+
+TEST(JobJsonTest, ParsesStates) {
+  EXPECT_EQ(*ParseJobState("running"), v1::JOB_STATE_RUNNING);
+  EXPECT_EQ(*ParseJobState("CANCELLED"), v1::JOB_STATE_CANCELLED);
+  EXPECT_EQ(*ParseJobState("JOB_STATE_QUEUED"), v1::JOB_STATE_QUEUED);
+  for (const char* bad : {"", "unspecified", "done", "JOB_STATE_"}) {
+    const absl::StatusOr<v1::JobState> state = ParseJobState(bad);
+    ASSERT_FALSE(state.ok()) << bad;
+    EXPECT_THAT(state.status().message(), HasSubstr("--state")) << bad;
+  }
+}
+
+TEST(JobJsonTest, ParsesLabels) {
+  const auto labels = ParseLabels({"team=lm", "note=a=b", "empty="});
+  ASSERT_TRUE(labels.ok()) << labels.status();
+  EXPECT_EQ(labels->at("team"), "lm");
+  EXPECT_EQ(labels->at("note"), "a=b");
+  EXPECT_EQ(labels->at("empty"), "");
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"team"}, {"=lm"}, {"a=1", "a=2"}}) {
+    const auto parsed = ParseLabels(bad);
+    ASSERT_FALSE(parsed.ok()) << bad[0];
+    EXPECT_THAT(parsed.status().message(), HasSubstr("--label"));
+  }
+}
+
+TEST(JobJsonTest, ReportJsonHasAuditJsonKeys) {
+  const absl::StatusOr<json> j = ReportToJson(MakeReport(true));
+  ASSERT_TRUE(j.ok()) << j.status();
+  for (const char* key : {"job", "verdict", "gates", "layers"}) {
+    EXPECT_TRUE(j->contains(key)) << key;
+  }
+  EXPECT_EQ((*j)["verdict"], "FAIL");
+  EXPECT_EQ((*j)["job"]["id"], "job-000007");
+  ASSERT_EQ((*j)["layers"].size(), 2u);
+  const json& layer = (*j)["layers"][0];
+  for (const char* key :
+       {"name", "type", "method", "bits", "group_size", "rel_output_error_cal",
+        "rel_output_error_heldout", "rtn_rel_output_error_heldout",
+        "gain_heldout", "flattery", "flags", "packed", "reason", "seconds",
+        "bits_per_weight", "hessian"}) {
+    EXPECT_TRUE(layer.contains(key)) << key;
+  }
+  EXPECT_EQ(layer["bits"], 4);
+  EXPECT_EQ(layer["packed"], true);
+  EXPECT_EQ(layer["flags"], json::array({"outlier"}));
+  // The JSON mapping writes int64 as strings; the view gives numbers.
+  ASSERT_TRUE(layer["hessian"]["tokens"].is_number_integer())
+      << layer["hessian"]["tokens"];
+  EXPECT_EQ(layer["hessian"]["tokens"].get<int64_t>(), 5000000000);
+  // Defaults are printed: a kept layer still has every primitive key.
+  const json& kept = (*j)["layers"][1];
+  EXPECT_EQ(kept["packed"], false);
+  EXPECT_EQ(kept["bits"], 0);
+  EXPECT_EQ(kept["flags"], json::array());
+  EXPECT_EQ((*j)["gates"]["tokens"], 4096);
+  EXPECT_EQ((*j)["gates"]["verdict"], "FAIL");
+  EXPECT_EQ((*j)["gates"]["checks"][0]["gate"], "max_ppl_ratio");
+}
+
+TEST(JobJsonTest, UnfinishedReportHasEmptyGatesAndNoVerdict) {
+  v1::JobReport report;
+  report.mutable_job()->set_id("job-000001");
+  report.mutable_job()->set_state(v1::JOB_STATE_RUNNING);
+  const absl::StatusOr<json> j = ReportToJson(report);
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ((*j)["verdict"], "");
+  EXPECT_EQ((*j)["gates"], json::object());
+  EXPECT_EQ((*j)["layers"], json::array());
+  const absl::StatusOr<std::string> text = FormatReport(report);
+  ASSERT_TRUE(text.ok());
+  EXPECT_THAT(*text, HasSubstr("no layer has finished yet"));
+}
+
+TEST(JobJsonTest, NonFiniteGainStaysANumber) {
+  v1::JobReport report = MakeReport(true);
+  report.mutable_layers(0)->set_gain_heldout(
+      std::numeric_limits<double>::infinity());
+  const absl::StatusOr<json> j = ReportToAuditJson(report);
+  ASSERT_TRUE(j.ok()) << j.status();
+  const json& gain = (*j)["layers"][0]["gain_heldout"];
+  ASSERT_TRUE(gain.is_number_float()) << gain;
+  EXPECT_TRUE(std::isinf(gain.get<double>()));
+  const absl::StatusOr<std::string> text = FormatReport(report);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("inf"));
+}
+
+TEST(JobJsonTest, ReportTableHasLayersGatesAndVerdict) {
+  const absl::StatusOr<std::string> text = FormatReport(MakeReport(true));
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("job-000007: SUCCEEDED"));
+  EXPECT_THAT(*text, HasSubstr("model.layers.0.self_attn.q_proj"));
+  EXPECT_THAT(*text, HasSubstr("0.01250"));  // Method's held-out error.
+  EXPECT_THAT(*text, HasSubstr("1.600"));    // Gain.
+  EXPECT_THAT(*text, HasSubstr("outlier"));
+  EXPECT_THAT(*text, HasSubstr("kept: width 172 is not a multiple of 8"));
+  EXPECT_THAT(*text, HasSubstr("gate max_ppl_ratio"));
+  EXPECT_THAT(*text, HasSubstr("over 4096 tokens"));
+  EXPECT_THAT(*text, HasSubstr("verdict: FAIL"));
+  EXPECT_THAT(*text, HasSubstr("artifact: file:///art/jobs/job-000007"));
+}
+
+TEST(JobJsonTest, RunningReportTableShowsLayersSoFar) {
+  v1::JobReport report = MakeReport(false);
+  report.mutable_job()->set_state(v1::JOB_STATE_RUNNING);
+  const absl::StatusOr<std::string> text = FormatReport(report);
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_THAT(*text, HasSubstr("model.layers.0.self_attn.q_proj"));
+  EXPECT_THAT(*text, HasSubstr("model.layers.0.mlp.down_proj"));
+  EXPECT_THAT(*text, HasSubstr("gates: not evaluated yet (2 layers"));
+  EXPECT_THAT(*text, Not(HasSubstr("verdict:")));
+  EXPECT_THAT(*text, Not(HasSubstr("held-out: perplexity")));
+}
+
+TEST(JobJsonTest, TextViewsOfJobs) {
+  const std::string details = FormatJobDetails(MakeJob());
+  EXPECT_THAT(details, HasSubstr("state:       SUCCEEDED"));
+  EXPECT_THAT(details, HasSubstr("verdict:     PASS"));
+  EXPECT_THAT(details, HasSubstr("5/5 blocks (100.0%)"));
+  EXPECT_THAT(details, HasSubstr("labels:      run=7,team=lm"));
+  const std::string table = FormatJobTable({MakeJob()});
+  EXPECT_THAT(table, HasSubstr("ID "));
+  EXPECT_THAT(table, HasSubstr("job-000007 SUCCEEDED"));
+  EXPECT_THAT(table, HasSubstr("run=7,team=lm"));
+}
+
+TEST(JobOutcomeTest, ExitRuleOfWatchAndWait) {
+  v1::Job job = MakeJob();
+  EXPECT_TRUE(JobOutcome(job).ok());
+  job.set_verdict(v1::VERDICT_FAIL);
+  EXPECT_TRUE(IsGateFailedError(JobOutcome(job)));
+  job.set_state(v1::JOB_STATE_FAILED);
+  job.set_error("worker crashed");
+  const absl::Status failed = JobOutcome(job);
+  EXPECT_FALSE(failed.ok());
+  EXPECT_FALSE(IsGateFailedError(failed));
+  EXPECT_THAT(failed.message(), HasSubstr("worker crashed"));
+  job.set_state(v1::JOB_STATE_CANCELLED);
+  EXPECT_THAT(JobOutcome(job).message(), HasSubstr("CANCELLED"));
+  job.set_state(v1::JOB_STATE_RUNNING);
+  EXPECT_FALSE(JobOutcome(job).ok());
+  EXPECT_THAT(FinalLine(MakeJob()),
+              HasSubstr("job-000007: SUCCEEDED, verdict PASS, artifact "
+                        "file:///art/jobs/job-000007/packed"));
+}
+
+TEST(FetchTest, FileUrisOnly) {
+  EXPECT_EQ(*LocalPathOfFileUri("file:///art/x"), "/art/x");
+  for (const char* bad : {"s3://bucket/x", "file://host/x", "/art/x"}) {
+    const absl::StatusOr<std::string> path = LocalPathOfFileUri(bad);
+    ASSERT_FALSE(path.ok()) << bad;
+    EXPECT_THAT(path.status().message(), HasSubstr(bad));
+    EXPECT_THAT(path.status().message(), HasSubstr("no download"));
+  }
+}
+
+TEST(FetchTest, CopiesATreeAndRefusesAnExistingDestination) {
+  const std::string temp = testing::MakeTempDir();
+  std::filesystem::create_directories(temp + "/src/sub");
+  std::ofstream(temp + "/src/a.txt") << "alpha";
+  std::ofstream(temp + "/src/sub/b.txt") << "beta";
+  ASSERT_TRUE(CopyDirectory(temp + "/src", temp + "/dst").ok());
+  EXPECT_EQ(*ReadFileToString(temp + "/dst/a.txt"), "alpha");
+  EXPECT_EQ(*ReadFileToString(temp + "/dst/sub/b.txt"), "beta");
+  const absl::Status again = CopyDirectory(temp + "/src", temp + "/dst");
+  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_FALSE(CopyDirectory(temp + "/missing", temp + "/dst2").ok());
+  EXPECT_FALSE(testing::PathExists(temp + "/dst2"));
+}
+
+}  // namespace
+}  // namespace quant

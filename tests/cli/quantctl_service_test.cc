@@ -1,0 +1,441 @@
+// The service commands of the built quantctl against the built quantd, both
+// real processes over loopback gRPC: calib upload, submit (file and hash
+// calibration, labels, idempotent request ids, --json, --wait), status,
+// list with filters, cancel, watch, report, fetch, bearer tokens and TLS,
+// and the errors of bad input. No worker runs, so jobs stay QUEUED until
+// cancelled; running a job to the end is tests/service's business.
+#include <signal.h>
+#include <stdlib.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "core/base/file_util.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/service/child_process.h"
+#include "tests/support/quantctl_runner.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using json = nlohmann::json;
+using testing::Quote;
+using testing::RunQuantctl;
+using testing::RunResult;
+
+std::string RealPath(const std::string& path) {
+  std::error_code error;
+  const std::filesystem::path real =
+      std::filesystem::weakly_canonical(path, error);
+  return error ? path : real.string();
+}
+
+std::string CheckpointDir() {
+  return testing::SharedPath("models/stories260K/hf-f32");
+}
+std::string CalibrationFile() {
+  return testing::SharedPath("data/tinystories_val.txt");
+}
+std::string RecipeFile() {
+  return std::string(QUANT_SOURCE_DIR_FOR_TESTS) +
+         "/recipes/stories260k-gptq-w4.yaml";
+}
+
+// A quantd subprocess on a free loopback port.
+class Quantd {
+ public:
+  explicit Quantd(const std::vector<std::string>& extra_flags = {}) {
+    temp_ = testing::MakeTempDir();
+    std::vector<std::string> args = {
+        testing::BinaryDir() + "/server/quantd", "--listen=127.0.0.1:0",
+        "--data_dir=" + temp_ + "/data",
+        "--artifact_root=file://" + temp_ + "/artifacts",
+        "--allowed_roots=" + RealPath(testing::SharedDir()) + "," + temp_};
+    args.insert(args.end(), extra_flags.begin(), extra_flags.end());
+    process_ = std::make_unique<testing::ChildProcess>(
+        args, std::vector<std::string>{}, temp_ + "/quantd.stderr");
+    const std::string line = process_->ReadLine(30000);
+    const std::string prefix = "quantd: listening on ";
+    if (absl::StartsWith(line, prefix)) address_ = line.substr(prefix.size());
+  }
+  ~Quantd() {
+    process_->Signal(SIGTERM);
+    process_->Wait(10000);
+  }
+  const std::string& address() const { return address_; }  // "" on failure.
+  std::string Log() const {
+    return ReadFileToString(temp_ + "/quantd.stderr").value_or("");
+  }
+  const std::string& temp() const { return temp_; }
+
+ private:
+  std::string temp_;
+  std::string address_;
+  std::unique_ptr<testing::ChildProcess> process_;
+};
+
+class QuantctlServiceTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    quantd_ = new Quantd();
+    // Every call finds quantd through the environment, as a user's would.
+    setenv("QUANT_ADDR", quantd_->address().c_str(), 1);
+    unsetenv("QUANT_TOKEN");
+  }
+  static void TearDownTestSuite() {
+    delete quantd_;
+    quantd_ = nullptr;
+    unsetenv("QUANT_ADDR");
+  }
+  void SetUp() override {
+    ASSERT_FALSE(quantd_->address().empty())
+        << "quantd did not start: " << quantd_->Log();
+    QUANT_REQUIRE_SHARED(CheckpointDir());
+    QUANT_REQUIRE_SHARED(CalibrationFile());
+  }
+
+  static std::string SubmitArgs(const std::string& calibration) {
+    return absl::StrCat("submit --checkpoint ", Quote(CheckpointDir()),
+                        " --recipe ", Quote(RecipeFile()), " --calibration ",
+                        Quote(calibration));
+  }
+
+  static json Json(const RunResult& r) {
+    json j = json::parse(r.out, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.out << r.err;
+    return j;
+  }
+
+  static std::vector<std::string> ListedIds(const std::string& filter) {
+    const RunResult r = RunQuantctl("list --all --json " + filter);
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    std::vector<std::string> ids;
+    const json j = Json(r);
+    if (!j.is_object()) return ids;
+    for (const json& job : j["jobs"]) ids.push_back(job["id"]);
+    return ids;
+  }
+
+  static Quantd* quantd_;
+};
+
+Quantd* QuantctlServiceTest::quantd_ = nullptr;
+
+std::string Sha256sum(const std::string& path) {
+  FILE* pipe = popen(("sha256sum " + Quote(path)).c_str(), "r");
+  if (pipe == nullptr) return "";
+  char buffer[128] = {};
+  const size_t n = fread(buffer, 1, 64, pipe);
+  pclose(pipe);
+  return std::string(buffer, n);
+}
+
+TEST_F(QuantctlServiceTest, EveryServiceCommandHasHelpWithAnExample) {
+  for (const char* command : {"calib", "submit", "status", "list", "watch",
+                              "report", "cancel", "fetch"}) {
+    const RunResult r = RunQuantctl(std::string(command) + " --help");
+    EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr(absl::StrCat("Usage: quantctl ", command)));
+    EXPECT_THAT(r.out,
+                HasSubstr(absl::StrCat("Example:\n  quantctl ", command, " ")))
+        << command;
+    EXPECT_THAT(r.out, HasSubstr("--addr")) << command;
+    EXPECT_THAT(r.out, HasSubstr("--token_file")) << command;
+  }
+  EXPECT_THAT(RunQuantctl("fetch --help").out, HasSubstr("no download call"));
+  const RunResult top = RunQuantctl("--help");
+  EXPECT_THAT(top.out, HasSubstr("submit"));
+  EXPECT_THAT(top.out, HasSubstr("report"));
+}
+
+TEST_F(QuantctlServiceTest, CalibUploadPrintsTheFilesSha256) {
+  const std::string expected = Sha256sum(CalibrationFile());
+  ASSERT_EQ(expected.size(), 64u);
+  const RunResult r = RunQuantctl("calib upload " + Quote(CalibrationFile()));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_TRUE(absl::StartsWith(r.out, expected + "  ")) << r.out;
+  EXPECT_THAT(r.out, HasSubstr("documents"));
+
+  const RunResult again =
+      RunQuantctl("calib upload --json " + Quote(CalibrationFile()));
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  const json j = Json(again);
+  EXPECT_EQ(j["sha256"], expected);
+  EXPECT_EQ(
+      j["size_bytes"].get<int64_t>(),
+      static_cast<int64_t>(std::filesystem::file_size(CalibrationFile())));
+  EXPECT_GT(j["documents"].get<int>(), 100);
+  EXPECT_EQ(j["already_present"], true);
+}
+
+TEST_F(QuantctlServiceTest, SubmitStatusListCancel) {
+  const std::string submit =
+      SubmitArgs(CalibrationFile()) +
+      " --label suite=lifecycle --label team=lm --request_id lifecycle-1";
+  const RunResult first = RunQuantctl(submit);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string id(absl::StripTrailingAsciiWhitespace(first.out));
+  ASSERT_FALSE(id.empty());
+  EXPECT_THAT(id, Not(HasSubstr("\n")));
+  EXPECT_THAT(first.err, HasSubstr(Sha256sum(CalibrationFile())));
+
+  const RunResult status = RunQuantctl("status --json " + id);
+  ASSERT_EQ(status.exit_code, 0) << status.err;
+  json job = Json(status);
+  EXPECT_EQ(job["id"], id);
+  EXPECT_THAT(job["state"].get<std::string>(),
+              ::testing::AnyOf("QUEUED", "RUNNING"));
+  EXPECT_EQ(job["verdict"], "");
+  EXPECT_EQ(job["labels"], (json{{"suite", "lifecycle"}, {"team", "lm"}}));
+  EXPECT_EQ(job["progress"]["blocks_total"], 5);  // stories260K's blocks.
+  EXPECT_EQ(job["request_id"], "lifecycle-1");
+  EXPECT_EQ(job["calibration_sha256"], Sha256sum(CalibrationFile()));
+  // The plain path became a file:// URI of the absolute path.
+  EXPECT_EQ(
+      job["checkpoint_uri"],
+      "file://" +
+          std::filesystem::path(CheckpointDir()).lexically_normal().string());
+  EXPECT_EQ(job["artifact_uri"], "");
+  EXPECT_TRUE(job.contains("error"));
+
+  // The same request id and request: the same job.
+  const RunResult retry = RunQuantctl(submit);
+  ASSERT_EQ(retry.exit_code, 0) << retry.err;
+  EXPECT_EQ(std::string(absl::StripTrailingAsciiWhitespace(retry.out)), id);
+  // Another request under that id is refused, naming the field.
+  const RunResult conflict = RunQuantctl(SubmitArgs(CalibrationFile()) +
+                                         " --label suite=other"
+                                         " --request_id lifecycle-1");
+  EXPECT_EQ(conflict.exit_code, 1) << conflict.out;
+  EXPECT_THAT(conflict.err, HasSubstr("request_id"));
+
+  EXPECT_THAT(ListedIds("--label suite=lifecycle"), ::testing::Contains(id));
+  EXPECT_THAT(ListedIds("--label suite=nothing-like-it"),
+              Not(::testing::Contains(id)));
+  const RunResult table = RunQuantctl("list --label team=lm");
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  EXPECT_THAT(table.out, HasSubstr(id));
+  EXPECT_THAT(table.out, HasSubstr("suite=lifecycle,team=lm"));
+  const RunResult text = RunQuantctl("status " + id);
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("0/5 blocks"));
+
+  const RunResult cancel = RunQuantctl("cancel " + id);
+  ASSERT_EQ(cancel.exit_code, 0) << cancel.err;
+  EXPECT_THAT(cancel.out, HasSubstr(id + ": CANCELLED"));
+  job = Json(RunQuantctl("status --json " + id));
+  EXPECT_EQ(job["state"], "CANCELLED");
+  EXPECT_THAT(ListedIds("--state cancelled --label suite=lifecycle"),
+              ::testing::Contains(id));
+  EXPECT_THAT(ListedIds("--state QUEUED --label suite=lifecycle"),
+              Not(::testing::Contains(id)));
+}
+
+TEST_F(QuantctlServiceTest, SubmitByHashWithJsonAndPaging) {
+  const RunResult upload =
+      RunQuantctl("calib upload " + Quote(CalibrationFile()));
+  ASSERT_EQ(upload.exit_code, 0) << upload.err;
+  const std::string sha = upload.out.substr(0, 64);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    const RunResult r =
+        RunQuantctl(SubmitArgs(sha) + " --json --label suite=paging");
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_THAT(r.err, Not(HasSubstr("uploaded")));  // No upload for a hash.
+    const json job = Json(r);
+    EXPECT_EQ(job["calibration_sha256"], sha);
+    EXPECT_EQ(job["state"], "QUEUED");
+    ids.push_back(job["id"]);
+  }
+  const RunResult page =
+      RunQuantctl("list --json --page_size 2 --label suite=paging");
+  ASSERT_EQ(page.exit_code, 0) << page.err;
+  const json first = Json(page);
+  EXPECT_EQ(first["jobs"].size(), 2u);
+  EXPECT_NE(first["next_page_token"], "");
+  const RunResult note = RunQuantctl("list --page_size 2 --label suite=paging");
+  EXPECT_THAT(note.err, HasSubstr("--all"));
+  const std::vector<std::string> all =
+      ListedIds("--page_size 2 --label suite=paging");
+  EXPECT_THAT(all, ::testing::UnorderedElementsAreArray(ids));
+}
+
+TEST_F(QuantctlServiceTest, SubmitWaitEndsWithTheJob) {
+  // No worker runs: the job waits until cancelled, and --wait exits 1.
+  RunResult waited;
+  std::thread waiter([&] {
+    waited = RunQuantctl(SubmitArgs(CalibrationFile()) +
+                         " --wait --label suite=waiter");
+  });
+  std::vector<std::string> ids;
+  for (int i = 0; i < 300 && ids.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ids = ListedIds("--label suite=waiter");
+  }
+  EXPECT_EQ(ids.size(), 1u);
+  if (!ids.empty()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    EXPECT_EQ(RunQuantctl("cancel " + ids[0]).exit_code, 0);
+  }
+  waiter.join();
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(waited.exit_code, 1) << waited.out << waited.err;
+  EXPECT_THAT(waited.out, HasSubstr(ids[0] + "\n"));
+  EXPECT_THAT(waited.out, HasSubstr(ids[0] + ": CANCELLED"));
+  EXPECT_THAT(waited.err, HasSubstr("was CANCELLED"));
+}
+
+TEST_F(QuantctlServiceTest, WatchReportAndFetchOfAnUnfinishedJob) {
+  const RunResult submitted = RunQuantctl(SubmitArgs(CalibrationFile()));
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string id(absl::StripTrailingAsciiWhitespace(submitted.out));
+
+  const RunResult report = RunQuantctl("report --json " + id);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const json j = Json(report);
+  EXPECT_EQ(j["job"]["id"], id);
+  EXPECT_EQ(j["verdict"], "");
+  EXPECT_EQ(j["layers"], json::array());
+  EXPECT_TRUE(j.contains("gates"));
+  EXPECT_THAT(RunQuantctl("report " + id).out,
+              HasSubstr("no layer has finished yet"));
+
+  const std::string dest = testing::MakeTempDir() + "/fetched";
+  const RunResult fetch = RunQuantctl("fetch " + id + " " + Quote(dest));
+  EXPECT_EQ(fetch.exit_code, 1);
+  EXPECT_THAT(fetch.err, HasSubstr("only a SUCCEEDED job"));
+  EXPECT_FALSE(testing::PathExists(dest));
+
+  ASSERT_EQ(RunQuantctl("cancel " + id).exit_code, 0);
+  const RunResult watch = RunQuantctl("watch " + id);
+  EXPECT_EQ(watch.exit_code, 1) << watch.out << watch.err;
+  EXPECT_THAT(watch.out, HasSubstr(id + ": CANCELLED"));
+  EXPECT_THAT(watch.err, HasSubstr("CANCELLED"));
+}
+
+TEST_F(QuantctlServiceTest, BadInputsNameTheProblem) {
+  const std::string missing_recipe = testing::MakeTempDir() + "/nope.yaml";
+  RunResult r = RunQuantctl(absl::StrCat(
+      "submit --checkpoint ", Quote(CheckpointDir()), " --recipe ",
+      Quote(missing_recipe), " --calibration ", Quote(CalibrationFile())));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(missing_recipe));
+
+  r = RunQuantctl(SubmitArgs(CalibrationFile()) + " --label teamlm");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--label"));
+  EXPECT_THAT(r.err, HasSubstr("teamlm"));
+
+  r = RunQuantctl("submit --recipe " + Quote(RecipeFile()) + " --calibration " +
+                  Quote(CalibrationFile()));
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--checkpoint is required"));
+
+  // A checkpoint outside quantd's allowed roots: the server's message.
+  r = RunQuantctl(absl::StrCat("submit --checkpoint /etc --recipe ",
+                               Quote(RecipeFile()), " --calibration ",
+                               Quote(CalibrationFile())));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("checkpoint_uri"));
+
+  r = RunQuantctl("status --addr 127.0.0.1:1 job-000001");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("cannot reach quantd at 127.0.0.1:1"));
+
+  r = RunQuantctl("status job-999999");
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("job-999999"));
+
+  r = RunQuantctl("list --state finished");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--state"));
+
+  r = RunQuantctl("calib upload " + Quote(missing_recipe));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(missing_recipe));
+
+  r = RunQuantctl("calib download x");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("download"));
+
+  r = RunQuantctl("status --token a --token_file b job-000001");
+  EXPECT_EQ(r.exit_code, 2);
+  EXPECT_THAT(r.err, HasSubstr("--token_file"));
+}
+
+// quantd with a client token and TLS: quantctl sends the token from
+// --token_file or QUANT_TOKEN and trusts the --tls_ca certificate.
+TEST(QuantctlAuthTest, BearerTokenAndTls) {
+  const std::string temp = testing::MakeTempDir();
+  const std::string openssl = absl::StrCat(
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost"
+      " -addext subjectAltName=IP:127.0.0.1,DNS:localhost -keyout ",
+      Quote(temp + "/key.pem"), " -out ", Quote(temp + "/cert.pem"),
+      " >/dev/null 2>&1");
+  if (std::system(openssl.c_str()) != 0) {
+    GTEST_SKIP() << "the openssl program is needed to make a test certificate";
+  }
+  ASSERT_TRUE(
+      WriteFileAtomically(temp + "/client.token", "s3cret-client-token-0001\n")
+          .ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(temp + "/worker.token", "s3cret-worker-token-0001\n")
+          .ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(temp + "/wrong.token", "guessed-wrong-token-0001\n")
+          .ok());
+  Quantd quantd({"--client_token_file=" + temp + "/client.token",
+                 "--worker_token_file=" + temp + "/worker.token",
+                 "--tls_cert=" + temp + "/cert.pem",
+                 "--tls_key=" + temp + "/key.pem"});
+  ASSERT_FALSE(quantd.address().empty()) << quantd.Log();
+  unsetenv("QUANT_TOKEN");
+  const std::string base =
+      absl::StrCat("list --addr ", quantd.address(), " --tls_ca ",
+                   Quote(temp + "/cert.pem"));
+
+  RunResult r = RunQuantctl(base);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--token_file"));  // The hint.
+
+  r = RunQuantctl(base + " --token_file " + Quote(temp + "/wrong.token"));
+  EXPECT_EQ(r.exit_code, 1);
+
+  r = RunQuantctl(base + " --token_file " + Quote(temp + "/client.token"));
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("STATE"));
+
+  setenv("QUANT_TOKEN", "s3cret-client-token-0001", 1);
+  r = RunQuantctl(base + " --json");
+  unsetenv("QUANT_TOKEN");
+  EXPECT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("\"jobs\""));
+
+  // Plaintext to a TLS server fails, and so does TLS trusting nothing.
+  r = RunQuantctl(absl::StrCat("list --addr ", quantd.address(),
+                               " --token s3cret-client-token-0001"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr(quantd.address()));
+  r = RunQuantctl(base + " --token s3cret-client-token-0001 --tls_ca " +
+                  Quote(temp + "/missing.pem"));
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_THAT(r.err, HasSubstr("--tls_ca"));
+}
+
+}  // namespace
+}  // namespace quant
