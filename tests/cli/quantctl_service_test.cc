@@ -13,6 +13,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -35,15 +36,9 @@ using ::testing::HasSubstr;
 using ::testing::Not;
 using json = nlohmann::json;
 using testing::Quote;
+using testing::RealPath;
 using testing::RunQuantctl;
 using testing::RunResult;
-
-std::string RealPath(const std::string& path) {
-  std::error_code error;
-  const std::filesystem::path real =
-      std::filesystem::weakly_canonical(path, error);
-  return error ? path : real.string();
-}
 
 std::string CheckpointDir() {
   return testing::SharedPath("models/stories260K/hf-f32");
@@ -435,6 +430,89 @@ TEST(QuantctlAuthTest, BearerTokenAndTls) {
                   Quote(temp + "/missing.pem"));
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_THAT(r.err, HasSubstr("--tls_ca"));
+}
+
+// A job run to the end by a local worker, through the commands a release
+// pipeline would use: `submit --wait --json` exits 0 on PASS and 3 on FAIL
+// with the stable job view, `watch`, `report` and `status` agree, `report
+// --json` carries audit.json's layer keys, `fetch` copies the checkpoint.
+TEST(QuantctlServiceRunTest, VerdictsExitCodesReportAndFetch) {
+  QUANT_REQUIRE_SHARED(CheckpointDir());
+  QUANT_REQUIRE_SHARED(CalibrationFile());
+  Quantd quantd({"--local-workers=1"});
+  ASSERT_FALSE(quantd.address().empty()) << quantd.Log();
+  const std::string addr = " --addr " + quantd.address();
+  // The demo recipe with round-to-nearest: fails the ppl-ratio gate (its
+  // held-out ratio is about 1.155 against a threshold of 1.15).
+  auto recipe_text = ReadFileToString(RecipeFile());
+  ASSERT_TRUE(recipe_text.ok());
+  std::string rtn = *recipe_text;
+  rtn.replace(rtn.find("method: gptq"), 12, "method: rtn");
+  rtn.replace(rtn.find("act_order: true"), 15, "act_order: false");
+  const std::string rtn_recipe = quantd.temp() + "/rtn.yaml";
+  ASSERT_TRUE(WriteFileAtomically(rtn_recipe, rtn).ok());
+
+  for (const auto& [recipe, verdict, code] :
+       {std::make_tuple(RecipeFile(), std::string("PASS"), 0),
+        std::make_tuple(rtn_recipe, std::string("FAIL"), 3)}) {
+    SCOPED_TRACE(verdict);
+    const RunResult submitted = RunQuantctl(
+        absl::StrCat("submit --checkpoint ", Quote(CheckpointDir()),
+                     " --recipe ", Quote(recipe), " --calibration ",
+                     Quote(CalibrationFile()), " --wait --json", addr));
+    ASSERT_EQ(submitted.exit_code, code)
+        << submitted.out << submitted.err << quantd.Log();
+    const json job = json::parse(submitted.out, nullptr, false);
+    ASSERT_TRUE(job.is_object()) << submitted.out;
+    EXPECT_EQ(job["state"], "SUCCEEDED");
+    EXPECT_EQ(job["verdict"], verdict);
+    EXPECT_EQ(job["progress"]["blocks_done"], 5);
+    EXPECT_EQ(job["progress"]["blocks_total"], 5);
+    const std::string id = job["id"];
+    const std::string artifact = job["artifact_uri"];
+    ASSERT_EQ(artifact.rfind("file://", 0), 0u) << artifact;
+
+    const RunResult status = RunQuantctl("status " + id + " --json" + addr);
+    EXPECT_EQ(status.exit_code, 0) << status.err;
+    EXPECT_EQ(json::parse(status.out, nullptr, false)["verdict"], verdict);
+
+    const RunResult watched = RunQuantctl("watch " + id + addr);
+    EXPECT_EQ(watched.exit_code, code) << watched.out << watched.err;
+    EXPECT_THAT(watched.out + watched.err, HasSubstr(verdict));
+
+    const RunResult report = RunQuantctl("report " + id + " --json" + addr);
+    EXPECT_EQ(report.exit_code, code) << report.err;
+    const json r = json::parse(report.out, nullptr, false);
+    ASSERT_TRUE(r.is_object()) << report.out;
+    EXPECT_EQ(r["verdict"], verdict);
+    ASSERT_EQ(r["layers"].size(), 35u);
+    // The same numbers as the artifact's audit.json.
+    auto audit_text = ReadFileToString(artifact.substr(7) + "/audit.json");
+    ASSERT_TRUE(audit_text.ok());
+    const json audit = json::parse(*audit_text);
+    for (size_t i = 0; i < 35; ++i) {
+      for (const char* key :
+           {"name", "type", "method", "bits", "group_size", "packed",
+            "rel_output_error_cal", "rel_output_error_heldout",
+            "rtn_rel_output_error_heldout", "gain_heldout", "flattery",
+            "flags"}) {
+        EXPECT_EQ(r["layers"][i][key], audit["layers"][i][key])
+            << "layer " << i << " key " << key;
+      }
+    }
+    EXPECT_EQ(r["gates"]["ppl_ratio"], audit["gates"]["ppl_ratio"]);
+
+    const RunResult table = RunQuantctl("report " + id + addr);
+    EXPECT_EQ(table.exit_code, code);
+    EXPECT_THAT(table.out, HasSubstr("verdict: " + verdict));
+
+    const std::string copy = quantd.temp() + "/fetched-" + verdict;
+    const RunResult fetched = RunQuantctl("fetch " + id + " " + copy + addr);
+    EXPECT_EQ(fetched.exit_code, 0) << fetched.err;
+    EXPECT_EQ(ReadFileToString(copy + "/model.safetensors").value_or("a"),
+              ReadFileToString(artifact.substr(7) + "/model.safetensors")
+                  .value_or("b"));
+  }
 }
 
 }  // namespace
