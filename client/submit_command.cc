@@ -94,6 +94,7 @@ absl::Status RunSubmit(const CommandInvocation& invocation) {
   if (!json_output) {
     display.out = invocation.err;
     display.terminal = IsTerminalStream(invocation.err);
+    display.err = invocation.err;
   }
   QUANT_ASSIGN_OR_RETURN(job, WatchUntilTerminal(*client, job.id(), display));
   if (json_output) {

@@ -10,6 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "client/job_json.h"
 #include "core/base/status_macros.h"
 
@@ -104,6 +106,8 @@ class EventPrinter {
   }
 
   void OnLayer(const v1::LayerAudit& layer) {
+    // A stream resumed after a reconnect replays the job's layers.
+    if (!layers_shown_.insert(layer.name()).second) return;
     if (!header_shown_) {
       header_shown_ = true;
       Line(absl::StrFormat("  %-36s %-6s %4s %9s %9s %9s %7s  %s", "layer",
@@ -129,6 +133,7 @@ class EventPrinter {
   bool bar_shown_ = false;
   bool header_shown_ = false;
   v1::JobState shown_state_ = v1::JOB_STATE_UNSPECIFIED;
+  std::set<std::string> layers_shown_;
 };
 
 absl::Status RunWatch(const CommandInvocation& invocation) {
@@ -137,6 +142,7 @@ absl::Status RunWatch(const CommandInvocation& invocation) {
   WatchDisplay display;
   display.out = invocation.out;
   display.terminal = IsTerminalStream(invocation.out);
+  display.err = invocation.err;
   QUANT_ASSIGN_OR_RETURN(
       const v1::Job job,
       WatchUntilTerminal(*client, invocation.args[0], display));
@@ -156,16 +162,36 @@ absl::StatusOr<v1::Job> WatchUntilTerminal(ServiceClient& client,
                                            const std::string& id,
                                            const WatchDisplay& display) {
   EventPrinter printer(display);
-  const absl::Status status = client.WatchJob(
-      id, [&printer](const v1::JobEvent& e) { return printer.OnEvent(e); });
-  printer.Finish();
-  if (!status.ok()) return status;
-  if (printer.have_job() && IsTerminalState(printer.last_job().state())) {
-    return printer.last_job();
+  // quantd may restart under a long watch (its jobs resume): reconnect
+  // with backoff while it is unreachable, for up to kReconnectFor.
+  constexpr absl::Duration kReconnectFor = absl::Minutes(2);
+  absl::Duration backoff = absl::Milliseconds(250);
+  absl::Time give_up = absl::Now() + kReconnectFor;
+  while (true) {
+    const absl::Status status = client.WatchJob(
+        id, [&printer](const v1::JobEvent& e) { return printer.OnEvent(e); });
+    if (printer.have_job() && IsTerminalState(printer.last_job().state())) {
+      printer.Finish();
+      return printer.last_job();
+    }
+    const bool unreachable = absl::IsUnavailable(status) ||
+                             absl::IsDeadlineExceeded(status) ||
+                             status.ok();  // Ended early: quantd stopping.
+    if (!unreachable || absl::Now() >= give_up) {
+      printer.Finish();
+      if (!status.ok()) return status;
+      return client.GetJob(id);
+    }
+    if (status.ok()) give_up = absl::Now() + kReconnectFor;
+    if (display.err != nullptr) {
+      *display.err << "quantctl: lost the watch of " << id << " ("
+                   << (status.ok() ? "stream ended" : status.message())
+                   << "); reconnecting in " << absl::FormatDuration(backoff)
+                   << "\n";
+    }
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(5));
   }
-  // The stream ended without a terminal job event (e.g. quantd shutting
-  // down): ask for the job as it is now.
-  return client.GetJob(id);
 }
 
 std::string FinalLine(const v1::Job& job) {

@@ -22,12 +22,15 @@ Command WatchCommand();
 // Where and how the events are shown. `out` null: shown nowhere.
 struct WatchDisplay {
   std::ostream* out = nullptr;
-  bool terminal = false;  // Redraw one progress bar instead of lines.
+  bool terminal = false;        // Redraw one progress bar instead of lines.
+  std::ostream* err = nullptr;  // Reconnect notices.
 };
 
-// Streams the job's events to `display` until the stream ends, and returns
-// the job as it is then (fetched with GetJob when the last event left it
-// unfinished).
+// Streams the job's events to `display` until the job is terminal and
+// returns it. A stream lost to an unreachable or restarting quantd is
+// resumed with backoff (250 ms doubling to 5 s) for up to two minutes of
+// unreachability; layers already shown are not shown again. Otherwise the
+// job as GetJob sees it when the stream ended.
 absl::StatusOr<v1::Job> WatchUntilTerminal(ServiceClient& client,
                                            const std::string& id,
                                            const WatchDisplay& display);

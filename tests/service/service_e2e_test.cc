@@ -281,6 +281,10 @@ TEST_F(ServiceE2eTest, RestartedCoordinatorResumesWithoutRecomputing) {
        "--name=survivor", "--lease_wait_ms=1000"},
       {}, temp_ + "/worker.log");
   const v1::Job job = Create("restart-1");
+  // A client watching through the restart.
+  ChildProcess watcher({testing::BinaryDir() + "/client/quantctl", "watch",
+                        job.id(), "--addr=" + address_},
+                       {}, temp_ + "/watch.log");
   const v1::Job partway = WaitFor(job.id(), [](const v1::Job& j) {
     return j.progress().blocks_done() >= 2;
   });
@@ -298,6 +302,29 @@ TEST_F(ServiceE2eTest, RestartedCoordinatorResumesWithoutRecomputing) {
       << Log("worker.log") << "\nquantd:\n"
       << Log("quantd.log");
   EXPECT_EQ(finished.progress().blocks_done(), 5);
+  // The watcher reconnected and saw the end, every layer once.
+  std::string watched;
+  for (std::string line = watcher.ReadLine(60'000);
+       !line.empty() || watcher.running(); line = watcher.ReadLine(60'000)) {
+    watched += line + "\n";
+    if (line.empty() && !watcher.running()) break;
+  }
+  const int watch_status = watcher.Wait(60'000);
+  EXPECT_TRUE(WIFEXITED(watch_status) && (WEXITSTATUS(watch_status) == 0 ||
+                                          WEXITSTATUS(watch_status) == 3))
+      << watch_status << "\n"
+      << watched << Log("watch.log");
+  EXPECT_NE(Log("watch.log").find("reconnecting"), std::string::npos)
+      << Log("watch.log");
+  for (int b = 0; b < 5; ++b) {
+    const std::string layer =
+        absl::StrCat("model.layers.", b, ".mlp.down_proj ");
+    const size_t first = watched.find(layer);
+    EXPECT_NE(first, std::string::npos) << layer << "\n" << watched;
+    EXPECT_EQ(watched.find(layer, first + 1), std::string::npos)
+        << layer << " shown twice\n"
+        << watched;
+  }
   StopQuantd();
   worker.Signal(SIGTERM);
   EXPECT_GE(worker.Wait(30'000), 0) << "the worker did not stop on SIGTERM";
