@@ -103,16 +103,20 @@ absl::StatusOr<UpkeepResult> JobLifecycle::Upkeep() {
     absl::StatusOr<std::vector<store::Task>> tasks = store_->ListTasks(job.id);
     if (!tasks.ok()) return tasks.status();
     if (tasks->empty()) {
-      // Created, then the coordinator stopped before planning it.
+      // Created, then the coordinator stopped before planning it (or
+      // CreateJob is planning it right now: either way one plan results).
       absl::StatusOr<JobSpec> spec = JobSpecFromJson(now->spec_json);
       if (!spec.ok()) return spec.status();
-      if (absl::Status s = store_->PlanTasks(
-              job.id, PlanJobTasks(spec->num_blocks, spec->recipe.propagation));
+      bool planned = false;
+      if (absl::Status s = EnsureJobPlanned(*store_, job.id, spec->num_blocks,
+                                            spec->recipe.propagation, &planned);
           !s.ok()) {
         return s;
       }
-      ++result.planned_jobs;
-      signal_->Notify();
+      if (planned) {
+        ++result.planned_jobs;
+        signal_->Notify();
+      }
       continue;
     }
     bool all_done = true;

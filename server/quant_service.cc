@@ -136,15 +136,10 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoCreateJob(
   }
   // A replay whose first attempt died between CreateJob and PlanTasks
   // finds no plan: plan it now.
-  absl::StatusOr<std::vector<store::Task>> tasks = store_->ListTasks(job.id);
-  if (!tasks.ok()) return tasks.status();
-  if (tasks->empty()) {
-    if (absl::Status s = store_->PlanTasks(
-            job.id, PlanJobTasks(valid->spec.num_blocks,
-                                 valid->spec.recipe.propagation));
-        !s.ok()) {
-      return s;
-    }
+  if (absl::Status s = EnsureJobPlanned(*store_, job.id, valid->spec.num_blocks,
+                                        valid->spec.recipe.propagation);
+      !s.ok()) {
+    return s;
   }
   if (created->created) {
     if (absl::Status s = lifecycle_->StateChanged(job.id, job.state); !s.ok()) {

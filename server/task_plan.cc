@@ -26,4 +26,24 @@ std::vector<store::TaskSpec> PlanJobTasks(int num_blocks,
   return tasks;
 }
 
+absl::Status EnsureJobPlanned(store::JobStore& store, const std::string& job_id,
+                              int num_blocks, Propagation propagation,
+                              bool* planned) {
+  if (planned != nullptr) *planned = false;
+  absl::StatusOr<std::vector<store::Task>> tasks = store.ListTasks(job_id);
+  if (!tasks.ok()) return tasks.status();
+  if (!tasks->empty()) return absl::OkStatus();
+  absl::Status made =
+      store.PlanTasks(job_id, PlanJobTasks(num_blocks, propagation));
+  if (made.ok()) {
+    if (planned != nullptr) *planned = true;
+    return made;
+  }
+  if (!absl::IsFailedPrecondition(made)) return made;
+  // Planned by the other caller in between.
+  tasks = store.ListTasks(job_id);
+  if (!tasks.ok()) return tasks.status();
+  return tasks->empty() ? made : absl::OkStatus();
+}
+
 }  // namespace quant::server

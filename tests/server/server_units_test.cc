@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <string>
+#include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
@@ -15,6 +16,8 @@
 #include "server/artifact_store.h"
 #include "server/listen_address.h"
 #include "server/recipe_convert.h"
+#include "server/store/clock.h"
+#include "server/store/sqlite_job_store.h"
 #include "server/task_plan.h"
 #include "server/uri_policy.h"
 #include "tests/support/test_env.h"
@@ -183,6 +186,36 @@ TEST(FileArtifactStoreTest, ContentAddressedAndBounded) {
   EXPECT_TRUE(absl::IsResourceExhausted(
       (*store)->PutCalibration(std::string(17, 'x')).status()));
   EXPECT_FALSE(FileArtifactStore::Open(root, 16).ok());  // Not a URI.
+}
+
+TEST(TaskPlanTest, EnsureJobPlannedIsSafeToRace) {
+  const std::string temp = testing::MakeTempDir();
+  auto store = store::SqliteJobStore::Open(temp + "/quantd.db",
+                                           store::SystemClock::Default());
+  ASSERT_TRUE(store.ok()) << store.status();
+  for (int i = 0; i < 20; ++i) {
+    auto job = (*store)->CreateJob(absl::StrCat("r", i), "{}", {});
+    ASSERT_TRUE(job.ok());
+    const std::string id = job->job.id;
+    absl::Status a, b;
+    bool planned_a = false, planned_b = false;
+    std::thread first([&] {
+      a = EnsureJobPlanned(**store, id, 3, Propagation::kSequential,
+                           &planned_a);
+    });
+    std::thread second([&] {
+      b = EnsureJobPlanned(**store, id, 3, Propagation::kSequential,
+                           &planned_b);
+    });
+    first.join();
+    second.join();
+    EXPECT_TRUE(a.ok()) << a;
+    EXPECT_TRUE(b.ok()) << b;
+    EXPECT_TRUE(planned_a != planned_b) << "exactly one call plans";
+    auto tasks = (*store)->ListTasks(id);
+    ASSERT_TRUE(tasks.ok());
+    EXPECT_EQ(tasks->size(), 4u);
+  }
 }
 
 }  // namespace
