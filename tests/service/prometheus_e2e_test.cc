@@ -30,6 +30,7 @@
 #include "server/recipe_convert.h"
 #include "tests/metrics/exposition_test_util.h"
 #include "tests/service/child_process.h"
+#include "tests/support/quantctl_runner.h"
 #include "tests/support/test_env.h"
 
 namespace quant {
@@ -163,18 +164,20 @@ TEST(PrometheusE2eTest, ScrapedSeriesMatchTheReportAndExpire) {
         Query(prometheus_port, "quant_job_progress_ratio" + selector);
     return progress.size() == 1 && progress[0].second == 1.0;
   })) << *ReadFileToString(temp + "/quantd.log");
-  v1::JobReport report;
-  {
-    grpc::ClientContext context;
-    v1::GetJobReportRequest get;
-    get.set_id(job.id());
-    ASSERT_TRUE(stub->GetJobReport(&context, get, &report).ok());
-  }
-  ASSERT_EQ(report.job().state(), v1::JOB_STATE_SUCCEEDED);
+  // What a release pipeline reads: `quantctl report --json`.
+  const testing::RunResult report = testing::RunQuantctl(
+      absl::StrCat("report ", job.id(), " --json --addr ", address));
+  ASSERT_TRUE(report.exit_code == 0 || report.exit_code == 3) << report.err;
+  const nlohmann::json report_json =
+      nlohmann::json::parse(report.out, nullptr, false);
+  ASSERT_TRUE(report_json.is_object()) << report.out;
+  EXPECT_EQ(report_json["job"]["state"], "SUCCEEDED");
   std::map<std::string, double> expected;
-  for (const v1::LayerAudit& layer : report.layers()) {
-    if (layer.packed())
-      expected[layer.name()] = layer.rel_output_error_heldout();
+  for (const nlohmann::json& layer : report_json["layers"]) {
+    if (layer.value("packed", false)) {
+      expected[layer["name"].get<std::string>()] =
+          layer["rel_output_error_heldout"].get<double>();
+    }
   }
   ASSERT_FALSE(expected.empty());
   std::map<std::string, double> scraped;
@@ -199,7 +202,18 @@ TEST(PrometheusE2eTest, ScrapedSeriesMatchTheReportAndExpire) {
     return gates.size() == 1;
   }));
   ASSERT_EQ(gates.size(), 1u);
-  EXPECT_EQ(gates[0].second, report.verdict() == v1::VERDICT_PASS ? 1 : 0);
+  EXPECT_EQ(gates[0].second, report_json["verdict"] == "PASS" ? 1 : 0);
+  // Every RPC is counted by method and code.
+  auto created =
+      Query(prometheus_port,
+            "quant_rpc_requests_total{method=\"quant.v1.QuantService/"
+            "CreateJob\",code=\"OK\"}");
+  ASSERT_EQ(created.size(), 1u);
+  EXPECT_EQ(created[0].second, 1.0);
+  EXPECT_FALSE(Query(prometheus_port,
+                     "quant_rpc_requests_total{method=\"quant.v1.WorkerService/"
+                     "LeaseTask\"}")
+                   .empty());
 
   // Past the retention window the job's series go; the service's stay.
   EXPECT_TRUE(Eventually(60, [&] {

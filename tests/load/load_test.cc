@@ -1,0 +1,76 @@
+// A short run of quant_loadtest: real quantd, real local workers, client
+// threads over loopback gRPC. Only outcomes that do not depend on the
+// machine's speed are asserted (the ASan build is slow): no errors, no lost
+// job, at least one job completed, every RPC kind called. Under ASan a job
+// takes about a minute of worker time, hence the long drain; in a release
+// build the drain ends within seconds, when the last job finishes.
+#include <stdio.h>
+#include <sys/wait.h>
+
+#include <set>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+// Runs `command`; its stdout, and the wait status in `status`.
+std::string RunCommand(const std::string& command, int* status) {
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (pipe == nullptr) {
+    *status = -1;
+    return out;
+  }
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
+    out.append(buffer, n);
+  }
+  *status = pclose(pipe);
+  return out;
+}
+
+TEST(LoadTest, ConcurrentClientsLoseNothingAndGetNoErrors) {
+  QUANT_REQUIRE_SHARED(testing::SharedPath("models/stories260K/hf-f32"));
+  QUANT_REQUIRE_SHARED(testing::SharedPath("data/tinystories_val.txt"));
+  const std::string command = absl::StrCat(
+      QUANT_LOADTEST_PATH, " --duration=15 --clients=4 --workers=2",
+      " --max_pending=1 --drain=90 --json --quantd=", testing::BinaryDir(),
+      "/server/quantd --shared=", testing::SharedDir());
+  int status = 0;
+  const std::string out = RunCommand(command, &status);
+  ASSERT_TRUE(WIFEXITED(status)) << status << "\n" << out;
+  const nlohmann::json result = nlohmann::json::parse(out, nullptr, false);
+  ASSERT_FALSE(result.is_discarded()) << "not JSON: " << out;
+  EXPECT_EQ(WEXITSTATUS(status), 0) << result.dump(2);
+
+  EXPECT_EQ(result.at("errors").get<int>(), 0) << result.dump(2);
+  EXPECT_EQ(result.at("lost").get<int>(), 0) << result.dump(2);
+  EXPECT_EQ(result.at("jobs_failed").get<int>(), 0) << result.dump(2);
+  EXPECT_GE(result.at("jobs_created").get<int>(), 1);
+  EXPECT_GE(result.at("jobs_completed").get<int>(), 1) << result.dump(2);
+  EXPECT_EQ(result.at("jobs_completed").get<int>() +
+                result.at("jobs_pending").get<int>(),
+            result.at("jobs_created").get<int>());
+  EXPECT_TRUE(result.at("ok").get<bool>());
+
+  std::set<std::string> called;
+  for (const nlohmann::json& rpc : result.at("rpcs")) {
+    EXPECT_EQ(rpc.at("errors").get<int>(), 0) << rpc.dump();
+    if (rpc.at("requests").get<int>() > 0) {
+      called.insert(rpc.at("method").get<std::string>());
+    }
+  }
+  const std::set<std::string> expected = {"CreateJob", "CreateJob(replay)",
+                                          "GetJob",    "ListJobs",
+                                          "WatchJob",  "GetJobReport"};
+  EXPECT_EQ(called, expected) << result.dump(2);
+}
+
+}  // namespace
+}  // namespace quant
