@@ -21,6 +21,7 @@ case "$mode" in
   --asan)
     bash scripts/build.sh asan
     ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+      LSAN_OPTIONS="suppressions=$PWD/tests/lsan.supp" \
       UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
       ctest --test-dir build-asan --output-on-failure -j "$(nproc)"
     ;;
