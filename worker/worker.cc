@@ -214,7 +214,9 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
       task.kind() == v1::TASK_KIND_BLOCK ? server::kLayersPerBlockTask : 1;
 
   // One beat: progress and the layers not yet reported.
-  auto beat = [&]() {
+  // One beat; false when quantd could not be reached (the layers are kept
+  // for the next one).
+  auto beat = [&]() -> bool {
     v1::HeartbeatRequest request;
     request.set_lease_id(lease_id);
     std::vector<v1::LayerAudit> sending;
@@ -238,18 +240,19 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
         running.cancelled_by_job = true;
         running.cancel.store(true);
       }
-      return;
+      return true;
     }
     if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
         status.error_code() == grpc::StatusCode::NOT_FOUND) {
       // Expired or superseded: another attempt owns the task now.
       running.lease_lost = true;
       running.cancel.store(true);
-      return;
+      return true;
     }
     // Unreachable for now: send these layers with the next beat.
     running.unsent.insert(running.unsent.begin(), sending.begin(),
                           sending.end());
+    return false;
   };
 
   std::thread heartbeat([&] {
@@ -306,9 +309,18 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
   const double seconds =
       std::chrono::duration<double>(Clock::now() - started).count();
 
+  // A restarting coordinator is back within seconds and keeps the lease
+  // (it is in its store): retry the last beat and the completion rather
+  // than lose the layers or redo the task.
+  const auto give_up = Clock::now() + std::chrono::seconds(60);
+  auto backoff = std::chrono::milliseconds(200);
+  auto wait_a_bit = [&] {
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, std::chrono::milliseconds(3000));
+  };
   if (outcome.ok() && !running.lease_lost) {
     // The last layers reach the job's events before the task ends.
-    beat();
+    while (!beat() && Clock::now() < give_up) wait_a_bit();
   }
   if (running.lease_lost) {
     outcome_label = metrics::TaskOutcome::kLeaseLost;
@@ -325,6 +337,12 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
     v1::CompleteTaskResponse response;
     grpc::Status status =
         stub_->CompleteTask(Context(30'000).get(), request, &response);
+    while ((status.error_code() == grpc::StatusCode::UNAVAILABLE ||
+            status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) &&
+           Clock::now() < give_up) {
+      wait_a_bit();
+      status = stub_->CompleteTask(Context(30'000).get(), request, &response);
+    }
     if (status.ok()) {
       outcome_label = metrics::TaskOutcome::kCompleted;
       ++completed_;

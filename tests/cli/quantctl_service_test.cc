@@ -47,8 +47,7 @@ std::string CalibrationFile() {
   return testing::SharedPath("data/tinystories_val.txt");
 }
 std::string RecipeFile() {
-  return std::string(QUANT_SOURCE_DIR_FOR_TESTS) +
-         "/recipes/stories260k-gptq-w4.yaml";
+  return testing::FixturesDir() + "/service/stories260k-gptq-small.yaml";
 }
 
 // A quantd subprocess on a free loopback port.
@@ -442,19 +441,18 @@ TEST(QuantctlServiceRunTest, VerdictsExitCodesReportAndFetch) {
   Quantd quantd({"--local-workers=1"});
   ASSERT_FALSE(quantd.address().empty()) << quantd.Log();
   const std::string addr = " --addr " + quantd.address();
-  // The demo recipe with round-to-nearest: fails the ppl-ratio gate (its
-  // held-out ratio is about 1.155 against a threshold of 1.15).
+  // The same recipe with a ppl-ratio gate no 4-bit model meets.
   auto recipe_text = ReadFileToString(RecipeFile());
   ASSERT_TRUE(recipe_text.ok());
-  std::string rtn = *recipe_text;
-  rtn.replace(rtn.find("method: gptq"), 12, "method: rtn");
-  rtn.replace(rtn.find("act_order: true"), 15, "act_order: false");
-  const std::string rtn_recipe = quantd.temp() + "/rtn.yaml";
-  ASSERT_TRUE(WriteFileAtomically(rtn_recipe, rtn).ok());
+  std::string strict = *recipe_text;
+  strict.replace(strict.find("max_ppl_ratio: 2.0"), 18,
+                 "max_ppl_ratio: 1.0001");
+  const std::string strict_recipe = quantd.temp() + "/strict.yaml";
+  ASSERT_TRUE(WriteFileAtomically(strict_recipe, strict).ok());
 
   for (const auto& [recipe, verdict, code] :
        {std::make_tuple(RecipeFile(), std::string("PASS"), 0),
-        std::make_tuple(rtn_recipe, std::string("FAIL"), 3)}) {
+        std::make_tuple(strict_recipe, std::string("FAIL"), 3)}) {
     SCOPED_TRACE(verdict);
     const RunResult submitted = RunQuantctl(
         absl::StrCat("submit --checkpoint ", Quote(CheckpointDir()),

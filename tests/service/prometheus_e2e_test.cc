@@ -133,8 +133,8 @@ TEST(PrometheusE2eTest, ScrapedSeriesMatchTheReportAndExpire) {
 
   auto stub = v1::QuantService::NewStub(
       grpc::CreateChannel(address, grpc::InsecureChannelCredentials()));
-  auto recipe = LoadRecipe(std::string(QUANT_SOURCE_DIR_FOR_TESTS) +
-                           "/recipes/stories260k-gptq-w4.yaml");
+  auto recipe = LoadRecipe(testing::FixturesDir() +
+                           "/service/stories260k-gptq-small.yaml");
   ASSERT_TRUE(recipe.ok()) << recipe.status();
   v1::CreateJobRequest request;
   request.set_checkpoint_uri("file://" + checkpoint);

@@ -58,8 +58,12 @@ class ServiceE2eTest : public ::testing::Test {
     auto sha = Sha256File(calibration_path_);
     ASSERT_TRUE(sha.ok()) << sha.status();
     calibration_sha256_ = *sha;
-    recipe_path_ = std::string(QUANT_SOURCE_DIR_FOR_TESTS) +
-                   "/recipes/stories260k-gptq-w4.yaml";
+    // Small calibration: quick even under ASan. The fault tests use more,
+    // so that a block task is still running when they kill or cancel it.
+    recipe_path_ =
+        testing::FixturesDir() + "/service/stories260k-gptq-small.yaml";
+    slow_recipe_path_ =
+        testing::FixturesDir() + "/service/stories260k-gptq-medium.yaml";
   }
 
   std::vector<std::string> QuantdArgs(const std::string& listen) {
@@ -100,8 +104,8 @@ class ServiceE2eTest : public ::testing::Test {
     return text.ok() ? *text : "";
   }
 
-  v1::CreateJobRequest Request(const std::string& request_id) {
-    auto recipe = LoadRecipe(recipe_path_);
+  v1::CreateJobRequest Request(const std::string& request_id, bool slow) {
+    auto recipe = LoadRecipe(slow ? slow_recipe_path_ : recipe_path_);
     EXPECT_TRUE(recipe.ok()) << recipe.status();
     v1::CreateJobRequest request;
     request.set_checkpoint_uri("file://" + checkpoint_dir_);
@@ -115,11 +119,12 @@ class ServiceE2eTest : public ::testing::Test {
     return request;
   }
 
-  v1::Job Create(const std::string& request_id) {
+  // `slow`: the fault tests' recipe (block tasks of a second or more).
+  v1::Job Create(const std::string& request_id, bool slow = false) {
     grpc::ClientContext context;
     v1::Job job;
     const grpc::Status status =
-        stub_->CreateJob(&context, Request(request_id), &job);
+        stub_->CreateJob(&context, Request(request_id, slow), &job);
     EXPECT_TRUE(status.ok()) << status.error_message();
     return job;
   }
@@ -184,6 +189,7 @@ class ServiceE2eTest : public ::testing::Test {
   std::string calibration_path_;
   std::string calibration_sha256_;
   std::string recipe_path_;
+  std::string slow_recipe_path_;
   std::unique_ptr<ChildProcess> quantd_;
   std::string address_;
   std::unique_ptr<v1::QuantService::Stub> stub_;
@@ -280,7 +286,7 @@ TEST_F(ServiceE2eTest, RestartedCoordinatorResumesWithoutRecomputing) {
       {testing::BinaryDir() + "/worker/quant-worker", "--server=" + address_,
        "--name=survivor", "--lease_wait_ms=1000"},
       {}, temp_ + "/worker.log");
-  const v1::Job job = Create("restart-1");
+  const v1::Job job = Create("restart-1", /*slow=*/true);
   // A client watching through the restart.
   ChildProcess watcher({testing::BinaryDir() + "/client/quantctl", "watch",
                         job.id(), "--addr=" + address_},
@@ -355,7 +361,7 @@ TEST_F(ServiceE2eTest, CancelMidJobStopsTheWorkAndPublishesNothing) {
   args.push_back("--local_workers=1");
   args.push_back("--lease_seconds=3");
   ASSERT_NO_FATAL_FAILURE(StartQuantd(args));
-  const v1::Job job = Create("cancel-1");
+  const v1::Job job = Create("cancel-1", /*slow=*/true);
   const v1::Job partway = WaitFor(job.id(), [](const v1::Job& j) {
     return j.progress().blocks_done() >= 1;
   });
@@ -395,7 +401,7 @@ TEST_F(ServiceE2eTest, KilledWorkersTaskIsTakenOverAfterItsLeaseExpires) {
                                "--server=" + address_, "--name=doomed",
                                "--lease_wait_ms=1000"},
       std::vector<std::string>{}, temp_ + "/doomed.log");
-  const v1::Job job = Create("kill-worker-1");
+  const v1::Job job = Create("kill-worker-1", /*slow=*/true);
   WaitFor(job.id(),
           [](const v1::Job& j) { return j.progress().blocks_done() >= 1; });
   // Mid-task: block 1 (or later) is leased to the doomed worker.
@@ -432,7 +438,7 @@ TEST_F(ServiceE2eTest, SigtermReleasesTheRunningTaskAtOnce) {
       {testing::BinaryDir() + "/worker/quant-worker", "--server=" + address_,
        "--name=leaving", "--lease_wait_ms=1000"},
       {}, temp_ + "/leaving.log");
-  const v1::Job job = Create("sigterm-1");
+  const v1::Job job = Create("sigterm-1", /*slow=*/true);
   WaitFor(job.id(),
           [](const v1::Job& j) { return j.progress().blocks_done() >= 1; });
   leaving.Signal(SIGTERM);
