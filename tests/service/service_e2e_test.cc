@@ -99,6 +99,22 @@ class ServiceE2eTest : public ::testing::Test {
     quantd_.reset();
   }
 
+  // Waits until the worker logging to `log` has started block `block` of
+  // `job` (its lease is held from then until it logs the block done).
+  void WaitUntilRunning(const std::string& log, const std::string& job,
+                        int block) {
+    const std::string started =
+        absl::StrCat("running ", job, " block ", block, " (attempt 1)");
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(300);
+    while (Log(log).find(started) == std::string::npos) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+          << "never saw \"" << started << "\" in " << log << ":\n"
+          << Log(log);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
+
   std::string Log(const std::string& name) {
     auto text = ReadFileToString(temp_ + "/" + name);
     return text.ok() ? *text : "";
@@ -402,9 +418,8 @@ TEST_F(ServiceE2eTest, KilledWorkersTaskIsTakenOverAfterItsLeaseExpires) {
                                "--lease_wait_ms=1000"},
       std::vector<std::string>{}, temp_ + "/doomed.log");
   const v1::Job job = Create("kill-worker-1", /*slow=*/true);
-  WaitFor(job.id(),
-          [](const v1::Job& j) { return j.progress().blocks_done() >= 1; });
-  // Mid-task: block 1 (or later) is leased to the doomed worker.
+  // Mid-task: block 1 is leased to the doomed worker.
+  ASSERT_NO_FATAL_FAILURE(WaitUntilRunning("doomed.log", job.id(), 1));
   doomed->Signal(SIGKILL);
   doomed->Wait(10'000);
   doomed.reset();
@@ -420,13 +435,14 @@ TEST_F(ServiceE2eTest, KilledWorkersTaskIsTakenOverAfterItsLeaseExpires) {
   StopQuantd();
   rescuer.Signal(SIGTERM);
   rescuer.Wait(30'000);
-  int retried = 0;
+  std::string attempts;
   for (const store::Task& task : StoredTasks(job.id())) {
     EXPECT_EQ(task.state, store::TaskState::kDone) << task.index;
-    if (task.attempts > 1) ++retried;
+    absl::StrAppend(&attempts, task.attempts, " ");
   }
-  // The task the killed worker held ran again, after its lease expired.
-  EXPECT_EQ(retried, 1);
+  // Block 1, which the killed worker held, ran again after its lease
+  // expired; nothing else did.
+  EXPECT_EQ(attempts, "1 2 1 1 1 1 ") << Log("doomed.log");
 }
 
 TEST_F(ServiceE2eTest, SigtermReleasesTheRunningTaskAtOnce) {
@@ -439,8 +455,7 @@ TEST_F(ServiceE2eTest, SigtermReleasesTheRunningTaskAtOnce) {
        "--name=leaving", "--lease_wait_ms=1000"},
       {}, temp_ + "/leaving.log");
   const v1::Job job = Create("sigterm-1", /*slow=*/true);
-  WaitFor(job.id(),
-          [](const v1::Job& j) { return j.progress().blocks_done() >= 1; });
+  ASSERT_NO_FATAL_FAILURE(WaitUntilRunning("leaving.log", job.id(), 1));
   leaving.Signal(SIGTERM);
   const int status = leaving.Wait(60'000);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
