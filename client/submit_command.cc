@@ -110,8 +110,15 @@ absl::Status RunSubmit(const CommandInvocation& invocation) {
 std::string CheckpointUri(const std::string& checkpoint) {
   if (absl::StrContains(checkpoint, "://")) return checkpoint;
   std::error_code error;
-  std::filesystem::path path = std::filesystem::absolute(checkpoint, error);
-  if (error) path = checkpoint;  // The server names the bad URI.
+  // Symlinks resolved: quantd's allowed roots are real paths, and a model
+  // directory reached through a link must still be found under them.
+  std::filesystem::path path = std::filesystem::weakly_canonical(
+      std::filesystem::absolute(checkpoint, error), error);
+  if (error) {
+    error.clear();
+    path = std::filesystem::absolute(checkpoint, error);
+    if (error) path = checkpoint;  // The server names the bad URI.
+  }
   std::string text = path.lexically_normal().string();
   // "dir/" normalizes to "/abs/dir/"; the URI names the directory.
   while (text.size() > 1 && text.back() == '/') text.pop_back();

@@ -14,8 +14,8 @@ namespace quant {
 
 Command SubmitCommand();
 
-// "file://" + the absolute path for a plain path; URIs ("scheme://...")
-// unchanged.
+// "file://" + the absolute path, symlinks resolved, for a plain path; URIs
+// ("scheme://...") unchanged.
 std::string CheckpointUri(const std::string& checkpoint);
 
 // Whether `text` is 64 lower- or upper-case hex digits (a sha256).
