@@ -106,7 +106,7 @@ class ServiceE2eTest : public ::testing::Test {
     const std::string started =
         absl::StrCat("running ", job, " block ", block, " (attempt 1)");
     const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::seconds(300);
+        std::chrono::steady_clock::now() + std::chrono::seconds(900);
     while (Log(log).find(started) == std::string::npos) {
       ASSERT_LT(std::chrono::steady_clock::now(), deadline)
           << "never saw \"" << started << "\" in " << log << ":\n"
@@ -160,7 +160,7 @@ class ServiceE2eTest : public ::testing::Test {
   // Polls until `done(job)` or the timeout; returns the last job seen.
   v1::Job WaitFor(const std::string& id,
                   const std::function<bool(const v1::Job&)>& done,
-                  int timeout_s = 300) {
+                  int timeout_s = 1200) {
     const auto deadline =
         std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     v1::Job job;
@@ -177,7 +177,7 @@ class ServiceE2eTest : public ::testing::Test {
   std::vector<v1::JobEvent> WatchToEnd(const std::string& id) {
     grpc::ClientContext context;
     context.set_deadline(std::chrono::system_clock::now() +
-                         std::chrono::minutes(10));
+                         std::chrono::minutes(20));
     v1::WatchJobRequest request;
     request.set_id(id);
     auto reader = stub_->WatchJob(&context, request);
@@ -466,7 +466,7 @@ TEST_F(ServiceE2eTest, SigtermReleasesTheRunningTaskAtOnce) {
        "--name=staying", "--lease_wait_ms=1000"},
       {}, temp_ + "/staying.log");
   const v1::Job finished = WaitFor(
-      job.id(), [](const v1::Job&) { return false; }, 240);
+      job.id(), [](const v1::Job&) { return false; }, 1200);
   EXPECT_EQ(finished.state(), v1::JOB_STATE_SUCCEEDED)
       << finished.error() << "\n"
       << Log("leaving.log") << Log("staying.log");
