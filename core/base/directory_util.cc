@@ -1,39 +1,24 @@
-// Directory helpers on POSIX calls and std::filesystem without exceptions.
+// Directory helpers on POSIX calls and std::filesystem without exceptions;
+// the writes go through a FileSystem.
 #include "core/base/directory_util.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
 #include <filesystem>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
-#include "core/base/file_util.h"
+#include "core/base/status_macros.h"
 
 namespace quant {
 
-absl::Status MakeDirectory(const std::string& path) {
-  if (::mkdir(path.c_str(), 0755) != 0) {
-    if (errno == EEXIST) {
-      return absl::AlreadyExistsError(absl::StrCat(path, " already exists"));
-    }
-    return ErrnoToStatus("cannot create directory", path, errno);
-  }
-  return absl::OkStatus();
+absl::Status MakeDirectory(const std::string& path, FileSystem* fs) {
+  return fs->MakeDirectory(path);
 }
 
-absl::Status RemoveTree(const std::string& path) {
-  std::error_code error;
-  std::filesystem::remove_all(path, error);
-  if (error) {
-    return absl::InternalError(
-        absl::StrCat("cannot remove ", path, ": ", error.message()));
-  }
-  return absl::OkStatus();
+absl::Status RemoveTree(const std::string& path, FileSystem* fs) {
+  return fs->RemoveTree(path);
 }
 
 absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir) {
@@ -58,14 +43,8 @@ absl::StatusOr<std::vector<std::string>> ListFiles(const std::string& dir) {
   return names;
 }
 
-absl::Status SyncDirectory(const std::string& dir) {
-  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus("cannot open directory", dir, errno);
-  const int rc = ::fsync(fd);
-  const int err = errno;
-  ::close(fd);
-  if (rc != 0) return ErrnoToStatus("cannot sync directory", dir, err);
-  return absl::OkStatus();
+absl::Status SyncDirectory(const std::string& dir, FileSystem* fs) {
+  return fs->SyncDirectory(dir);
 }
 
 std::string ParentDirectory(const std::string& path) {
@@ -74,16 +53,13 @@ std::string ParentDirectory(const std::string& path) {
 }
 
 absl::Status RenameDirectoryIntoPlace(const std::string& from,
-                                      const std::string& to) {
+                                      const std::string& to, FileSystem* fs) {
   struct stat st;
   if (::lstat(to.c_str(), &st) == 0) {
     return absl::AlreadyExistsError(absl::StrCat(to, " already exists"));
   }
-  if (std::rename(from.c_str(), to.c_str()) != 0) {
-    return ErrnoToStatus(absl::StrCat("cannot rename ", from, " to"), to,
-                         errno);
-  }
-  return SyncDirectory(ParentDirectory(to));
+  QUANT_RETURN_IF_ERROR(fs->RenameFile(from, to));
+  return fs->SyncDirectory(ParentDirectory(to));
 }
 
 }  // namespace quant

@@ -6,38 +6,27 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
+#include <memory>
 #include <random>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/base/status_macros.h"
 
 namespace quant {
-namespace {
-
-absl::Status WriteAll(int fd, absl::string_view data, const std::string& path) {
-  while (!data.empty()) {
-    const ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ErrnoToStatus("cannot write", path, errno);
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return absl::OkStatus();
-}
-
-}  // namespace
 
 absl::Status ErrnoToStatus(absl::string_view what, const std::string& path,
                            int err) {
   const std::string message =
       absl::StrCat(what, " ", path, ": ", std::strerror(err));
   if (err == ENOENT) return absl::NotFoundError(message);
-  if (err == EACCES || err == EPERM)
+  if (err == EACCES || err == EPERM || err == EROFS) {
     return absl::PermissionDeniedError(message);
-  if (err == ENOSPC || err == EDQUOT) {
+  }
+  // EFBIG: the file size limit; EDQUOT: the user's quota. Both mean "no room
+  // for these bytes", like a full disk.
+  if (err == ENOSPC || err == EFBIG || err == EDQUOT) {
     return absl::ResourceExhaustedError(message);
   }
   return absl::InternalError(message);
@@ -75,24 +64,19 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path,
 }
 
 absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents) {
+                                 absl::string_view contents, FileSystem* fs) {
   std::random_device random;
   const std::string temp =
       absl::StrCat(path, ".tmp-", ::getpid(), "-", random() & 0xFFFFFFu);
-  const int fd =
-      ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) return ErrnoToStatus("cannot create", temp, errno);
-  absl::Status status = WriteAll(fd, contents, temp);
-  if (status.ok() && ::fsync(fd) != 0) {
-    status = ErrnoToStatus("cannot sync", temp, errno);
-  }
-  if (::close(fd) != 0 && status.ok()) {
-    status = ErrnoToStatus("cannot close", temp, errno);
-  }
-  if (status.ok() && std::rename(temp.c_str(), path.c_str()) != 0) {
-    status = ErrnoToStatus("cannot rename into", path, errno);
-  }
-  if (!status.ok()) ::unlink(temp.c_str());
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
+                         fs->NewWritableFile(temp));
+  absl::Status status = file->Append(contents);
+  if (status.ok()) status = file->Sync();
+  // Closed whatever happened, so the temporary file can go.
+  const absl::Status closed = file->Close();
+  if (status.ok()) status = closed;
+  if (status.ok()) status = fs->RenameFile(temp, path);
+  if (!status.ok()) fs->RemoveFile(temp).IgnoreError();
   return status;
 }
 

@@ -9,12 +9,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/base/file_system.h"
 
 namespace quant {
 
 // "<what> <path>: <strerror>" with the status code that fits errno `err`
-// (NotFound, PermissionDenied, ResourceExhausted for a full disk, else
-// Internal).
+// (NotFound; PermissionDenied for EACCES, EPERM, EROFS; ResourceExhausted for
+// ENOSPC, EFBIG, EDQUOT; else Internal).
 absl::Status ErrnoToStatus(absl::string_view what, const std::string& path,
                            int err);
 
@@ -23,9 +24,11 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path,
                                              size_t max_bytes = size_t{1}
                                                                 << 32);
 
-// Writes `contents` to `path` atomically (temp file, fsync, rename).
+// Writes `contents` to `path` atomically (temp file, fsync, rename) through
+// `fs`. On failure the temporary file is removed and `path` is untouched.
 absl::Status WriteFileAtomically(const std::string& path,
-                                 absl::string_view contents);
+                                 absl::string_view contents,
+                                 FileSystem* fs = FileSystem::Default());
 
 // Joins two path pieces with exactly one '/'.
 std::string JoinPath(absl::string_view a, absl::string_view b);

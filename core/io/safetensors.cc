@@ -399,7 +399,7 @@ absl::StatusOr<FloatTensor> SafetensorsFile::ReadFloat(
 
 absl::Status WriteSafetensors(
     const std::string& path, const std::vector<TensorToWrite>& tensors,
-    const std::map<std::string, std::string>& metadata) {
+    const std::map<std::string, std::string>& metadata, FileSystem* fs) {
   json header = json::object();
   if (!metadata.empty()) {
     json meta = json::object();
@@ -456,7 +456,7 @@ absl::Status WriteSafetensors(
     length >>= 8;
   }
 
-  AtomicFileWriter writer(path);
+  AtomicFileWriter writer(path, fs);
   writer.Append(absl::string_view(length_prefix, kLengthPrefixBytes));
   writer.Append(header_text);
   for (const TensorToWrite& tensor : tensors) writer.Append(tensor.data);

@@ -19,6 +19,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "core/base/dtype.h"
+#include "core/base/file_system.h"
 #include "core/base/mapped_file.h"
 #include "core/base/tensor.h"
 
@@ -93,10 +94,12 @@ struct TensorToWrite {
 };
 
 // Writes a safetensors file atomically (temporary name, then rename). Tensors
-// are laid out in the order given; the header is padded to 8 bytes.
+// are laid out in the order given; the header is padded to 8 bytes. Written
+// through `fs`.
 absl::Status WriteSafetensors(
     const std::string& path, const std::vector<TensorToWrite>& tensors,
-    const std::map<std::string, std::string>& metadata = {});
+    const std::map<std::string, std::string>& metadata = {},
+    FileSystem* fs = FileSystem::Default());
 
 }  // namespace quant
 

@@ -30,14 +30,16 @@ using nlohmann::json;
 // Removes the temporary directory unless the result was renamed into place.
 class TempDirectoryGuard {
  public:
-  explicit TempDirectoryGuard(std::string path) : path_(std::move(path)) {}
+  TempDirectoryGuard(std::string path, FileSystem* fs)
+      : path_(std::move(path)), fs_(fs) {}
   ~TempDirectoryGuard() {
-    if (!released_) RemoveTree(path_).IgnoreError();
+    if (!released_) fs_->RemoveTree(path_).IgnoreError();
   }
   void Release() { released_ = true; }
 
  private:
   std::string path_;
+  FileSystem* fs_;
   bool released_ = false;
 };
 
@@ -152,9 +154,10 @@ absl::StatusOr<std::vector<PackedTensor>> OuterTensors(const Checkpoint& source,
   return out;
 }
 
-absl::Status CopyFile(const std::string& from, const std::string& to) {
+absl::Status CopyFile(const std::string& from, const std::string& to,
+                      FileSystem* fs) {
   QUANT_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(from));
-  return WriteFileAtomically(to, bytes);
+  return WriteFileAtomically(to, bytes, fs);
 }
 
 json SplitJson(const CalibrationSplit& split) {
@@ -240,10 +243,14 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
     return absl::AlreadyExistsError(
         absl::StrCat("output ", out, " already exists; choose a new path"));
   }
+  FileSystem* const fs = input.file_system;
+  if (fs == nullptr) {
+    return absl::InvalidArgumentError("finalize: file_system is null");
+  }
   const std::string temp = absl::StrCat(out, ".partial-", ::getpid());
-  QUANT_RETURN_IF_ERROR(RemoveTree(temp));
-  QUANT_RETURN_IF_ERROR(MakeDirectory(temp));
-  TempDirectoryGuard guard(temp);
+  QUANT_RETURN_IF_ERROR(RemoveTree(temp, fs));
+  QUANT_RETURN_IF_ERROR(MakeDirectory(temp, fs));
+  TempDirectoryGuard guard(temp, fs);
 
   say("writing tensors");
   QUANT_ASSIGN_OR_RETURN(std::vector<PackedTensor> tensors,
@@ -257,7 +264,7 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   for (PackedTensor& t : tail) tensors.push_back(std::move(t));
   QUANT_ASSIGN_OR_RETURN(
       std::vector<std::string> files,
-      WriteModelTensors(temp, tensors, input.max_shard_bytes));
+      WriteModelTensors(temp, tensors, input.max_shard_bytes, fs));
   tensors.clear();
 
   QUANT_ASSIGN_OR_RETURN(FormatFiles format,
@@ -269,18 +276,18 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
       std::string config,
       WithQuantizationConfig(source_config, format.quantization_config));
   QUANT_RETURN_IF_ERROR(
-      WriteFileAtomically(JoinPath(temp, "config.json"), config));
+      WriteFileAtomically(JoinPath(temp, "config.json"), config, fs));
   files.push_back("config.json");
   if (format.quantize_config_file.has_value()) {
     QUANT_RETURN_IF_ERROR(
         WriteFileAtomically(JoinPath(temp, "quantize_config.json"),
-                            format.quantize_config_file->dump(2) + "\n"));
+                            format.quantize_config_file->dump(2) + "\n", fs));
     files.push_back("quantize_config.json");
   }
   for (const std::string& name : TokenizerFileNames()) {
     const std::string from = JoinPath(input.tokenizer_dir, name);
     if (!FileExists(from)) continue;
-    QUANT_RETURN_IF_ERROR(CopyFile(from, JoinPath(temp, name)));
+    QUANT_RETURN_IF_ERROR(CopyFile(from, JoinPath(temp, name), fs));
     files.push_back(name);
   }
 
@@ -304,7 +311,7 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   MarkLayerOutliers(&input.layers);
   output.audit = BuildAuditJson(input.layers, GateReportToJson(output.gates));
   QUANT_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(temp, "audit.json"),
-                                            output.audit.dump(2) + "\n"));
+                                            output.audit.dump(2) + "\n", fs));
   files.push_back("audit.json");
 
   QUANT_ASSIGN_OR_RETURN(json source, SourceFingerprint(*input.source));
@@ -319,10 +326,10 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
        {{"format", OutputFormatName(recipe.format)},
         {"verdict", output.audit.at("verdict")},
         {"files", outputs.at("files")}}}};
-  QUANT_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(temp, "manifest.json"),
-                                            output.manifest.dump(2) + "\n"));
-  QUANT_RETURN_IF_ERROR(SyncDirectory(temp));
-  QUANT_RETURN_IF_ERROR(RenameDirectoryIntoPlace(temp, out));
+  QUANT_RETURN_IF_ERROR(WriteFileAtomically(
+      JoinPath(temp, "manifest.json"), output.manifest.dump(2) + "\n", fs));
+  QUANT_RETURN_IF_ERROR(SyncDirectory(temp, fs));
+  QUANT_RETURN_IF_ERROR(RenameDirectoryIntoPlace(temp, out, fs));
   guard.Release();
   return output;
 }

@@ -2,7 +2,8 @@
 // tensors, evaluates the release gates on it as read back from disk, and
 // writes audit.json and manifest.json. Everything is written into a
 // temporary directory beside the destination and renamed into place at the
-// end, so the destination either holds a whole checkpoint or does not exist.
+// end, so the destination either holds a whole checkpoint or does not exist:
+// on any failure the temporary directory is removed.
 //
 // Output directory:
 //   config.json              the source's, with quantization_config
@@ -22,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/base/file_system.h"
 #include "core/calib/calibration_split.h"
 #include "core/forward/llama_model.h"
 #include "core/model/checkpoint.h"
@@ -52,6 +54,9 @@ struct FinalizeInput {
   std::vector<LayerResult> layers;
   int64_t max_shard_bytes = kDefaultMaxShardBytes;
   int eval_batch_windows = 8;
+  // Every write (files, directories, the final rename) goes through it; not
+  // owned. Tests inject storage faults here.
+  FileSystem* file_system = FileSystem::Default();
 };
 
 struct FinalizeOutput {

@@ -15,7 +15,7 @@ namespace quant {
 
 absl::StatusOr<std::vector<std::string>> WriteModelTensors(
     const std::string& dir, const std::vector<PackedTensor>& tensors,
-    int64_t max_shard_bytes) {
+    int64_t max_shard_bytes, FileSystem* fs) {
   if (max_shard_bytes <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("max_shard_bytes is ", max_shard_bytes, "; must be > 0"));
@@ -47,7 +47,7 @@ absl::StatusOr<std::vector<std::string>> WriteModelTensors(
     for (const PackedTensor* t : shard) {
       views.push_back({t->name, t->dtype, t->shape, t->bytes});
     }
-    return WriteSafetensors(JoinPath(dir, name), views, {{"format", "pt"}});
+    return WriteSafetensors(JoinPath(dir, name), views, {{"format", "pt"}}, fs);
   };
   if (shards.size() == 1) {
     QUANT_RETURN_IF_ERROR(write_shard("model.safetensors", shards[0]));
@@ -65,7 +65,7 @@ absl::StatusOr<std::vector<std::string>> WriteModelTensors(
   nlohmann::json index = {{"metadata", {{"total_size", total_bytes}}},
                           {"weight_map", std::move(weight_map)}};
   QUANT_RETURN_IF_ERROR(WriteFileAtomically(
-      JoinPath(dir, "model.safetensors.index.json"), index.dump(2) + "\n"));
+      JoinPath(dir, "model.safetensors.index.json"), index.dump(2) + "\n", fs));
   written.push_back("model.safetensors.index.json");
   return written;
 }

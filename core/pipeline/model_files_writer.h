@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/base/file_system.h"
 #include "core/pack/packed_tensor.h"
 
 namespace quant {
@@ -17,11 +18,13 @@ namespace quant {
 // than this gets a shard of its own). Hugging Face's default is 5 GB.
 inline constexpr int64_t kDefaultMaxShardBytes = int64_t{4} << 30;
 
-// Writes `tensors` (in order) into `dir`; returns the names of the files
-// written. InvalidArgument for a duplicate tensor name or a bad shard size.
+// Writes `tensors` (in order) into `dir` through `fs`; returns the names of
+// the files written. InvalidArgument for a duplicate tensor name or a bad
+// shard size.
 absl::StatusOr<std::vector<std::string>> WriteModelTensors(
     const std::string& dir, const std::vector<PackedTensor>& tensors,
-    int64_t max_shard_bytes = kDefaultMaxShardBytes);
+    int64_t max_shard_bytes = kDefaultMaxShardBytes,
+    FileSystem* fs = FileSystem::Default());
 
 }  // namespace quant
 

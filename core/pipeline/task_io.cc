@@ -1,8 +1,6 @@
 // Task files: hidden states, block outputs and exact layer-result JSON.
 #include "core/pipeline/task_io.h"
 
-#include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -147,7 +145,7 @@ absl::Status UnknownValue(const char* field, const std::string& value) {
 }  // namespace
 
 absl::Status WriteHiddenStates(const std::string& path,
-                               const HiddenStates& states) {
+                               const HiddenStates& states, FileSystem* fs) {
   const RowMatrixF& rows = states.rows;
   const std::string hidden(reinterpret_cast<const char*>(rows.data()),
                            sizeof(float) * rows.size());
@@ -158,7 +156,7 @@ absl::Status WriteHiddenStates(const std::string& path,
       {"hidden", DType::kF32, {rows.rows(), rows.cols()}, hidden},
       {"lengths", DType::kI32, length_tensor.shape, length_tensor.bytes}};
   return WriteSafetensors(path, tensors,
-                          {{"seq_len", absl::StrCat(states.seq_len)}});
+                          {{"seq_len", absl::StrCat(states.seq_len)}}, fs);
 }
 
 absl::StatusOr<HiddenStates> ReadHiddenStates(const std::string& path) {
@@ -362,14 +360,14 @@ std::string BlockOutputPrefix(const std::string& dir, int block) {
 }
 
 absl::Status WriteBlockOutput(const std::string& dir,
-                              const BlockTaskOutput& output) {
+                              const BlockTaskOutput& output, FileSystem* fs) {
   const std::string prefix = BlockOutputPrefix(dir, output.block);
-  QUANT_RETURN_IF_ERROR(WriteSafetensors(prefix + ".safetensors",
-                                         AsTensorsToWrite(output.tensors)));
-  QUANT_RETURN_IF_ERROR(
-      WriteHiddenStates(prefix + ".cal.safetensors", output.calibration_out));
-  QUANT_RETURN_IF_ERROR(
-      WriteHiddenStates(prefix + ".heldout.safetensors", output.heldout_out));
+  QUANT_RETURN_IF_ERROR(WriteSafetensors(
+      prefix + ".safetensors", AsTensorsToWrite(output.tensors), {}, fs));
+  QUANT_RETURN_IF_ERROR(WriteHiddenStates(prefix + ".cal.safetensors",
+                                          output.calibration_out, fs));
+  QUANT_RETURN_IF_ERROR(WriteHiddenStates(prefix + ".heldout.safetensors",
+                                          output.heldout_out, fs));
   json layers = json::array();
   for (const LayerResult& l : output.layers) {
     layers.push_back(LayerResultToTaskJson(l));
@@ -377,20 +375,24 @@ absl::Status WriteBlockOutput(const std::string& dir,
   // Last: its presence means the block's other files are complete.
   return WriteFileAtomically(
       prefix + ".layers.json",
-      json{{"block", output.block}, {"layers", std::move(layers)}}.dump(1));
+      json{{"block", output.block}, {"layers", std::move(layers)}}.dump(1), fs);
 }
 
 absl::Status PublishBlockOutput(const std::string& attempt_dir,
-                                const std::string& work_dir, int block) {
+                                const std::string& work_dir, int block,
+                                FileSystem* fs) {
   const std::string from = BlockOutputPrefix(attempt_dir, block);
   const std::string to = BlockOutputPrefix(work_dir, block);
   for (const char* suffix : {".safetensors", ".cal.safetensors",
                              ".heldout.safetensors", ".layers.json"}) {
-    if (std::rename((from + suffix).c_str(), (to + suffix).c_str()) != 0) {
-      return ErrnoToStatus("publishing", from + suffix, errno);
+    const absl::Status renamed = fs->RenameFile(from + suffix, to + suffix);
+    if (!renamed.ok()) {
+      return absl::Status(
+          renamed.code(),
+          absl::StrCat("publishing block ", block, ": ", renamed.message()));
     }
   }
-  return SyncDirectory(work_dir);
+  return fs->SyncDirectory(work_dir);
 }
 
 absl::StatusOr<StoredBlockOutput> ReadBlockOutput(const std::string& dir,

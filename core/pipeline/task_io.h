@@ -13,7 +13,8 @@
 //                                                   the hidden states leaving
 //                                                   it
 // Every file is written atomically (temporary name, then rename), so a
-// reader sees a whole file or none.
+// reader sees a whole file or none. Writes go through a FileSystem (default:
+// POSIX) so tests can inject storage faults.
 #ifndef QUANT_CORE_PIPELINE_TASK_IO_H_
 #define QUANT_CORE_PIPELINE_TASK_IO_H_
 
@@ -21,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/base/file_system.h"
 #include "core/pack/packed_tensor.h"
 #include "core/pipeline/block_task.h"
 #include "nlohmann/json.hpp"
@@ -28,7 +30,8 @@
 namespace quant {
 
 absl::Status WriteHiddenStates(const std::string& path,
-                               const HiddenStates& states);
+                               const HiddenStates& states,
+                               FileSystem* fs = FileSystem::Default());
 // Errors name the file and what is wrong (missing tensor, wrong dtype or
 // shape, lengths outside [0, seq_len]).
 absl::StatusOr<HiddenStates> ReadHiddenStates(const std::string& path);
@@ -44,14 +47,18 @@ std::string BlockOutputPrefix(const std::string& dir, int block);
 
 // Writes the block's tensors, layer results and leaving hidden states.
 absl::Status WriteBlockOutput(const std::string& dir,
-                              const BlockTaskOutput& output);
+                              const BlockTaskOutput& output,
+                              FileSystem* fs = FileSystem::Default());
 
 // Moves block `block`'s files from `attempt_dir` into `work_dir` by rename
 // (both on one file system), the layer results last: a reader that finds
 // them finds the rest. Publishing the same block twice is harmless: every
-// run of a block writes the same bytes.
+// run of a block writes the same bytes. A failed publish leaves the layer
+// results unpublished; files renamed before the failure are replaced by the
+// next run's identical ones.
 absl::Status PublishBlockOutput(const std::string& attempt_dir,
-                                const std::string& work_dir, int block);
+                                const std::string& work_dir, int block,
+                                FileSystem* fs = FileSystem::Default());
 
 // What the finalize task needs from a block: its tensors and layer results.
 struct StoredBlockOutput {

@@ -1,0 +1,136 @@
+// FileSystem::Default(): the POSIX implementation.
+#include "core/base/file_system.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <system_error>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/file_util.h"
+
+namespace quant {
+namespace {
+
+class PosixWritableFile : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd)
+      : path_(std::move(path)), fd_(fd) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+
+  absl::Status Append(absl::string_view data) override {
+    if (fd_ < 0) return Closed();
+    while (!data.empty()) {
+      const ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return ErrnoToStatus("cannot write", path_, errno);
+      }
+      data.remove_prefix(static_cast<size_t>(n));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Sync() override {
+    if (fd_ < 0) return Closed();
+    if (::fsync(fd_) != 0) return ErrnoToStatus("cannot sync", path_, errno);
+    return absl::OkStatus();
+  }
+
+  absl::Status Close() override {
+    if (fd_ < 0) return Closed();
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    if (rc != 0) return ErrnoToStatus("cannot close", path_, errno);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Closed() const {
+    return absl::FailedPreconditionError(
+        absl::StrCat(path_, " is already closed"));
+  }
+
+  std::string path_;
+  int fd_;
+};
+
+class PosixFileSystem : public FileSystem {
+ public:
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) override {
+    const int fd =
+        ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      if (errno == EEXIST) {
+        return absl::AlreadyExistsError(absl::StrCat(path, " already exists"));
+      }
+      return ErrnoToStatus("cannot create", path, errno);
+    }
+    return std::make_unique<PosixWritableFile>(path, fd);
+  }
+
+  absl::Status RenameFile(const std::string& from,
+                          const std::string& to) override {
+    if (std::rename(from.c_str(), to.c_str()) != 0) {
+      return ErrnoToStatus(absl::StrCat("cannot rename ", from, " to"), to,
+                           errno);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RemoveFile(const std::string& path) override {
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) {
+      return ErrnoToStatus("cannot remove", path, errno);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status MakeDirectory(const std::string& path) override {
+    if (::mkdir(path.c_str(), 0755) != 0) {
+      if (errno == EEXIST) {
+        return absl::AlreadyExistsError(absl::StrCat(path, " already exists"));
+      }
+      return ErrnoToStatus("cannot create directory", path, errno);
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status RemoveTree(const std::string& path) override {
+    std::error_code error;
+    std::filesystem::remove_all(path, error);
+    if (error) {
+      return absl::InternalError(
+          absl::StrCat("cannot remove ", path, ": ", error.message()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status SyncDirectory(const std::string& dir) override {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return ErrnoToStatus("cannot open directory", dir, errno);
+    const int rc = ::fsync(fd);
+    const int err = errno;
+    ::close(fd);
+    if (rc != 0) return ErrnoToStatus("cannot sync directory", dir, err);
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+FileSystem* FileSystem::Default() {
+  static FileSystem* const posix = new PosixFileSystem();
+  return posix;
+}
+
+}  // namespace quant

@@ -1,0 +1,56 @@
+// The write side of the file system as the pipeline uses it: writable files,
+// renames, directories. Outputs are written through a FileSystem so tests can
+// inject disk-full, unwritable and failed-rename faults deterministically
+// (tests/support/fault_injecting_file_system.h); production code uses
+// FileSystem::Default(), plain POSIX calls. Reads stay direct (mmap).
+#ifndef QUANT_CORE_BASE_FILE_SYSTEM_H_
+#define QUANT_CORE_BASE_FILE_SYSTEM_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace quant {
+
+// A file open for writing. Errors name the file and map errno as
+// ErrnoToStatus does (a full disk is ResourceExhausted).
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;  // Closes the file if still open.
+
+  virtual absl::Status Append(absl::string_view data) = 0;
+  virtual absl::Status Sync() = 0;
+  // Further calls after Close are errors.
+  virtual absl::Status Close() = 0;
+};
+
+class FileSystem {
+ public:
+  virtual ~FileSystem() = default;
+
+  // The process-wide POSIX file system; never null, never deleted.
+  static FileSystem* Default();
+
+  // Creates `path`, which must not exist yet (AlreadyExists otherwise),
+  // mode 0644.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) = 0;
+  // rename(2): replaces a file at `to`.
+  virtual absl::Status RenameFile(const std::string& from,
+                                  const std::string& to) = 0;
+  // Removes one file; OK when it does not exist.
+  virtual absl::Status RemoveFile(const std::string& path) = 0;
+  // Creates `path` (its parent must exist). AlreadyExists when it does.
+  virtual absl::Status MakeDirectory(const std::string& path) = 0;
+  // Removes `path` and everything under it; OK when it does not exist.
+  virtual absl::Status RemoveTree(const std::string& path) = 0;
+  // fsync of a directory, so renames and new entries in it are durable.
+  virtual absl::Status SyncDirectory(const std::string& dir) = 0;
+};
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_BASE_FILE_SYSTEM_H_

@@ -1,0 +1,153 @@
+// Deterministic storage faults over a real FileSystem.
+#include "tests/support/fault_injecting_file_system.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+#include "core/base/file_util.h"
+#include "core/base/status_macros.h"
+
+namespace quant::testing {
+
+// Counts bytes against the owner's disk-full limit before passing them on.
+class FaultInjectingWritableFile : public WritableFile {
+ public:
+  FaultInjectingWritableFile(FaultInjectingFileSystem* owner, std::string path,
+                             std::unique_ptr<WritableFile> base)
+      : owner_(owner), path_(std::move(path)), base_(std::move(base)) {}
+
+  absl::Status Append(absl::string_view data) override {
+    bool full = false;
+    const int64_t fits =
+        owner_->Reserve(static_cast<int64_t>(data.size()), &full);
+    if (fits > 0) {
+      QUANT_RETURN_IF_ERROR(base_->Append(data.substr(0, fits)));
+    }
+    if (full) {
+      owner_->CountFault();
+      return ErrnoToStatus("cannot write", path_, ENOSPC);
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Sync() override { return base_->Sync(); }
+  absl::Status Close() override { return base_->Close(); }
+
+ private:
+  FaultInjectingFileSystem* const owner_;
+  const std::string path_;
+  std::unique_ptr<WritableFile> base_;
+};
+
+bool PathIsUnder(const std::string& path, const std::string& prefix) {
+  if (path.compare(0, prefix.size(), prefix) != 0) return false;
+  return path.size() == prefix.size() || path[prefix.size()] == '/' ||
+         (!prefix.empty() && prefix.back() == '/');
+}
+
+void FaultInjectingFileSystem::SetDiskFullAfter(int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  disk_full_at_ = bytes_written_ + bytes;
+}
+
+void FaultInjectingFileSystem::FailCreatesUnder(std::string prefix, int err) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  create_fault_.emplace(std::move(prefix), err);
+}
+
+void FaultInjectingFileSystem::FailRenamesTo(std::string prefix, int err) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  rename_fault_.emplace(std::move(prefix), err);
+}
+
+void FaultInjectingFileSystem::ClearFaults() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  disk_full_at_.reset();
+  create_fault_.reset();
+  rename_fault_.reset();
+}
+
+int64_t FaultInjectingFileSystem::bytes_written() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return bytes_written_;
+}
+
+int FaultInjectingFileSystem::faults_injected() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return faults_;
+}
+
+int64_t FaultInjectingFileSystem::Reserve(int64_t size, bool* full) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  int64_t fits = size;
+  if (disk_full_at_.has_value() && bytes_written_ + size > *disk_full_at_) {
+    fits = std::max<int64_t>(0, *disk_full_at_ - bytes_written_);
+    *full = true;
+  }
+  bytes_written_ += fits;
+  return fits;
+}
+
+std::optional<int> FaultInjectingFileSystem::CreateFault(
+    const std::string& path) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (create_fault_.has_value() && PathIsUnder(path, create_fault_->first)) {
+    ++faults_;
+    return create_fault_->second;
+  }
+  return std::nullopt;
+}
+
+void FaultInjectingFileSystem::CountFault() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++faults_;
+}
+
+absl::StatusOr<std::unique_ptr<WritableFile>>
+FaultInjectingFileSystem::NewWritableFile(const std::string& path) {
+  if (std::optional<int> err = CreateFault(path)) {
+    return ErrnoToStatus("cannot create", path, *err);
+  }
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<WritableFile> file,
+                         base_->NewWritableFile(path));
+  return std::make_unique<FaultInjectingWritableFile>(this, path,
+                                                      std::move(file));
+}
+
+absl::Status FaultInjectingFileSystem::RenameFile(const std::string& from,
+                                                  const std::string& to) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (rename_fault_.has_value() && PathIsUnder(to, rename_fault_->first)) {
+      ++faults_;
+      return ErrnoToStatus(absl::StrCat("cannot rename ", from, " to"), to,
+                           rename_fault_->second);
+    }
+  }
+  return base_->RenameFile(from, to);
+}
+
+absl::Status FaultInjectingFileSystem::RemoveFile(const std::string& path) {
+  return base_->RemoveFile(path);
+}
+
+absl::Status FaultInjectingFileSystem::MakeDirectory(const std::string& path) {
+  if (std::optional<int> err = CreateFault(path)) {
+    return ErrnoToStatus("cannot create directory", path, *err);
+  }
+  return base_->MakeDirectory(path);
+}
+
+absl::Status FaultInjectingFileSystem::RemoveTree(const std::string& path) {
+  return base_->RemoveTree(path);
+}
+
+absl::Status FaultInjectingFileSystem::SyncDirectory(const std::string& dir) {
+  return base_->SyncDirectory(dir);
+}
+
+}  // namespace quant::testing

@@ -1,0 +1,77 @@
+// A FileSystem for tests that wraps another and injects storage faults
+// deterministically: a disk that fills after N bytes, directories where
+// nothing may be created, renames that fail. Errors carry the errno a real
+// disk would give, mapped by ErrnoToStatus, so code under test sees exactly
+// what it would see in production.
+#ifndef QUANT_TESTS_SUPPORT_FAULT_INJECTING_FILE_SYSTEM_H_
+#define QUANT_TESTS_SUPPORT_FAULT_INJECTING_FILE_SYSTEM_H_
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "core/base/file_system.h"
+
+namespace quant::testing {
+
+class FaultInjectingFileSystem : public FileSystem {
+ public:
+  // `base` (not owned) does the real work; the default is POSIX.
+  explicit FaultInjectingFileSystem(FileSystem* base = FileSystem::Default())
+      : base_(base) {}
+
+  // The disk fills once `bytes` have been appended in total (counting from
+  // now, over every file): the Append that crosses the limit writes what
+  // still fits and fails with ENOSPC, as do later ones.
+  void SetDiskFullAfter(int64_t bytes);
+  // Creating a file or directory at `prefix` or below it fails with `err`
+  // (EACCES or EROFS).
+  void FailCreatesUnder(std::string prefix, int err);
+  // A rename whose destination is `prefix` or below it fails with `err`.
+  void FailRenamesTo(std::string prefix, int err);
+  // Drops every fault; the byte count keeps running.
+  void ClearFaults();
+
+  // Bytes appended through this file system so far (what reached `base`).
+  int64_t bytes_written() const;
+  // How many operations failed because of an injected fault.
+  int faults_injected() const;
+
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path) override;
+  absl::Status RenameFile(const std::string& from,
+                          const std::string& to) override;
+  absl::Status RemoveFile(const std::string& path) override;
+  absl::Status MakeDirectory(const std::string& path) override;
+  absl::Status RemoveTree(const std::string& path) override;
+  absl::Status SyncDirectory(const std::string& dir) override;
+
+ private:
+  friend class FaultInjectingWritableFile;
+
+  // How many of `size` bytes may be written now; counts them as written.
+  // Sets *full when the rest do not fit.
+  int64_t Reserve(int64_t size, bool* full);
+  // The injected error for creating `path`, if any.
+  std::optional<int> CreateFault(const std::string& path);
+  void CountFault();
+
+  FileSystem* const base_;
+  mutable std::mutex mutex_;  // Guards the fields below.
+  int64_t bytes_written_ = 0;
+  std::optional<int64_t> disk_full_at_;
+  std::optional<std::pair<std::string, int>> create_fault_;
+  std::optional<std::pair<std::string, int>> rename_fault_;
+  int faults_ = 0;
+};
+
+// True when `path` is `prefix` or lies below it ("/a/b" is under "/a", but
+// "/a.partial" is not).
+bool PathIsUnder(const std::string& path, const std::string& prefix);
+
+}  // namespace quant::testing
+
+#endif  // QUANT_TESTS_SUPPORT_FAULT_INJECTING_FILE_SYSTEM_H_
