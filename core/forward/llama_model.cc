@@ -31,18 +31,23 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
   return model;
 }
 
-absl::StatusOr<RowMatrixF> LlamaModel::Embed(
-    absl::Span<const int32_t> ids) const {
-  RowMatrixF out(static_cast<Eigen::Index>(ids.size()), embed_tokens_.cols());
+absl::StatusOr<RowMatrixF> EmbedTokens(const RowMatrixF& table,
+                                       absl::Span<const int32_t> ids) {
+  RowMatrixF out(static_cast<Eigen::Index>(ids.size()), table.cols());
   for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= embed_tokens_.rows()) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "token id ", ids[i], " at position ", i,
-          " is outside the vocabulary [0, ", embed_tokens_.rows(), ")"));
+    if (ids[i] < 0 || ids[i] >= table.rows()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("token id ", ids[i], " at position ", i,
+                       " is outside the vocabulary [0, ", table.rows(), ")"));
     }
-    out.row(static_cast<Eigen::Index>(i)) = embed_tokens_.row(ids[i]);
+    out.row(static_cast<Eigen::Index>(i)) = table.row(ids[i]);
   }
   return out;
+}
+
+absl::StatusOr<RowMatrixF> LlamaModel::Embed(
+    absl::Span<const int32_t> ids) const {
+  return EmbedTokens(embed_tokens_, ids);
 }
 
 RowMatrixF LlamaModel::Logits(const ConstRowMatrixRef& hidden) const {

@@ -17,6 +17,11 @@
 
 namespace quant {
 
+// Rows of `table` [vocab, hidden] for `ids`; InvalidArgument names an id
+// outside the vocabulary.
+absl::StatusOr<RowMatrixF> EmbedTokens(const RowMatrixF& table,
+                                       absl::Span<const int32_t> ids);
+
 class LlamaModel {
  public:
   // Reads every weight of `checkpoint` into float32.

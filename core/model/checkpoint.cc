@@ -220,7 +220,7 @@ absl::Status Checkpoint::CheckFinite(absl::string_view name) const {
       FindFirstNonFinite(entry.info->dtype, entry.file->RawBytes(*entry.info),
                          entry.info->NumElements());
   if (!bad.has_value()) return absl::OkStatus();
-  return absl::FailedPreconditionError(
+  return absl::InvalidArgumentError(
       absl::StrCat("checkpoint ", directory_, ": tensor \"", name, "\" has ",
                    bad->is_nan ? "NaN" : "infinity", " at index ",
                    FormatIndex(bad->index, entry.info->shape), " (element ",

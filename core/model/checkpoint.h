@@ -81,8 +81,9 @@ class Checkpoint {
   // A tensor converted to float32; NotFound names a missing tensor.
   absl::StatusOr<FloatTensor> ReadFloat(absl::string_view name) const;
 
-  // FailedPrecondition naming the tensor, the first NaN/Inf element's index
-  // and which it is; NotFound when the tensor is absent.
+  // InvalidArgument (bad input: no retry helps) naming the tensor, the first
+  // NaN/Inf element's index and which it is; NotFound when the tensor is
+  // absent.
   absl::Status CheckFinite(absl::string_view name) const;
   // CheckFinite for every expected tensor, in model order, then for the
   // floating-point tensors (scales) of packed layers.

@@ -11,6 +11,7 @@
 #include "core/base/status_macros.h"
 #include "core/calib/calibration_file.h"
 #include "core/forward/block_forward.h"
+#include "core/forward/block_weights.h"
 #include "core/forward/rope.h"
 #include "core/model/linear_layers.h"
 #include "core/pipeline/task_io.h"
@@ -41,18 +42,26 @@ absl::Status ReadLeavingStates(const std::string& work_dir, int block,
   return absl::OkStatus();
 }
 
-// The hidden states entering `block`.
+// The embeddings of the calibration and held-out windows: the hidden states
+// entering block 0. The table is read (and checked) only for this.
+absl::Status EmbeddedStates(const JobInputs& inputs, HiddenStates* calibration,
+                            HiddenStates* heldout) {
+  const Checkpoint& checkpoint = *inputs.checkpoint;
+  const std::string name = "model.embed_tokens.weight";
+  QUANT_RETURN_IF_ERROR(checkpoint.CheckFinite(name));
+  QUANT_ASSIGN_OR_RETURN(const RowMatrixF table, ReadMatrix(checkpoint, name));
+  QUANT_ASSIGN_OR_RETURN(*calibration,
+                         EmbedWindows(table, inputs.split.calibration));
+  QUANT_ASSIGN_OR_RETURN(*heldout, EmbedWindows(table, inputs.split.heldout));
+  return absl::OkStatus();
+}
+
+// The hidden states entering `block`, holding one float block at a time.
 absl::Status EnteringStates(const JobTaskContext& context,
                             const JobInputs& inputs, int block,
                             HiddenStates* calibration, HiddenStates* heldout) {
   if (context.recipe.propagation == Propagation::kSequential) {
-    if (block == 0) {
-      QUANT_ASSIGN_OR_RETURN(
-          *calibration, EmbedWindows(*inputs.model, inputs.split.calibration));
-      QUANT_ASSIGN_OR_RETURN(*heldout,
-                             EmbedWindows(*inputs.model, inputs.split.heldout));
-      return absl::OkStatus();
-    }
+    if (block == 0) return EmbeddedStates(inputs, calibration, heldout);
     if (!BlockPublished(context.work_dir, block - 1)) {
       return absl::FailedPreconditionError(
           absl::StrCat("block ", block, " needs block ", block - 1,
@@ -73,22 +82,37 @@ absl::Status EnteringStates(const JobTaskContext& context,
     }
   }
   if (start == 0) {
-    QUANT_ASSIGN_OR_RETURN(
-        *calibration, EmbedWindows(*inputs.model, inputs.split.calibration));
-    QUANT_ASSIGN_OR_RETURN(*heldout,
-                           EmbedWindows(*inputs.model, inputs.split.heldout));
+    QUANT_RETURN_IF_ERROR(EmbeddedStates(inputs, calibration, heldout));
   }
   const ModelConfig& config = inputs.checkpoint->config();
   // The same table the block task builds, so the rows are bit-identical.
   const RopeTable rope(config,
                        std::max(calibration->seq_len, heldout->seq_len));
   for (int b = start; b < block; ++b) {
-    calibration->rows = RunBlock(config, inputs.model->block(b), rope,
-                                 calibration->seq_len, calibration->rows);
-    heldout->rows = RunBlock(config, inputs.model->block(b), rope,
-                             heldout->seq_len, heldout->rows);
+    QUANT_ASSIGN_OR_RETURN(const BlockWeights weights,
+                           LoadCheckedBlock(*inputs.checkpoint, b));
+    calibration->rows = RunBlock(config, weights, rope, calibration->seq_len,
+                                 calibration->rows);
+    heldout->rows =
+        RunBlock(config, weights, rope, heldout->seq_len, heldout->rows);
   }
   return absl::OkStatus();
+}
+
+}  // namespace
+
+namespace {
+
+// The windows' token ids, concatenated, and their layout.
+HiddenStates WindowLayout(const TokenWindows& windows,
+                          std::vector<int32_t>* ids) {
+  for (const std::vector<int32_t>& sequence : windows.sequences) {
+    ids->insert(ids->end(), sequence.begin(), sequence.end());
+  }
+  HiddenStates states;
+  states.seq_len = windows.seq_len;
+  states.lengths = windows.lengths;
+  return states;
 }
 
 }  // namespace
@@ -96,14 +120,25 @@ absl::Status EnteringStates(const JobTaskContext& context,
 absl::StatusOr<HiddenStates> EmbedWindows(const LlamaModel& model,
                                           const TokenWindows& windows) {
   std::vector<int32_t> ids;
-  for (const std::vector<int32_t>& sequence : windows.sequences) {
-    ids.insert(ids.end(), sequence.begin(), sequence.end());
-  }
-  HiddenStates states;
-  states.seq_len = windows.seq_len;
-  states.lengths = windows.lengths;
+  HiddenStates states = WindowLayout(windows, &ids);
   QUANT_ASSIGN_OR_RETURN(states.rows, model.Embed(ids));
   return states;
+}
+
+absl::StatusOr<HiddenStates> EmbedWindows(const RowMatrixF& embed_tokens,
+                                          const TokenWindows& windows) {
+  std::vector<int32_t> ids;
+  HiddenStates states = WindowLayout(windows, &ids);
+  QUANT_ASSIGN_OR_RETURN(states.rows, EmbedTokens(embed_tokens, ids));
+  return states;
+}
+
+absl::StatusOr<BlockWeights> LoadCheckedBlock(const Checkpoint& checkpoint,
+                                              int block) {
+  for (const auto& [name, dtype] : BlockDTypes(checkpoint, block)) {
+    QUANT_RETURN_IF_ERROR(checkpoint.CheckFinite(name));
+  }
+  return LoadBlockWeights(checkpoint, block);
 }
 
 std::map<std::string, DType> BlockDTypes(const Checkpoint& checkpoint,
@@ -118,11 +153,15 @@ std::map<std::string, DType> BlockDTypes(const Checkpoint& checkpoint,
 }
 
 absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
-                                        const TaskControl& control) {
+                                        const TaskControl& control,
+                                        ModelLoading loading) {
   JobInputs inputs;
-  Stage(control, "opening the checkpoint and checking every weight is finite");
+  const bool whole = loading == ModelLoading::kWholeModel;
+  Stage(control, whole ? "opening the checkpoint and checking every weight "
+                         "is finite"
+                       : "opening the checkpoint");
   CheckpointOptions open_options;
-  open_options.check_finite = true;
+  open_options.check_finite = whole;
   QUANT_ASSIGN_OR_RETURN(
       inputs.checkpoint,
       Checkpoint::Open(context.checkpoint_dir, open_options));
@@ -142,18 +181,21 @@ absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
       BuildCalibrationSplit(file, *tokenizer,
                             SplitOptionsFromRecipe(context.recipe)));
 
-  Stage(control, "loading the model");
-  QUANT_ASSIGN_OR_RETURN(inputs.model, LlamaModel::Load(*inputs.checkpoint));
+  if (whole) {
+    Stage(control, "loading the model");
+    QUANT_ASSIGN_OR_RETURN(inputs.model, LlamaModel::Load(*inputs.checkpoint));
+  }
   return inputs;
 }
 
 BlockTaskInput MakeBlockTaskInput(const JobInputs& inputs, const Recipe& recipe,
-                                  int block, HiddenStates calibration,
+                                  int block, BlockWeights weights,
+                                  HiddenStates calibration,
                                   HiddenStates heldout) {
   BlockTaskInput input;
   input.config = &inputs.checkpoint->config();
   input.recipe = &recipe;
-  input.weights = inputs.model->block(block);
+  input.weights = std::move(weights);
   input.settings = inputs.plan.blocks[block];
   input.stored_dtypes = BlockDTypes(*inputs.checkpoint, block);
   input.calibration = std::move(calibration);
@@ -164,11 +206,18 @@ BlockTaskInput MakeBlockTaskInput(const JobInputs& inputs, const Recipe& recipe,
 absl::Status RunBlockJobTask(const JobTaskContext& context, int block,
                              const std::string& attempt_dir,
                              const TaskControl& control) {
-  QUANT_ASSIGN_OR_RETURN(JobInputs inputs, OpenJobInputs(context, control));
+  QUANT_ASSIGN_OR_RETURN(
+      JobInputs inputs,
+      OpenJobInputs(context, control, ModelLoading::kCheckpointOnly));
   const int blocks = inputs.checkpoint->config().num_hidden_layers;
   if (block < 0 || block >= blocks) {
     return absl::InvalidArgumentError(absl::StrCat(
         "block ", block, " is outside the model's 0..", blocks - 1));
+  }
+  if (block == 0) {
+    // Fail the job at its first task, not hours later at the bad block.
+    Stage(control, "checking every weight is finite");
+    QUANT_RETURN_IF_ERROR(inputs.checkpoint->CheckAllFinite());
   }
   if (Cancelled(control)) return absl::CancelledError("task cancelled");
   Stage(control,
@@ -176,19 +225,23 @@ absl::Status RunBlockJobTask(const JobTaskContext& context, int block,
   HiddenStates calibration, heldout;
   QUANT_RETURN_IF_ERROR(
       EnteringStates(context, inputs, block, &calibration, &heldout));
+  QUANT_ASSIGN_OR_RETURN(BlockWeights weights,
+                         LoadCheckedBlock(*inputs.checkpoint, block));
   BlockTaskInput input =
-      MakeBlockTaskInput(inputs, context.recipe, block, std::move(calibration),
-                         std::move(heldout));
+      MakeBlockTaskInput(inputs, context.recipe, block, std::move(weights),
+                         std::move(calibration), std::move(heldout));
   input.cancelled = control.cancelled;
   Stage(control, absl::StrCat("quantizing block ", block));
   QUANT_ASSIGN_OR_RETURN(BlockTaskOutput output,
                          RunBlockTask(input, control.on_layer));
   if (!IsDirectory(attempt_dir)) {
-    absl::Status made = MakeDirectory(attempt_dir);
+    absl::Status made = MakeDirectory(attempt_dir, context.file_system);
     if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
   }
-  QUANT_RETURN_IF_ERROR(WriteBlockOutput(attempt_dir, output));
-  return PublishBlockOutput(attempt_dir, context.work_dir, block);
+  QUANT_RETURN_IF_ERROR(
+      WriteBlockOutput(attempt_dir, output, context.file_system));
+  return PublishBlockOutput(attempt_dir, context.work_dir, block,
+                            context.file_system);
 }
 
 absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
@@ -228,6 +281,7 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
   finalize.tokenizer_dir = inputs.tokenizer_dir;
   finalize.out_dir = artifact_dir;
   finalize.max_shard_bytes = max_shard_bytes;
+  finalize.file_system = context.file_system;
   QUANT_ASSIGN_OR_RETURN(
       FinalizeOutput out,
       RunFinalizeTask(std::move(finalize), control.on_stage));

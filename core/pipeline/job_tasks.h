@@ -19,7 +19,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/base/file_system.h"
 #include "core/calib/calibration_split.h"
+#include "core/forward/block_weights.h"
 #include "core/forward/llama_model.h"
 #include "core/model/checkpoint.h"
 #include "core/pipeline/block_task.h"
@@ -39,6 +41,9 @@ struct JobTaskContext {
   Recipe recipe;
   // Block outputs (task_io.h layout); shared by the job's tasks.
   std::string work_dir;
+  // Where the tasks' outputs are written (not owned, never null); tests
+  // inject storage faults here.
+  FileSystem* file_system = FileSystem::Default();
 };
 
 // How a running task reports and learns it should stop.
@@ -49,30 +54,46 @@ struct TaskControl {
   const std::atomic<bool>* cancelled = nullptr;
 };
 
-// A job's inputs, opened and checked: the checkpoint (every weight finite),
-// the resolved per-layer plan, the calibration split, the float model.
+// A job's inputs, opened and checked: the checkpoint, the resolved
+// per-layer plan, the calibration split, and (kWholeModel) the float model
+// with every weight checked finite.
 struct JobInputs {
   std::unique_ptr<Checkpoint> checkpoint;
   QuantizationPlan plan;
   std::string tokenizer_dir;
   CalibrationSplit split;
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<LlamaModel> model;  // Null for kCheckpointOnly.
 };
-absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
-                                        const TaskControl& control);
+enum class ModelLoading {
+  kWholeModel,
+  // The checkpoint stays memory-mapped and unchecked; a block task reads
+  // (and checks) only the blocks it runs, one at a time.
+  kCheckpointOnly,
+};
+absl::StatusOr<JobInputs> OpenJobInputs(
+    const JobTaskContext& context, const TaskControl& control,
+    ModelLoading loading = ModelLoading::kWholeModel);
 
 // The embeddings of `windows`, as the hidden states entering block 0.
 absl::StatusOr<HiddenStates> EmbedWindows(const LlamaModel& model,
                                           const TokenWindows& windows);
+absl::StatusOr<HiddenStates> EmbedWindows(const RowMatrixF& embed_tokens,
+                                          const TokenWindows& windows);
+
+// Block `block`'s weights in float32, after checking each of its tensors is
+// finite (the error names the tensor and the index).
+absl::StatusOr<BlockWeights> LoadCheckedBlock(const Checkpoint& checkpoint,
+                                              int block);
 
 // The stored dtype of each of block `block`'s tensors by full name.
 std::map<std::string, DType> BlockDTypes(const Checkpoint& checkpoint,
                                          int block);
 
-// The block task's input for block `block` of `inputs`, with the hidden
-// states entering it.
+// The block task's input for block `block` of `inputs` (its float
+// `weights`), with the hidden states entering it.
 BlockTaskInput MakeBlockTaskInput(const JobInputs& inputs, const Recipe& recipe,
-                                  int block, HiddenStates calibration,
+                                  int block, BlockWeights weights,
+                                  HiddenStates calibration,
                                   HiddenStates heldout);
 
 // Block `block`: reads the hidden states entering it (sequential

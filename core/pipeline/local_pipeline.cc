@@ -113,8 +113,9 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
     }
     obs.OnBlockStart(b, blocks);
     const auto start = std::chrono::steady_clock::now();
-    const BlockTaskInput input = MakeBlockTaskInput(
-        inputs, recipe, b, std::move(calibration), std::move(heldout));
+    const BlockTaskInput input =
+        MakeBlockTaskInput(inputs, recipe, b, inputs.model->block(b),
+                           std::move(calibration), std::move(heldout));
     QUANT_ASSIGN_OR_RETURN(
         BlockTaskOutput output,
         RunBlockTask(input, [&](const LayerResult& l) { obs.OnLayer(l); }));

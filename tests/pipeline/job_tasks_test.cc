@@ -4,14 +4,20 @@
 // may run in any order (each computes the float states entering it), a
 // sequential block refuses to run before its predecessor has published, a
 // re-run block publishes the same bytes, a finished finalize is recognised
-// by a retry, and a cancelled block stops and publishes nothing.
+// by a retry, and a cancelled block stops and publishes nothing. A block
+// task reads only the blocks it runs and checks each one it reads.
 #include "core/pipeline/job_tasks.h"
 
 #include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <fstream>
+#include <limits>
 #include <vector>
 
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
+#include "core/io/safetensors.h"
 #include "core/pipeline/local_pipeline.h"
 #include "core/pipeline/task_io.h"
 #include "gtest/gtest.h"
@@ -144,6 +150,69 @@ TEST_F(JobTasksTest, CancelledBlockStopsAndPublishesNothing) {
   const absl::Status bad_block =
       RunBlockJobTask(context, 5, temp_ + "/bad", TaskControl());
   EXPECT_TRUE(absl::IsInvalidArgument(bad_block)) << bad_block;
+}
+
+// A copy of stories260K whose `tensor` holds a NaN at element 7.
+std::string PoisonedCopy(const std::string& dir, const std::string& tensor) {
+  EXPECT_TRUE(MakeDirectory(dir).ok());
+  for (const char* name :
+       {"config.json", "model.safetensors", "tokenizer.json",
+        "tokenizer_config.json", "special_tokens_map.json"}) {
+    auto bytes = ReadFileToString(testing::Stories260KDir() + "/" + name);
+    EXPECT_TRUE(bytes.ok()) << name;
+    EXPECT_TRUE(WriteFileAtomically(dir + "/" + name, *bytes).ok());
+  }
+  const std::string model = dir + "/model.safetensors";
+  uint64_t offset = 0;
+  {
+    auto file = SafetensorsFile::Open(model);
+    EXPECT_TRUE(file.ok()) << file.status();
+    const TensorInfo* info = (*file)->Find(tensor);
+    EXPECT_NE(info, nullptr) << tensor;
+    EXPECT_EQ(info->dtype, DType::kF32);
+    std::ifstream in(model, std::ios::binary);
+    uint64_t header_bytes = 0;
+    in.read(reinterpret_cast<char*>(&header_bytes), sizeof(header_bytes));
+    offset = 8 + header_bytes + info->data_begin + 7 * sizeof(float);
+  }
+  std::fstream out(model, std::ios::in | std::ios::out | std::ios::binary);
+  out.seekp(static_cast<std::streamoff>(offset));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  out.write(reinterpret_cast<const char*>(&nan), sizeof(nan));
+  EXPECT_TRUE(out.good());
+  return dir;
+}
+
+TEST_F(JobTasksTest, BlockTasksCheckTheWeightsTheyRead) {
+  const Recipe recipe =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kIndependent);
+  JobTaskContext context = Context(recipe, "poisoned");
+  context.checkpoint_dir = PoisonedCopy(temp_ + "/poisoned-model",
+                                        "model.layers.3.mlp.up_proj.weight");
+  // Block 2 runs the float blocks 0 and 1 and quantizes block 2: it never
+  // reads block 3, so the NaN there does not concern it.
+  const absl::Status block2 =
+      RunBlockJobTask(context, 2, temp_ + "/p-2", TaskControl());
+  EXPECT_TRUE(block2.ok()) << block2;
+  // Block 4 runs block 3 in float to reach its input: refused, naming it.
+  const absl::Status block4 =
+      RunBlockJobTask(context, 4, temp_ + "/p-4", TaskControl());
+  EXPECT_TRUE(absl::IsInvalidArgument(block4)) << block4;
+  EXPECT_NE(block4.message().find(
+                "tensor \"model.layers.3.mlp.up_proj.weight\" has NaN"),
+            std::string::npos)
+      << block4;
+  EXPECT_FALSE(
+      FileExists(BlockOutputPrefix(context.work_dir, 4) + ".layers.json"));
+  // Block 0 checks the whole checkpoint first, so a job fails at its
+  // first task rather than at the bad block.
+  const absl::Status block0 =
+      RunBlockJobTask(context, 0, temp_ + "/p-0", TaskControl());
+  EXPECT_TRUE(absl::IsInvalidArgument(block0)) << block0;
+  EXPECT_NE(block0.message().find("model.layers.3.mlp.up_proj.weight"),
+            std::string::npos)
+      << block0;
 }
 
 }  // namespace
