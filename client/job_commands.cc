@@ -123,7 +123,7 @@ Command StatusCommand() {
       "error. --json prints a stable object with the keys id, state, "
       "verdict, checkpoint_uri, calibration_sha256, request_id, labels, "
       "progress {blocks_done, blocks_total, fraction, current}, "
-      "artifact_uri, error, create_time, update_time, recipe.";
+      "artifact_uri, error, warnings, create_time, update_time, recipe.";
   command.example = "quantctl status job-000042 --json";
   command.flags =
       WithServiceFlags({&absl::GetFlagReflectionHandle(FLAGS_json)});

@@ -205,6 +205,8 @@ json JobToJson(const v1::Job& job) {
         {"current", p.current()}}},
       {"artifact_uri", job.artifact_uri()},
       {"error", job.error()},
+      {"warnings",
+       std::vector<std::string>(job.warnings().begin(), job.warnings().end())},
       {"create_time", TimestampText(job, true)},
       {"update_time", TimestampText(job, false)},
   };
@@ -299,6 +301,7 @@ std::string FormatJobDetails(const v1::Job& job) {
       {"request_id", job.request_id()},
       {"artifact", job.artifact_uri()},
       {"error", job.error()},
+      {"warnings", absl::StrJoin(job.warnings(), "; ")},
       {"created", TimestampText(job, true)},
       {"updated", TimestampText(job, false)},
   };

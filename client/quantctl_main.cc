@@ -1,7 +1,7 @@
 // quantctl: the command-line client. Each subcommand lives in its own
 // *_command.cc; this file only lists them. The service commands (calib,
-// submit, status, list, watch, report, cancel, fetch) are built with the
-// gRPC parts (QUANT_BUILD_SERVICE).
+// submit, status, list, watch, report, cancel, retry, fetch) are built with
+// the gRPC parts (QUANT_BUILD_SERVICE).
 #include <iostream>
 #include <string>
 #include <vector>
@@ -19,6 +19,7 @@
 #include "client/fetch_command.h"
 #include "client/job_commands.h"
 #include "client/report_command.h"
+#include "client/retry_command.h"
 #include "client/submit_command.h"
 #include "client/watch_command.h"
 #endif
@@ -69,7 +70,8 @@ int main(int argc, char** argv) {
       quant::CalibCommand(),    quant::SubmitCommand(),
       quant::StatusCommand(),   quant::ListCommand(),
       quant::WatchCommand(),    quant::ReportCommand(),
-      quant::CancelCommand(),   quant::FetchCommand(),
+      quant::CancelCommand(),   quant::RetryCommand(),
+      quant::FetchCommand(),
 #endif
   };
   // absl flag names use '_'; accept "--act-order" for "--act_order" too.

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <string>
 
+#include "Eigen/Core"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -35,6 +36,9 @@ ABSL_FLAG(std::string, work_dir, "",
 ABSL_FLAG(int64_t, max_shard_mb, 4096,
           "Largest safetensors shard in MiB; bigger checkpoints are split "
           "into model-0000i-of-0000n.safetensors with an index.");
+ABSL_FLAG(int, threads, 0,
+          "Threads for the matrix products (0: all cores; Eigen runs on "
+          "several only when built with OpenMP).");
 
 namespace quant {
 namespace {
@@ -104,6 +108,12 @@ absl::Status RunQuantize(const CommandInvocation& invocation) {
         absl::StrCat("--max_shard_mb must be positive, got ", shard_mb));
   }
   options.max_shard_bytes = shard_mb << 20;
+  const int threads = absl::GetFlag(FLAGS_threads);
+  if (threads < 0) {
+    return UsageError(
+        absl::StrCat("--threads must be >= 0 (0: all cores), got ", threads));
+  }
+  if (threads > 0) Eigen::setNbThreads(threads);
   options.work_dir = absl::GetFlag(FLAGS_work_dir);
   QUANT_ASSIGN_OR_RETURN(options.recipe, LoadRecipe(recipe_path));
 
@@ -143,7 +153,7 @@ Command QuantizeCommand() {
       "packed checkpoint, audit and gate verdict.";
   command.usage =
       "quantize --local --checkpoint DIR --calibration FILE --recipe FILE "
-      "--out DIR [--work_dir DIR] [--max_shard_mb N] [--json]";
+      "--out DIR [--work_dir DIR] [--max_shard_mb N] [--threads N] [--json]";
   command.description =
       "Runs the job block by block in this process: the calibration set is "
       "split into calibration and held-out documents, each decoder block's "
@@ -166,6 +176,7 @@ Command QuantizeCommand() {
       &absl::GetFlagReflectionHandle(FLAGS_out),
       &absl::GetFlagReflectionHandle(FLAGS_work_dir),
       &absl::GetFlagReflectionHandle(FLAGS_max_shard_mb),
+      &absl::GetFlagReflectionHandle(FLAGS_threads),
       &absl::GetFlagReflectionHandle(FLAGS_json),
   };
   command.run = RunQuantize;

@@ -13,9 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "client/command.h"
 #include "core/base/file_util.h"
+#include "core/base/status_macros.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "server/auth.h"
 
 ABSL_FLAG(std::string, addr, "",
           "quantd's HOST:PORT. Default: env QUANT_ADDR, else 127.0.0.1:50051.");
@@ -69,17 +71,9 @@ absl::StatusOr<ServiceClientOptions> ServiceClientOptionsFromFlags() {
     return UsageError("--token and --token_file exclude each other");
   }
   if (!token_file.empty()) {
-    absl::StatusOr<std::string> text = ReadFileToString(token_file, 1 << 16);
-    if (!text.ok()) {
-      return absl::Status(
-          text.status().code(),
-          absl::StrCat("--token_file: ", text.status().message()));
-    }
-    options.token = std::string(absl::StripAsciiWhitespace(*text));
-    if (options.token.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--token_file: ", token_file, " is empty"));
-    }
+    // The same rules quantd applies to its own token files.
+    QUANT_ASSIGN_OR_RETURN(options.token,
+                           server::ReadTokenFile(token_file, "--token_file"));
   } else {
     options.token = token.empty() ? Getenv("QUANT_TOKEN") : token;
   }
@@ -249,6 +243,17 @@ absl::StatusOr<v1::Job> ServiceClient::CancelJob(const std::string& id) {
   request.set_id(id);
   v1::Job job;
   const grpc::Status status = stub_->CancelJob(&context, request, &job);
+  if (!status.ok()) return FromGrpcStatus(status, options_.address);
+  return job;
+}
+
+absl::StatusOr<v1::Job> ServiceClient::RetryJob(const std::string& id) {
+  grpc::ClientContext context;
+  Prepare(&context, kUnaryDeadlineSeconds);
+  v1::RetryJobRequest request;
+  request.set_job_id(id);
+  v1::Job job;
+  const grpc::Status status = stub_->RetryJob(&context, request, &job);
   if (!status.ok()) return FromGrpcStatus(status, options_.address);
   return job;
 }

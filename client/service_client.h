@@ -69,6 +69,7 @@ class ServiceClient {
   absl::StatusOr<v1::ListJobsResponse> ListJobs(
       const v1::ListJobsRequest& request);
   absl::StatusOr<v1::Job> CancelJob(const std::string& id);
+  absl::StatusOr<v1::Job> RetryJob(const std::string& id);
   absl::StatusOr<v1::JobReport> GetJobReport(const std::string& id);
   // Calls `on_event` for each event until the server ends the stream (OK)
   // or `on_event` returns an error (the call is then cancelled and that

@@ -79,6 +79,9 @@ absl::Status RunSubmit(const CommandInvocation& invocation) {
     request.mutable_calibration()->set_sha256(uploaded.sha256());
   }
   QUANT_ASSIGN_OR_RETURN(v1::Job job, client->CreateJob(request));
+  for (const std::string& warning : job.warnings()) {
+    *invocation.err << "warning: " << warning << "\n";
+  }
 
   const bool json_output = absl::GetFlag(FLAGS_json);
   if (!absl::GetFlag(FLAGS_wait)) {

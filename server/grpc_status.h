@@ -3,12 +3,33 @@
 #ifndef QUANT_SERVER_GRPC_STATUS_H_
 #define QUANT_SERVER_GRPC_STATUS_H_
 
+#include <type_traits>
+#include <utility>
+
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "grpcpp/support/status.h"
 
 namespace quant::server {
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// A unary handler's reply: `handler` runs only when `access` (the caller's
+// authentication) is OK; it returns absl::Status or absl::StatusOr<Response>,
+// whose value becomes *response.
+template <typename Response, typename Handler>
+grpc::Status ReplyIfAllowed(const absl::Status& access, Response* response,
+                            Handler&& handler) {
+  if (!access.ok()) return ToGrpcStatus(access);
+  auto result = std::forward<Handler>(handler)();
+  if constexpr (std::is_same_v<decltype(result), absl::Status>) {
+    return ToGrpcStatus(result);
+  } else {
+    if (!result.ok()) return ToGrpcStatus(result.status());
+    *response = *std::move(result);
+    return grpc::Status::OK;
+  }
+}
 
 }  // namespace quant::server
 

@@ -53,6 +53,15 @@ absl::Status AppendStateEvent(store::JobStore& store, const std::string& job_id,
                 nlohmann::json{{"state", store::JobStateName(state)}}.dump());
 }
 
+absl::Status AppendRetryEvent(store::JobStore& store, const std::string& job_id,
+                              store::JobState state,
+                              const std::string& previous_error) {
+  return Append(store, job_id, kJobStateEvent,
+                nlohmann::json{{"state", store::JobStateName(state)},
+                               {"retried_after", previous_error}}
+                    .dump());
+}
+
 absl::Status AppendProgressEvent(store::JobStore& store,
                                  const std::string& job_id,
                                  const v1::Progress& progress) {

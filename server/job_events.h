@@ -1,6 +1,8 @@
 // The per-job event log's entries, as the store keeps them and WatchJob
 // streams them:
-//   "job"       {"state": "RUNNING"}             a state change
+//   "job"       {"state": "RUNNING"}             a state change; a retry of
+//                                                a FAILED job adds
+//                                                "retried_after": its error
 //   "progress"  quant.v1.Progress in proto JSON  after each heartbeat and
 //                                                completed task
 //   "layer"     quant.v1.LayerAudit, proto JSON  a layer finished
@@ -24,6 +26,12 @@ inline constexpr char kLayerEvent[] = "layer";
 
 absl::Status AppendStateEvent(store::JobStore& store, const std::string& job_id,
                               store::JobState state);
+// The state change of RetryJob (FAILED -> `state`), recording the error
+// the failed run ended with: the log keeps why a retry was needed after the
+// job's own error is cleared.
+absl::Status AppendRetryEvent(store::JobStore& store, const std::string& job_id,
+                              store::JobState state,
+                              const std::string& previous_error);
 absl::Status AppendProgressEvent(store::JobStore& store,
                                  const std::string& job_id,
                                  const v1::Progress& progress);

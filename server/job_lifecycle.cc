@@ -61,6 +61,18 @@ absl::Status JobLifecycle::FailJob(const std::string& job_id,
   return StateChanged(job_id, job->state);
 }
 
+absl::StatusOr<store::Job> JobLifecycle::RetryJob(const std::string& job_id) {
+  absl::StatusOr<store::RetryJobResult> retried = store_->RetryJob(job_id);
+  if (!retried.ok()) return retried.status();
+  const store::Job& job = retried->job;
+  absl::Status appended =
+      AppendRetryEvent(*store_, job_id, job.state, retried->previous_error);
+  observer_->OnJobState(job_id, job.state);
+  signal_->Notify();  // Its tasks are runnable again.
+  if (!appended.ok()) return appended;
+  return job;
+}
+
 absl::Status JobLifecycle::StateChanged(const std::string& job_id,
                                         store::JobState state) {
   absl::Status appended = AppendStateEvent(*store_, job_id, state);

@@ -1,9 +1,10 @@
 // The coordinator's job transitions that more than one caller makes: a
 // job's API view, finishing a job once its last task is done (the verdict
-// comes from the audit its finalize task published), failing one, progress
-// events, and the upkeep pass the scheduler runs (expire leases, plan a job
-// whose planning was interrupted, finish a job whose finishing was). Every
-// transition appends its event and wakes waiters.
+// comes from the audit its finalize task published), failing one, retrying
+// a failed one, progress events, and the upkeep pass the scheduler runs
+// (expire leases, plan a job whose planning was interrupted, finish a job
+// whose finishing was). Every transition appends its event and wakes
+// waiters.
 #ifndef QUANT_SERVER_JOB_LIFECYCLE_H_
 #define QUANT_SERVER_JOB_LIFECYCLE_H_
 
@@ -37,6 +38,9 @@ class JobLifecycle {
   // Every task DONE: SUCCEEDED with the published audit's verdict.
   absl::Status FinishJob(const std::string& job_id);
   absl::Status FailJob(const std::string& job_id, const std::string& error);
+  // Runs a FAILED job again (store::JobStore::RetryJob): records the retry
+  // in the event log, tells the observer and wakes the workers' long polls.
+  absl::StatusOr<store::Job> RetryJob(const std::string& job_id);
   // A state change made elsewhere (store::LeaseTask, CancelJob).
   absl::Status StateChanged(const std::string& job_id, store::JobState state);
   // A progress event with the job's block counts and `current`.

@@ -122,6 +122,7 @@ absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
   absl::StatusOr<QuantizationPlan> plan = PlanQuantization(config, *recipe);
   if (!plan.ok()) return Prefixed(plan.status(), "recipe: ");
   spec.recipe = *std::move(recipe);
+  spec.warnings = plan->warnings;
 
   if (!request.has_calibration()) {
     return absl::InvalidArgumentError(

@@ -21,6 +21,7 @@ std::string JobSpecToJson(const JobSpec& spec) {
                          {"path", spec.calibration_path}};
   json["labels"] = nlohmann::json::object();
   for (const auto& [key, value] : spec.labels) json["labels"][key] = value;
+  if (!spec.warnings.empty()) json["warnings"] = spec.warnings;
   return json.dump();
 }
 
@@ -37,6 +38,9 @@ absl::StatusOr<JobSpec> JobSpecFromJson(const std::string& text) {
         json.at("calibration").at("path").get<std::string>();
     for (const auto& [key, value] : json.at("labels").items()) {
       spec.labels[key] = value.get<std::string>();
+    }
+    if (json.contains("warnings")) {
+      spec.warnings = json.at("warnings").get<std::vector<std::string>>();
     }
     absl::StatusOr<Recipe> recipe =
         ParseRecipe(json.at("recipe").dump(), "spec_json.recipe");
@@ -96,6 +100,7 @@ absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
     (*out.mutable_labels())[key] = value;
   }
   out.set_request_id(job.request_id);
+  for (const std::string& warning : spec->warnings) out.add_warnings(warning);
   v1::Progress* progress = out.mutable_progress();
   int blocks_total = 0;
   int blocks_done = 0;

@@ -3,7 +3,8 @@
 // URIs again. Also the store::Job -> quant.v1.Job conversion.
 //
 // spec_json keys: checkpoint {uri, path, blocks}, recipe (RecipeToJson's
-// object, a valid recipe file), calibration {sha256, path}, labels.
+// object, a valid recipe file), calibration {sha256, path}, labels,
+// warnings (absent in specs written before it existed).
 #ifndef QUANT_SERVER_JOB_SPEC_H_
 #define QUANT_SERVER_JOB_SPEC_H_
 
@@ -26,6 +27,9 @@ struct JobSpec {
   std::string calibration_sha256;
   std::string calibration_path;
   std::map<std::string, std::string> labels;
+  // What the submitter should know but need not fix (an override that
+  // matches no layer); shown on the job.
+  std::vector<std::string> warnings;
 };
 
 std::string JobSpecToJson(const JobSpec& spec);

@@ -57,6 +57,13 @@ absl::StatusOr<v1::Job> QuantServiceImpl::ToProto(const store::Job& job) {
   return lifecycle_->JobProto(job);
 }
 
+template <typename Response, typename Handler>
+grpc::Status QuantServiceImpl::Reply(const grpc::ServerContext& context,
+                                     Response* response, Handler&& handler) {
+  return ReplyIfAllowed(auth_->Check(context, CallerRole::kClient), response,
+                        std::forward<Handler>(handler));
+}
+
 absl::StatusOr<v1::UploadCalibrationResponse>
 QuantServiceImpl::StoreCalibration(const std::string& filename,
                                    const std::string& bytes) {
@@ -81,40 +88,39 @@ QuantServiceImpl::StoreCalibration(const std::string& filename,
   return response;
 }
 
+absl::StatusOr<v1::UploadCalibrationResponse>
+QuantServiceImpl::ReceiveCalibration(
+    grpc::ServerReader<v1::UploadCalibrationRequest>& reader) {
+  v1::UploadCalibrationRequest message;
+  if (!reader.Read(&message) ||
+      message.part_case() != v1::UploadCalibrationRequest::kFilename ||
+      message.filename().empty()) {
+    return absl::InvalidArgumentError(
+        "filename: the first message must name the set; chunks follow");
+  }
+  const std::string filename = message.filename();
+  std::string bytes;
+  while (reader.Read(&message)) {
+    if (message.part_case() != v1::UploadCalibrationRequest::kChunk) {
+      return absl::InvalidArgumentError(
+          "filename: only the first message may name the set");
+    }
+    if (static_cast<int64_t>(bytes.size() + message.chunk().size()) >
+        options_.max_upload_bytes) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("chunk: \"", filename, "\" exceeds the upload limit of ",
+                       options_.max_upload_bytes, " bytes"));
+    }
+    bytes += message.chunk();
+  }
+  return StoreCalibration(filename, bytes);
+}
+
 grpc::Status QuantServiceImpl::UploadCalibration(
     grpc::ServerContext* context,
     grpc::ServerReader<v1::UploadCalibrationRequest>* reader,
     v1::UploadCalibrationResponse* response) {
-  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  v1::UploadCalibrationRequest message;
-  if (!reader->Read(&message) ||
-      message.part_case() != v1::UploadCalibrationRequest::kFilename ||
-      message.filename().empty()) {
-    return ToGrpcStatus(absl::InvalidArgumentError(
-        "filename: the first message must name the set; chunks follow"));
-  }
-  const std::string filename = message.filename();
-  std::string bytes;
-  while (reader->Read(&message)) {
-    if (message.part_case() != v1::UploadCalibrationRequest::kChunk) {
-      return ToGrpcStatus(absl::InvalidArgumentError(
-          "filename: only the first message may name the set"));
-    }
-    if (static_cast<int64_t>(bytes.size() + message.chunk().size()) >
-        options_.max_upload_bytes) {
-      return ToGrpcStatus(absl::ResourceExhaustedError(
-          absl::StrCat("chunk: \"", filename, "\" exceeds the upload limit of ",
-                       options_.max_upload_bytes, " bytes")));
-    }
-    bytes += message.chunk();
-  }
-  absl::StatusOr<v1::UploadCalibrationResponse> result =
-      StoreCalibration(filename, bytes);
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  *response = *std::move(result);
-  return grpc::Status::OK;
+  return Reply(*context, response, [&] { return ReceiveCalibration(*reader); });
 }
 
 absl::StatusOr<v1::Job> QuantServiceImpl::DoCreateJob(
@@ -155,13 +161,7 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoCreateJob(
 grpc::Status QuantServiceImpl::CreateJob(grpc::ServerContext* context,
                                          const v1::CreateJobRequest* request,
                                          v1::Job* response) {
-  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  absl::StatusOr<v1::Job> job = DoCreateJob(*request);
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *response = *std::move(job);
-  return grpc::Status::OK;
+  return Reply(*context, response, [&] { return DoCreateJob(*request); });
 }
 
 absl::StatusOr<v1::Job> QuantServiceImpl::DoGetJob(const std::string& id) {
@@ -174,13 +174,7 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoGetJob(const std::string& id) {
 grpc::Status QuantServiceImpl::GetJob(grpc::ServerContext* context,
                                       const v1::GetJobRequest* request,
                                       v1::Job* response) {
-  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  absl::StatusOr<v1::Job> job = DoGetJob(request->id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *response = *std::move(job);
-  return grpc::Status::OK;
+  return Reply(*context, response, [&] { return DoGetJob(request->id()); });
 }
 
 absl::StatusOr<v1::ListJobsResponse> QuantServiceImpl::DoListJobs(
@@ -214,13 +208,7 @@ absl::StatusOr<v1::ListJobsResponse> QuantServiceImpl::DoListJobs(
 grpc::Status QuantServiceImpl::ListJobs(grpc::ServerContext* context,
                                         const v1::ListJobsRequest* request,
                                         v1::ListJobsResponse* response) {
-  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  absl::StatusOr<v1::ListJobsResponse> page = DoListJobs(*request);
-  if (!page.ok()) return ToGrpcStatus(page.status());
-  *response = *std::move(page);
-  return grpc::Status::OK;
+  return Reply(*context, response, [&] { return DoListJobs(*request); });
 }
 
 absl::StatusOr<v1::Job> QuantServiceImpl::DoCancelJob(const std::string& id) {
@@ -239,13 +227,7 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoCancelJob(const std::string& id) {
 grpc::Status QuantServiceImpl::CancelJob(grpc::ServerContext* context,
                                          const v1::CancelJobRequest* request,
                                          v1::Job* response) {
-  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  absl::StatusOr<v1::Job> job = DoCancelJob(request->id());
-  if (!job.ok()) return ToGrpcStatus(job.status());
-  *response = *std::move(job);
-  return grpc::Status::OK;
+  return Reply(*context, response, [&] { return DoCancelJob(request->id()); });
 }
 
 absl::Status QuantServiceImpl::DoWatchJob(
@@ -316,13 +298,13 @@ absl::Status QuantServiceImpl::DoWatchJob(
 grpc::Status QuantServiceImpl::WatchJob(
     grpc::ServerContext* context, const v1::WatchJobRequest* request,
     grpc::ServerWriter<v1::JobEvent>* writer) {
-  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  return ToGrpcStatus(DoWatchJob(
-      request->id(),
-      [writer](const v1::JobEvent& event) { return writer->Write(event); },
-      [context] { return context->IsCancelled(); }));
+  // The events go to `writer`; there is no single response.
+  return Reply<void>(*context, nullptr, [&] {
+    return DoWatchJob(
+        request->id(),
+        [writer](const v1::JobEvent& event) { return writer->Write(event); },
+        [context] { return context->IsCancelled(); });
+  });
 }
 
 absl::StatusOr<v1::JobReport> QuantServiceImpl::DoGetJobReport(
@@ -363,13 +345,22 @@ absl::StatusOr<v1::JobReport> QuantServiceImpl::DoGetJobReport(
 grpc::Status QuantServiceImpl::GetJobReport(
     grpc::ServerContext* context, const v1::GetJobReportRequest* request,
     v1::JobReport* response) {
-  if (absl::Status s = auth_->Check(*context, CallerRole::kClient); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  absl::StatusOr<v1::JobReport> report = DoGetJobReport(request->id());
-  if (!report.ok()) return ToGrpcStatus(report.status());
-  *response = *std::move(report);
-  return grpc::Status::OK;
+  return Reply(*context, response,
+               [&] { return DoGetJobReport(request->id()); });
+}
+
+absl::StatusOr<v1::Job> QuantServiceImpl::DoRetryJob(const std::string& id) {
+  if (id.empty()) return absl::InvalidArgumentError("job_id: required");
+  absl::StatusOr<store::Job> job = lifecycle_->RetryJob(id);
+  if (!job.ok()) return job.status();
+  return ToProto(*job);
+}
+
+grpc::Status QuantServiceImpl::RetryJob(grpc::ServerContext* context,
+                                        const v1::RetryJobRequest* request,
+                                        v1::Job* response) {
+  return Reply(*context, response,
+               [&] { return DoRetryJob(request->job_id()); });
 }
 
 }  // namespace quant::server

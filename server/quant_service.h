@@ -1,7 +1,8 @@
 // quant.v1.QuantService, the client API of quantd: calibration uploads,
 // job submission (validated, recorded QUEUED with its task plan for the
-// workers to pull), lookup, listing, cancellation, the WatchJob stream of a
-// job's events and its report (per-layer audit, gates, verdict).
+// workers to pull), lookup, listing, cancellation, retrying a failed job,
+// the WatchJob stream of a job's events and its report (per-layer audit,
+// gates, verdict).
 //
 // Each RPC does its work in an absl::Status-returning method; the gRPC
 // overrides only convert (server/grpc_status.h).
@@ -56,6 +57,9 @@ class QuantServiceImpl final : public v1::QuantService::Service {
   grpc::Status GetJobReport(grpc::ServerContext* context,
                             const v1::GetJobReportRequest* request,
                             v1::JobReport* response) override;
+  grpc::Status RetryJob(grpc::ServerContext* context,
+                        const v1::RetryJobRequest* request,
+                        v1::Job* response) override;
 
   // Stores `bytes` (named `filename` in messages) as a calibration set
   // after checking that they parse as one.
@@ -72,9 +76,19 @@ class QuantServiceImpl final : public v1::QuantService::Service {
                           const std::function<bool(const v1::JobEvent&)>& send,
                           const std::function<bool()>& cancelled);
   absl::StatusOr<v1::JobReport> DoGetJobReport(const std::string& id);
+  absl::StatusOr<v1::Job> DoRetryJob(const std::string& id);
 
  private:
   absl::StatusOr<v1::Job> ToProto(const store::Job& job);
+  // Every RPC's frame: `handler` (returning absl::Status or
+  // absl::StatusOr<Response>) runs only for a caller with the client token,
+  // and its result becomes the reply.
+  template <typename Response, typename Handler>
+  grpc::Status Reply(const grpc::ServerContext& context, Response* response,
+                     Handler&& handler);
+  // The first message names the set, the chunks follow.
+  absl::StatusOr<v1::UploadCalibrationResponse> ReceiveCalibration(
+      grpc::ServerReader<v1::UploadCalibrationRequest>& reader);
 
   JobLifecycle* lifecycle_;
   store::JobStore* store_;

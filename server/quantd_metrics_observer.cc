@@ -85,6 +85,9 @@ void QuantdMetricsObserver::OnJobState(const std::string& job_id,
   if (store::IsTerminal(state)) {
     OnProgress(job_id);
     Report(metrics_->OnJobFinished(job_id, absl::Now()));
+  } else if (state == store::JobState::kQueued) {
+    // QUEUED after a terminal state: the job was retried.
+    Report(metrics_->OnJobRestarted(job_id));
   }
 }
 

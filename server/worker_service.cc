@@ -28,13 +28,6 @@ absl::Status RequireLease(const std::string& lease_id) {
   return absl::OkStatus();
 }
 
-template <typename Response>
-grpc::Status Reply(absl::StatusOr<Response> result, Response* response) {
-  if (!result.ok()) return ToGrpcStatus(result.status());
-  *response = *std::move(result);
-  return grpc::Status::OK;
-}
-
 }  // namespace
 
 WorkerServiceImpl::WorkerServiceImpl(JobLifecycle* lifecycle,
@@ -296,48 +289,37 @@ absl::Status WorkerServiceImpl::DoFailTask(const v1::FailTaskRequest& request) {
 grpc::Status WorkerServiceImpl::RegisterWorker(
     grpc::ServerContext* context, const v1::RegisterWorkerRequest* request,
     v1::RegisterWorkerResponse* response) {
-  if (absl::Status s = auth_->Check(*context, CallerRole::kWorker); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  return Reply(DoRegister(*request), response);
+  return ReplyIfAllowed(Allow(*context), response,
+                        [&] { return DoRegister(*request); });
 }
 
 grpc::Status WorkerServiceImpl::LeaseTask(grpc::ServerContext* context,
                                           const v1::LeaseTaskRequest* request,
                                           v1::LeaseTaskResponse* response) {
-  if (absl::Status s = auth_->Check(*context, CallerRole::kWorker); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  return Reply(
-      DoLeaseTask(*request, [context] { return context->IsCancelled(); }),
-      response);
+  return ReplyIfAllowed(Allow(*context), response, [&] {
+    return DoLeaseTask(*request, [context] { return context->IsCancelled(); });
+  });
 }
 
 grpc::Status WorkerServiceImpl::Heartbeat(grpc::ServerContext* context,
                                           const v1::HeartbeatRequest* request,
                                           v1::HeartbeatResponse* response) {
-  if (absl::Status s = auth_->Check(*context, CallerRole::kWorker); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  return Reply(DoHeartbeat(*request), response);
+  return ReplyIfAllowed(Allow(*context), response,
+                        [&] { return DoHeartbeat(*request); });
 }
 
 grpc::Status WorkerServiceImpl::CompleteTask(
     grpc::ServerContext* context, const v1::CompleteTaskRequest* request,
-    v1::CompleteTaskResponse* /*response*/) {
-  if (absl::Status s = auth_->Check(*context, CallerRole::kWorker); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  return ToGrpcStatus(DoCompleteTask(*request));
+    v1::CompleteTaskResponse* response) {
+  return ReplyIfAllowed(Allow(*context), response,
+                        [&] { return DoCompleteTask(*request); });
 }
 
 grpc::Status WorkerServiceImpl::FailTask(grpc::ServerContext* context,
                                          const v1::FailTaskRequest* request,
-                                         v1::FailTaskResponse* /*response*/) {
-  if (absl::Status s = auth_->Check(*context, CallerRole::kWorker); !s.ok()) {
-    return ToGrpcStatus(s);
-  }
-  return ToGrpcStatus(DoFailTask(*request));
+                                         v1::FailTaskResponse* response) {
+  return ReplyIfAllowed(Allow(*context), response,
+                        [&] { return DoFailTask(*request); });
 }
 
 }  // namespace quant::server

@@ -78,6 +78,10 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   std::vector<WorkerInfo> Workers() const;
 
  private:
+  // Whether the caller holds the worker token.
+  absl::Status Allow(const grpc::ServerContext& context) const {
+    return auth_->Check(context, CallerRole::kWorker);
+  }
   absl::StatusOr<v1::Task> TaskProto(const store::Lease& lease);
   void Touch(const std::string& worker_id, int leased_delta);
   // Forgets the lease; how long it ran (zero when leased before a restart).

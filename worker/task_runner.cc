@@ -52,9 +52,12 @@ absl::StatusOr<std::string> PathOfFileUri(const std::string& uri,
 }
 
 bool IsRetryable(const absl::Status& status) {
+  // ResourceExhausted is a full disk or a file-size limit on a write:
+  // another attempt on the same artifact store fails the same way, after
+  // hiding the cause behind a count of attempts.
   return !(absl::IsInvalidArgument(status) || absl::IsNotFound(status) ||
            absl::IsDataLoss(status) || absl::IsUnimplemented(status) ||
-           absl::IsOutOfRange(status));
+           absl::IsOutOfRange(status) || absl::IsResourceExhausted(status));
 }
 
 absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,

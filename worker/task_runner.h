@@ -29,9 +29,9 @@ struct TaskOutcome {
   bool passed = false;     // Finalize: the gate verdict.
 };
 
-// Errors: InvalidArgument / NotFound / DataLoss for bad input (not worth a
-// retry), Cancelled when `cancelled` was set, others as the core returns
-// them.
+// Errors: InvalidArgument / NotFound / DataLoss for bad input and
+// ResourceExhausted for a full disk (not worth a retry), Cancelled when
+// `cancelled` was set, others as the core returns them.
 absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
                                     const TaskProgressSink& sink,
                                     const std::atomic<bool>* cancelled);

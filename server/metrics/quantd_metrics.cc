@@ -234,6 +234,14 @@ absl::Status QuantdMetrics::OnJobFinished(absl::string_view job_id,
   return absl::OkStatus();
 }
 
+absl::Status QuantdMetrics::OnJobRestarted(absl::string_view job_id) {
+  if (absl::Status s = CheckJobId(job_id); !s.ok()) return s;
+  absl::MutexLock lock(&mu_);
+  auto it = jobs_by_id_.find(std::string(job_id));
+  if (it != jobs_by_id_.end()) it->second.finished.reset();
+  return absl::OkStatus();
+}
+
 int QuantdMetrics::RemoveExpired(absl::Time now) {
   absl::MutexLock lock(&mu_);
   int removed = 0;

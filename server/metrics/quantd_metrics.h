@@ -112,6 +112,9 @@ class QuantdMetrics {
   // The job reached a terminal state at `now`: its series go after
   // `retention`. A second call keeps the first time.
   absl::Status OnJobFinished(absl::string_view job_id, absl::Time now);
+  // The job runs again (a retry of a failed job): its series stay until it
+  // finishes again.
+  absl::Status OnJobRestarted(absl::string_view job_id);
 
   // Removes every series of the jobs finished at or before now - retention;
   // returns how many jobs that was.

@@ -98,7 +98,10 @@ struct Task {
   int block = -1;
   std::vector<int> depends_on;
   TaskState state = TaskState::kPending;
-  int attempts = 0;      // leases handed out so far
+  int attempts = 0;  // leases handed out so far
+  // `attempts` when the job was last retried: the attempt budget counts
+  // from here, while attempt numbers (which name an attempt's files) go on.
+  int budget_start = 0;
   std::string lease_id;  // latest lease ("" before the first)
   std::string worker_id;
   int64_t lease_expires_ms = 0;
@@ -136,6 +139,12 @@ struct FailTaskResult {
 struct JobChange {
   Job job;
   bool changed = false;  // false: the job was already terminal
+};
+
+struct RetryJobResult {
+  Job job;                     // QUEUED again
+  std::string previous_error;  // why the run before failed
+  int tasks_requeued = 0;      // tasks put back to PENDING
 };
 
 struct Event {
@@ -208,6 +217,14 @@ class JobStore {
                                         const std::string& artifact_uri) = 0;
   virtual absl::StatusOr<Job> FailJob(const std::string& job_id,
                                       const std::string& error) = 0;
+  // FAILED -> QUEUED, in one transaction: error, verdict and artifact_uri
+  // cleared; every task not DONE goes back to PENDING with a fresh attempt
+  // budget (a lease still held on one is superseded, so its result is
+  // refused); DONE tasks are kept. When every task is DONE (the job failed
+  // while being finished), the finalize task runs again. FailedPrecondition
+  // naming the state for a job that is not FAILED.
+  virtual absl::StatusOr<RetryJobResult> RetryJob(
+      const std::string& job_id) = 0;
 
   // Appends to the job's event log; returns the event's sequence number.
   virtual absl::StatusOr<int64_t> AppendEvent(

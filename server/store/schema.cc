@@ -79,6 +79,11 @@ CREATE TABLE events (
 );
 INSERT INTO meta(key, value) VALUES ('lease_expiries_total', 0);
 )sql",
+    // 1 -> 2: RetryJob's fresh attempt budget (tasks.attempts keeps counting:
+    // attempt numbers name the attempt's private area).
+    R"sql(
+ALTER TABLE tasks ADD COLUMN budget_start INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

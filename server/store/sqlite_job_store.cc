@@ -377,6 +377,54 @@ absl::StatusOr<Job> SqliteJobStore::FailJob(const std::string& job_id,
   return std::move(row.job);
 }
 
+absl::StatusOr<RetryJobResult> SqliteJobStore::RetryJob(
+    const std::string& job_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
+  QUANT_ASSIGN_OR_RETURN(JobRow row, FindJob(job_id));
+  if (row.job.state != JobState::kFailed) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("job ", job_id, " is ", JobStateName(row.job.state),
+                     "; only a FAILED job can be retried"));
+  }
+  const int64_t now = clock_->NowMs();
+  QUANT_ASSIGN_OR_RETURN(
+      Statement open_tasks,
+      db_->Prepare("SELECT COUNT(*) FROM tasks WHERE job_seq = ?1 AND "
+                   "state != 'DONE'"));
+  QUANT_ASSIGN_OR_RETURN(bool counted, open_tasks.BindAll(row.seq).Step());
+  const bool all_done = counted && open_tasks.ColumnInt64(0) == 0;
+  // A job that failed with every task DONE failed while being finished
+  // (its checkpoint was missing or unreadable): only finalize can mend it.
+  QUANT_ASSIGN_OR_RETURN(
+      Statement requeue,
+      db_->Prepare("UPDATE tasks SET state = 'PENDING', budget_start = "
+                   "attempts, progress = 0, error = '', lease_expires_ms = 0, "
+                   "updated_ms = ?2 WHERE job_seq = ?1 AND (state != 'DONE' "
+                   "OR (?3 AND kind = 'finalize')) RETURNING idx"));
+  requeue.BindAll(row.seq, now, static_cast<int64_t>(all_done));
+  int requeued = 0;
+  while (true) {
+    QUANT_ASSIGN_OR_RETURN(bool more, requeue.Step());
+    if (!more) break;
+    ++requeued;
+  }
+  QUANT_ASSIGN_OR_RETURN(
+      Statement reopen,
+      db_->Prepare("UPDATE jobs SET state = 'QUEUED', verdict = '', "
+                   "artifact_uri = '', error = '', updated_ms = ?2 "
+                   "WHERE seq = ?1"));
+  QUANT_RETURN_IF_ERROR(reopen.BindAll(row.seq, now).Run());
+  QUANT_RETURN_IF_ERROR(RecomputeProgress(row.seq, now));
+  RetryJobResult result;
+  result.previous_error = row.job.error;
+  result.tasks_requeued = requeued;
+  QUANT_ASSIGN_OR_RETURN(row, FindJobBySeq(row.seq));
+  QUANT_RETURN_IF_ERROR(txn->Commit());
+  result.job = std::move(row.job);
+  return result;
+}
+
 // ---- Events ----
 
 absl::StatusOr<int64_t> SqliteJobStore::AppendEvent(

@@ -77,6 +77,7 @@ class SqliteJobStore : public JobStore {
                                 const std::string& artifact_uri) override;
   absl::StatusOr<Job> FailJob(const std::string& job_id,
                               const std::string& error) override;
+  absl::StatusOr<RetryJobResult> RetryJob(const std::string& job_id) override;
 
   absl::StatusOr<int64_t> AppendEvent(const std::string& job_id,
                                       const std::string& type,

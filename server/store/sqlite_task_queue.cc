@@ -199,11 +199,11 @@ absl::StatusOr<int> SqliteJobStore::ExpireLeasesLocked(int64_t now) {
   }
   for (const TaskRow& row : expired) {
     const Task& task = row.task;
-    const bool out_of_attempts = task.attempts >= options_.max_attempts;
-    const std::string error =
-        absl::StrCat("lease ", task.lease_id, " of worker ", task.worker_id,
-                     " expired (attempt ", task.attempts, " of ",
-                     options_.max_attempts, ")");
+    const int attempt = task.attempts - task.budget_start;
+    const bool out_of_attempts = attempt >= options_.max_attempts;
+    const std::string error = absl::StrCat(
+        "lease ", task.lease_id, " of worker ", task.worker_id,
+        " expired (attempt ", attempt, " of ", options_.max_attempts, ")");
     QUANT_ASSIGN_OR_RETURN(
         Statement update,
         db_->Prepare("UPDATE tasks SET state = ?3, progress = 0, error = ?4, "
@@ -404,7 +404,8 @@ absl::StatusOr<FailTaskResult> SqliteJobStore::FailTask(
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   const int64_t now = clock_->NowMs();
   QUANT_ASSIGN_OR_RETURN(TaskRow row, FindCurrentLease(lease_id, now));
-  const bool requeue = row.task.attempts < options_.max_attempts;
+  const int attempts = row.task.attempts - row.task.budget_start;
+  const bool requeue = attempts < options_.max_attempts;
   QUANT_ASSIGN_OR_RETURN(
       Statement update,
       db_->Prepare("UPDATE tasks SET state = ?3, progress = 0, error = ?4, "
@@ -418,7 +419,7 @@ absl::StatusOr<FailTaskResult> SqliteJobStore::FailTask(
     QUANT_RETURN_IF_ERROR(
         SetJobFailed(row.job_seq,
                      absl::StrCat(DescribeTask(row.task), " failed after ",
-                                  row.task.attempts, " attempts: ", error),
+                                  attempts, " attempts: ", error),
                      now));
   }
   QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));

@@ -75,6 +75,7 @@ absl::StatusOr<TaskRow> ReadTaskRow(const Statement& stmt) {
   task.error = stmt.ColumnText(13);
   row.lease_ms = stmt.ColumnInt64(14);
   QUANT_ASSIGN_OR_RETURN(row.job_state, ParseJobState(stmt.ColumnText(15)));
+  task.budget_start = static_cast<int>(stmt.ColumnInt64(16));
   return row;
 }
 

@@ -42,6 +42,7 @@ v1::Job MakeJob() {
   job.set_artifact_uri("file:///art/jobs/job-000007/packed");
   job.mutable_create_time()->set_seconds(1700000000);
   job.mutable_recipe()->set_bits(4);
+  job.add_warnings("overrides[0]: match \"x\" matches no layer");
   return job;
 }
 
@@ -96,10 +97,12 @@ TEST(JobJsonTest, JobHasStableKeysAndReadableNames) {
   const json j = JobToJson(MakeJob());
   for (const char* key :
        {"id", "state", "verdict", "checkpoint_uri", "calibration_sha256",
-        "request_id", "labels", "progress", "artifact_uri", "error",
+        "request_id", "labels", "progress", "artifact_uri", "error", "warnings",
         "create_time", "update_time", "recipe"}) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
+  ASSERT_EQ(j["warnings"].size(), 1u);
+  EXPECT_EQ(j["warnings"][0], "overrides[0]: match \"x\" matches no layer");
   EXPECT_EQ(j["id"], "job-000007");
   EXPECT_EQ(j["state"], "SUCCEEDED");
   EXPECT_EQ(j["verdict"], "PASS");

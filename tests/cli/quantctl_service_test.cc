@@ -1,9 +1,10 @@
 // The service commands of the built quantctl against the built quantd, both
 // real processes over loopback gRPC: calib upload, submit (file and hash
 // calibration, labels, idempotent request ids, --json, --wait), status,
-// list with filters, cancel, watch, report, fetch, bearer tokens and TLS,
-// and the errors of bad input. No worker runs, so jobs stay QUEUED until
-// cancelled; running a job to the end is tests/service's business.
+// list with filters, cancel, retry (refused for a job that did not fail),
+// watch, report, fetch, bearer tokens and TLS, and the errors of bad input.
+// No worker runs, so jobs stay QUEUED until cancelled; running a job to the
+// end is tests/service's business.
 #include <signal.h>
 #include <stdlib.h>
 
@@ -141,7 +142,7 @@ std::string Sha256sum(const std::string& path) {
 
 TEST_F(QuantctlServiceTest, EveryServiceCommandHasHelpWithAnExample) {
   for (const char* command : {"calib", "submit", "status", "list", "watch",
-                              "report", "cancel", "fetch"}) {
+                              "report", "cancel", "retry", "fetch"}) {
     const RunResult r = RunQuantctl(std::string(command) + " --help");
     EXPECT_EQ(r.exit_code, 0) << command << ": " << r.err;
     EXPECT_THAT(r.out, HasSubstr(absl::StrCat("Usage: quantctl ", command)));
@@ -152,9 +153,35 @@ TEST_F(QuantctlServiceTest, EveryServiceCommandHasHelpWithAnExample) {
     EXPECT_THAT(r.out, HasSubstr("--token_file")) << command;
   }
   EXPECT_THAT(RunQuantctl("fetch --help").out, HasSubstr("no download call"));
+  EXPECT_THAT(RunQuantctl("retry --help").out,
+              HasSubstr("Only a FAILED job can be retried"));
   const RunResult top = RunQuantctl("--help");
   EXPECT_THAT(top.out, HasSubstr("submit"));
   EXPECT_THAT(top.out, HasSubstr("report"));
+  EXPECT_THAT(top.out, HasSubstr("retry"));
+}
+
+TEST_F(QuantctlServiceTest, RetryOfAJobThatDidNotFailIsRefused) {
+  const RunResult submitted =
+      RunQuantctl(SubmitArgs(CalibrationFile()) + " --label suite=retry");
+  ASSERT_EQ(submitted.exit_code, 0) << submitted.err;
+  const std::string id(absl::StripTrailingAsciiWhitespace(submitted.out));
+  const RunResult queued = RunQuantctl("retry " + id);
+  EXPECT_EQ(queued.exit_code, 1) << queued.out;
+  EXPECT_THAT(queued.err, HasSubstr(id + " is QUEUED"));
+  EXPECT_THAT(queued.err, HasSubstr("only a FAILED job can be retried"));
+  EXPECT_EQ(queued.out, "");
+
+  ASSERT_EQ(RunQuantctl("cancel " + id).exit_code, 0);
+  const RunResult cancelled = RunQuantctl("retry --wait --json " + id);
+  EXPECT_EQ(cancelled.exit_code, 1) << cancelled.out;
+  EXPECT_THAT(cancelled.err, HasSubstr(id + " is CANCELLED"));
+  EXPECT_EQ(Json(RunQuantctl("status --json " + id))["state"], "CANCELLED");
+
+  const RunResult unknown = RunQuantctl("retry job-999999");
+  EXPECT_EQ(unknown.exit_code, 1);
+  EXPECT_THAT(unknown.err, HasSubstr("job-999999"));
+  EXPECT_EQ(RunQuantctl("retry").exit_code, 2);  // The job id is required.
 }
 
 TEST_F(QuantctlServiceTest, CalibUploadPrintsTheFilesSha256) {

@@ -356,6 +356,27 @@ TEST(QuantdMetricsTest, FinishedJobSeriesGoAfterRetentionRunningJobsStay) {
   EXPECT_EQ(CountSeries(Samples(metrics), "quant_"), fixed_series);
 }
 
+TEST(QuantdMetricsTest, RetriedJobKeepsItsSeriesUntilItFinishesAgain) {
+  QuantdMetricsOptions options;
+  options.retention = absl::Minutes(10);
+  QuantdMetrics metrics(options);
+  RunJob(metrics, "job-retried");
+  ASSERT_TRUE(metrics.OnJobFinished("job-retried", kStart).ok());  // FAILED.
+  ASSERT_TRUE(metrics.OnJobRestarted("job-retried").ok());         // Retry.
+  EXPECT_EQ(metrics.RemoveExpired(kStart + absl::Hours(1)), 0);
+  EXPECT_EQ(CountWithLabel(Samples(metrics), "job_id", "job-retried"),
+            kSeriesPerJob);
+  // Finished again: a new window from then.
+  ASSERT_TRUE(
+      metrics.OnJobFinished("job-retried", kStart + absl::Hours(2)).ok());
+  EXPECT_EQ(metrics.RemoveExpired(kStart + absl::Hours(2)), 0);
+  EXPECT_EQ(metrics.RemoveExpired(kStart + absl::Hours(2) + absl::Minutes(10)),
+            1);
+  EXPECT_EQ(CountWithLabel(Samples(metrics), "job_id", "job-retried"), 0);
+  EXPECT_TRUE(metrics.OnJobRestarted("job-unknown").ok());
+  EXPECT_FALSE(metrics.OnJobRestarted("").ok());
+}
+
 TEST(QuantdMetricsTest, JobSeriesStayBoundedOverManyJobs) {
   // One job a minute, each running 3 minutes, retention 10 minutes: jobs
   // m-12..m have series at minute m (3 running, 10 finished within the

@@ -6,10 +6,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -19,6 +22,7 @@
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
 #include "quant/v1/service.grpc.pb.h"
+#include "quant/v1/worker.grpc.pb.h"
 #include "server/quantd_server.h"
 #include "tests/server/health_check.h"
 #include "tests/support/test_env.h"
@@ -235,6 +239,31 @@ TEST_F(QuantServiceTest, CreateJobRecordsAQueuedJobWithItsPlan) {
   ASSERT_EQ(tasks->size(), 6u);
   for (int i = 0; i < 5; ++i) EXPECT_TRUE((*tasks)[i].depends_on.empty());
   EXPECT_EQ((*tasks)[5].depends_on.size(), 5u);
+  EXPECT_EQ(job.warnings_size(), 0);
+}
+
+TEST_F(QuantServiceTest, OverrideMatchingNoLayerIsAWarningOnTheJob) {
+  const std::string sha = UploadTinyStories();
+  v1::CreateJobRequest request = GoodRequest(sha);
+  v1::LayerOverride* override = request.mutable_recipe()->add_overrides();
+  override->set_match("model\\.layers\\.99\\..*");
+  override->set_bits(8);
+  v1::Job job;
+  const grpc::Status status = Create(request, &job);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(job.warnings_size(), 1);
+  EXPECT_NE(job.warnings(0).find("overrides[0]"), std::string::npos)
+      << job.warnings(0);
+  EXPECT_NE(job.warnings(0).find("matches no layer"), std::string::npos)
+      << job.warnings(0);
+  // Kept with the job, not only in CreateJob's reply.
+  grpc::ClientContext context;
+  v1::GetJobRequest get;
+  get.set_id(job.id());
+  v1::Job fetched;
+  ASSERT_TRUE(stub_->GetJob(&context, get, &fetched).ok());
+  ASSERT_EQ(fetched.warnings_size(), 1);
+  EXPECT_EQ(fetched.warnings(0), job.warnings(0));
 }
 
 TEST_F(QuantServiceTest, RequestIdMakesCreateIdempotent) {
@@ -573,6 +602,97 @@ TEST_F(QuantServiceTest, WatchOfAQueuedJobStartsWithItsStateAndEndsOnCancel) {
   EXPECT_EQ(report.layers_size(), 0);
   EXPECT_EQ(report.verdict(), v1::VERDICT_UNSPECIFIED);
   EXPECT_EQ(report.job().state(), v1::JOB_STATE_CANCELLED);
+}
+
+TEST_F(QuantServiceTest, RetryRequeuesOnlyAFailedJobAndWakesAWaitingWorker) {
+  const std::string sha256 = UploadTinyStories();
+  v1::Job job;
+  v1::Job other;
+  ASSERT_TRUE(Create(GoodRequest(sha256), &job).ok());
+  ASSERT_TRUE(Create(GoodRequest(sha256), &other).ok());
+  auto retry = [&](const std::string& id, v1::Job* out) {
+    grpc::ClientContext context;
+    v1::RetryJobRequest request;
+    request.set_job_id(id);
+    return stub_->RetryJob(&context, request, out);
+  };
+  v1::Job retried;
+  grpc::Status status = retry(other.id(), &retried);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("QUEUED"), std::string::npos)
+      << status.error_message();
+  status = retry("job-999999", &retried);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(status.error_message().find("job-999999"), std::string::npos);
+  status = retry("", &retried);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("job_id"), std::string::npos);
+  {
+    grpc::ClientContext context;
+    v1::CancelJobRequest cancel;
+    cancel.set_id(other.id());
+    v1::Job cancelled;
+    ASSERT_TRUE(stub_->CancelJob(&context, cancel, &cancelled).ok());
+  }
+  ASSERT_TRUE(server_->lifecycle()
+                  .FailJob(job.id(), "model.safetensors: disk full")
+                  .ok());
+
+  // A worker waits for work; none is runnable until the retry.
+  auto worker = v1::WorkerService::NewStub(channel_);
+  std::string worker_id;
+  {
+    grpc::ClientContext context;
+    v1::RegisterWorkerRequest request;
+    request.set_name("retry-test");
+    request.set_slots(1);
+    v1::RegisterWorkerResponse response;
+    ASSERT_TRUE(worker->RegisterWorker(&context, request, &response).ok());
+    worker_id = response.worker_id();
+  }
+  std::atomic<bool> returned{false};
+  v1::LeaseTaskResponse leased;
+  grpc::Status lease_status;
+  std::thread poll([&] {
+    grpc::ClientContext context;
+    v1::LeaseTaskRequest request;
+    request.set_worker_id(worker_id);
+    request.set_wait_ms(15'000);
+    lease_status = worker->LeaseTask(&context, request, &leased);
+    returned = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_FALSE(returned) << "a task was leased from a FAILED job";
+  const auto retried_at = std::chrono::steady_clock::now();
+  status = retry(job.id(), &retried);
+  poll.join();
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(retried.state(), v1::JOB_STATE_QUEUED);
+  EXPECT_EQ(retried.error(), "");
+  ASSERT_TRUE(lease_status.ok()) << lease_status.error_message();
+  ASSERT_TRUE(leased.has_task()) << "the waiting worker got nothing";
+  EXPECT_EQ(leased.task().job_id(), job.id());
+  EXPECT_EQ(leased.task().index(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - retried_at,
+            std::chrono::seconds(5));
+
+  // The event log records the retry and why the run before failed.
+  auto events = server_->store().ListEvents(job.id(), 0, 0);
+  ASSERT_TRUE(events.ok());
+  bool recorded = false;
+  for (const store::Event& event : *events) {
+    if (event.payload_json.find("\"retried_after\":\"model.safetensors: "
+                                "disk full\"") != std::string::npos &&
+        event.payload_json.find("QUEUED") != std::string::npos) {
+      recorded = true;
+    }
+  }
+  EXPECT_TRUE(recorded);
+  // Running again: not FAILED, so not retried twice.
+  status = retry(job.id(), &retried);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(status.error_message().find("RUNNING"), std::string::npos)
+      << status.error_message();
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // SqliteJobStore on real database files in a temporary folder, driven by a
 // FakeClock: idempotent creation, pagination, the task DAG, the lease
 // protocol (expiry, late completions, bounded attempts), cancellation,
-// events, restart from the same file, bad files, and two connections
-// leasing concurrently.
+// retrying a failed job, events, restart from the same file, schema
+// migration, bad files, and two connections leasing concurrently.
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -334,6 +334,114 @@ TEST_F(JobStoreTest, BoundedAttemptsFailTheJob) {
   EXPECT_EQ(*store_->LeaseExpiryCount(), 2);
 }
 
+TEST_F(JobStoreTest, RetryRunsAFailedJobAgainKeepingFinishedTasks) {
+  SqliteJobStoreOptions options;
+  options.max_attempts = 2;
+  Reopen(options);
+  const std::string job = NewPlannedJob("req", 2, true);
+  // Block 0 succeeds; block 1 fails twice, which fails the job.
+  const Lease block0 = MustLease();
+  ASSERT_TRUE(store_->CompleteTask(block0.lease_id, "file:///b0").ok());
+  for (int attempt = 1; attempt <= 2; ++attempt) {
+    const Lease block1 = MustLease();
+    ASSERT_EQ(block1.task.index, 1);
+    ASSERT_TRUE(store_->FailTask(block1.lease_id, "disk full").ok());
+  }
+  auto failed = store_->GetJob(job);
+  ASSERT_TRUE(failed.ok());
+  ASSERT_EQ(failed->state, JobState::kFailed);
+  EXPECT_TRUE(NothingToLease());
+
+  clock_.AdvanceMs(5);
+  auto retried = store_->RetryJob(job);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->job.state, JobState::kQueued);
+  EXPECT_EQ(retried->job.error, "");
+  EXPECT_EQ(retried->job.updated_ms, clock_.NowMs());
+  EXPECT_THAT(retried->previous_error, HasSubstr("disk full"));
+  EXPECT_EQ(retried->tasks_requeued, 2);  // Block 1 and finalize.
+  auto tasks = store_->ListTasks(job);
+  ASSERT_TRUE(tasks.ok());
+  ASSERT_EQ(tasks->size(), 3u);
+  EXPECT_EQ((*tasks)[0].state, TaskState::kDone);  // Kept, not rerun.
+  EXPECT_EQ((*tasks)[0].attempts, 1);
+  EXPECT_EQ((*tasks)[0].output_uri, "file:///b0");
+  EXPECT_EQ((*tasks)[1].state, TaskState::kPending);
+  EXPECT_EQ((*tasks)[1].error, "");
+  EXPECT_EQ((*tasks)[1].attempts, 2);  // Attempt numbers go on...
+  EXPECT_EQ((*tasks)[1].budget_start, 2);
+  EXPECT_DOUBLE_EQ(retried->job.progress, 1.0 / 3);
+
+  // ... and the budget is fresh: two more attempts, numbered 3 and 4.
+  const Lease third = MustLease();
+  EXPECT_EQ(third.task.index, 1);
+  EXPECT_EQ(third.task.attempts, 3);
+  EXPECT_TRUE(third.job_started);
+  auto again = store_->FailTask(third.lease_id, "flaky");
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->requeued);
+  const Lease fourth = MustLease();
+  EXPECT_EQ(fourth.task.attempts, 4);
+  ASSERT_TRUE(store_->CompleteTask(fourth.lease_id, "file:///b1").ok());
+  const Lease finalize = MustLease();
+  EXPECT_EQ(finalize.task.kind, TaskKind::kFinalize);
+  EXPECT_EQ(finalize.task.attempts, 1);
+  auto done = store_->CompleteTask(finalize.lease_id, "file:///ckpt");
+  ASSERT_TRUE(done.ok());
+  EXPECT_TRUE(done->all_tasks_done);
+  auto finished = store_->FinishJob(job, Verdict::kPass, "file:///ckpt");
+  ASSERT_TRUE(finished.ok()) << finished.status();
+  EXPECT_EQ(finished->state, JobState::kSucceeded);
+}
+
+TEST_F(JobStoreTest, RetrySupersedesLeasesAndRedoesFinalizeWhenAllWereDone) {
+  const std::string job = NewPlannedJob("req", 2, false);
+  // Both blocks leased; the job fails while block 1 is still held.
+  const Lease block0 = MustLease("w1");
+  const Lease block1 = MustLease("w2");
+  ASSERT_TRUE(store_->FailJob(job, "operator said so").ok());
+  ASSERT_TRUE(store_->RetryJob(job).ok());
+  // The old leases' results are refused; the tasks go out afresh.
+  EXPECT_EQ(
+      store_->CompleteTask(block1.lease_id, "file:///late").status().code(),
+      absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(store_->Heartbeat(block0.lease_id, 0.5).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  for (int i = 0; i < 3; ++i) {
+    const Lease lease = MustLease();
+    ASSERT_TRUE(store_->CompleteTask(lease.lease_id, "file:///x").ok());
+  }
+  // Every task DONE, but finishing failed (say the checkpoint was gone):
+  // a retry reruns finalize only.
+  ASSERT_TRUE(store_->FailJob(job, "packed checkpoint is missing").ok());
+  auto retried = store_->RetryJob(job);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->tasks_requeued, 1);
+  const Lease finalize = MustLease();
+  EXPECT_EQ(finalize.task.kind, TaskKind::kFinalize);
+  EXPECT_EQ(finalize.task.attempts, 2);
+  EXPECT_TRUE(NothingToLease());
+}
+
+TEST_F(JobStoreTest, OnlyAFailedJobCanBeRetried) {
+  const std::string queued = NewPlannedJob("req-1", 1, false);
+  auto refused = store_->RetryJob(queued);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Message(refused.status()), HasSubstr("QUEUED"));
+  EXPECT_THAT(Message(refused.status()), HasSubstr(queued));
+  ASSERT_TRUE(store_->CancelJob(queued).ok());
+  refused = store_->RetryJob(queued);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(Message(refused.status()), HasSubstr("CANCELLED"));
+  auto unknown = store_->RetryJob("job-000404");
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(Message(unknown.status()), HasSubstr("job-000404"));
+  // Refused retries change nothing.
+  auto job = store_->GetJob(queued);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, JobState::kCancelled);
+}
+
 TEST_F(JobStoreTest, CancelStopsLeasing) {
   const std::string job = NewPlannedJob("req-1", 2, false);
   const std::string other = NewPlannedJob("req-2", 1, false);
@@ -539,6 +647,38 @@ TEST(JobStoreFileTest, RejectsNewerSchemaVersion) {
   ASSERT_FALSE(store.ok());
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(Message(store.status()), HasSubstr("schema version 99"));
+}
+
+TEST(JobStoreFileTest, MigratesAVersion1Database) {
+  FakeClock clock;
+  const std::string path = quant::testing::MakeTempDir() + "/v1.db";
+  std::string job_id;
+  {
+    auto store = SqliteJobStore::Open(path, &clock);
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto created = (*store)->CreateJob("", kSpec, {});
+    ASSERT_TRUE(created.ok());
+    job_id = created->job.id;
+    ASSERT_TRUE((*store)->PlanTasks(job_id, Plan(1, false)).ok());
+  }
+  {
+    // Back to what a version 1 store wrote.
+    auto db = Database::Open(path, 1000);
+    ASSERT_TRUE(db.ok()) << db.status();
+    ASSERT_TRUE((*db)->Exec("ALTER TABLE tasks DROP COLUMN budget_start").ok());
+    ASSERT_TRUE((*db)
+                    ->Exec("UPDATE meta SET value = 1 WHERE key = "
+                           "'schema_version'")
+                    .ok());
+  }
+  auto store = SqliteJobStore::Open(path, &clock);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto tasks = (*store)->ListTasks(job_id);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  ASSERT_EQ(tasks->size(), 2u);
+  EXPECT_EQ((*tasks)[0].budget_start, 0);
+  ASSERT_TRUE((*store)->FailJob(job_id, "boom").ok());
+  EXPECT_TRUE((*store)->RetryJob(job_id).ok());
 }
 
 TEST(JobStoreConcurrencyTest, TwoConnectionsNeverLeaseTheSameTaskTwice) {
