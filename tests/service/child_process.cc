@@ -86,6 +86,26 @@ std::string ChildProcess::ReadLine(int timeout_ms) {
   }
 }
 
+std::string ChildProcess::ReadToEnd(int timeout_ms) {
+  std::string text;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  char buffer[4096];
+  while (stdout_fd_ >= 0) {
+    const int left =
+        static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                             deadline - std::chrono::steady_clock::now())
+                             .count());
+    if (left <= 0) break;
+    pollfd p{stdout_fd_, POLLIN, 0};
+    if (poll(&p, 1, left) <= 0) break;
+    const ssize_t n = read(stdout_fd_, buffer, sizeof(buffer));
+    if (n <= 0) break;
+    text.append(buffer, static_cast<size_t>(n));
+  }
+  return text;
+}
+
 void ChildProcess::Signal(int signal_number) {
   if (pid_ > 0 && !reaped_) kill(pid_, signal_number);
 }

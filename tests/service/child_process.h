@@ -28,6 +28,9 @@ class ChildProcess {
   bool running();
   // The next stdout line, or "" after `timeout_ms`.
   std::string ReadLine(int timeout_ms);
+  // Everything left on stdout up to its end (the process exited and closed
+  // it), or what came within `timeout_ms`.
+  std::string ReadToEnd(int timeout_ms);
   void Signal(int signal_number);
   // Waits up to `timeout_ms` for the exit; returns the wait status, or -1
   // when it is still running.
