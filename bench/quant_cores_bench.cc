@@ -6,6 +6,10 @@
 // for GPTQ the speed-up over the reference with the largest difference
 // between their dequantized weights.
 //
+// Every core runs on one thread; GEMM and GPTQ then run again with Eigen on
+// one thread and on all of them (OpenMP builds only), timed by the wall
+// clock, with the speed-up in the last column ("thr").
+//
 // Default sizes fit a small CPU; `--large` adds 7B-shaped layers (4096 x
 // 4096, 11008 x 4096, 4096 x 11008) with 2048 tokens. Flop counts are
 // nominal:
@@ -24,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "Eigen/Core"
 #include "core/quant/awq.h"
 #include "core/quant/gptq.h"
 #include "core/quant/gptq_reference.h"
@@ -102,6 +107,39 @@ GptqAgreement CompareGptq(int64_t n, int64_t k, int64_t t) {
   return agreement;
 }
 
+// Sets Eigen's thread count for one benchmark and restores it after.
+class ScopedEigenThreads {
+ public:
+  explicit ScopedEigenThreads(int threads) : saved_(Eigen::nbThreads()) {
+    Eigen::setNbThreads(threads);
+  }
+  ~ScopedEigenThreads() { Eigen::setNbThreads(saved_); }
+
+ private:
+  int saved_;
+};
+
+// Threads for the "all threads" rows: what Eigen uses by default.
+int AllThreads() {
+  static const int all = Eigen::nbThreads();
+  return all;
+}
+
+// Flops per iteration, for rates over wall time: the rate counter divides
+// by the main thread's CPU time, which misses the other threads' work.
+void SetWallFlops(benchmark::State& state, double flops_per_iteration) {
+  state.counters["GFLOP"] = benchmark::Counter(
+      flops_per_iteration * 1e-9 * static_cast<double>(state.iterations()),
+      benchmark::Counter::kAvgIterations);
+}
+
+// BM_EigenGemm with Eigen on range(3) threads.
+void BM_EigenGemmThreads(benchmark::State& state) {
+  ScopedEigenThreads threads(static_cast<int>(state.range(3)));
+  BM_EigenGemm(state);
+  SetWallFlops(state, 2.0 * state.range(0) * state.range(1) * state.range(2));
+}
+
 void BM_HessianAccumulate(benchmark::State& state) {
   const int64_t k = state.range(0);
   const int64_t t = state.range(1);
@@ -139,6 +177,15 @@ void BM_Gptq(benchmark::State& state) {
   }
   const double kd = static_cast<double>(k);
   SetRate(state, static_cast<double>(n) * kd * kd + kd * kd * kd);
+}
+
+// Blocked GPTQ with Eigen on range(3) threads.
+void BM_GptqThreads(benchmark::State& state) {
+  ScopedEigenThreads threads(static_cast<int>(state.range(3)));
+  BM_Gptq<false>(state);
+  const double n = static_cast<double>(state.range(0));
+  const double k = static_cast<double>(state.range(1));
+  SetWallFlops(state, n * k * k + k * k * k);
 }
 
 void BM_Awq(benchmark::State& state) {
@@ -181,6 +228,19 @@ void Register(bool large) {
   awq->Args({1024, 1024, 512, 0})->Unit(benchmark::kMillisecond);
   auto* awq_subset = benchmark::RegisterBenchmark("AwqRowSubset", BM_Awq);
   awq_subset->Args({1024, 1024, 512, 256})->Unit(benchmark::kMillisecond);
+  // Wall-clock time: CPU time of the main thread misses the others' work.
+  std::vector<int> thread_counts = {1};
+  if (AllThreads() > 1) thread_counts.push_back(AllThreads());
+  for (int threads : thread_counts) {
+    benchmark::RegisterBenchmark("EigenGemmThreads", BM_EigenGemmThreads)
+        ->Args({1024, 1024, 1024, threads})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+    benchmark::RegisterBenchmark("GptqThreads", BM_GptqThreads)
+        ->Args({1024, 1024, 2048, threads})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
   if (large) {
     gemm->Args({2048, 4096, 4096})->Iterations(1);
     hessian->Args({4096, 2048})->Iterations(1);
@@ -213,6 +273,11 @@ class TableReporter : public benchmark::ConsoleReporter {
                     benchmark::GetTimeUnitMultiplier(run.time_unit);
       auto it = run.counters.find("GFLOP/s");
       if (it != run.counters.end()) row.gflops = it->second.value;
+      // Threaded rows: flops over wall time.
+      auto wall = run.counters.find("GFLOP");
+      if (wall != run.counters.end() && row.seconds > 0.0) {
+        row.gflops = wall->second.value / row.seconds;
+      }
       rows_.push_back(row);
     }
   }
@@ -221,16 +286,32 @@ class TableReporter : public benchmark::ConsoleReporter {
     double ceiling = 0.0;
     std::map<std::string, double> gptq_seconds;
     for (const Row& row : rows_) {
-      if (row.name.rfind("EigenGemm", 0) == 0) {
+      if (row.name.rfind("EigenGemm/", 0) == 0) {
         ceiling = std::max(ceiling, row.gflops);
       }
       gptq_seconds[row.name] = row.seconds;
     }
-    std::printf("\n%-34s %10s %9s %9s %10s\n", "core/args", "seconds",
+    std::printf("\n%-44s %10s %9s %9s %10s\n", "core/args", "seconds",
                 "GFLOP/s", "of GEMM", "speed-up");
     // Rates are per CPU second of the benchmark thread; seconds are wall.
     for (const Row& row : rows_) {
       std::string speedup = "";
+      // "X/.../N/real_time" against "X/.../1/real_time": threads speed-up.
+      const std::string suffix = "/real_time";
+      const size_t threads_at =
+          row.name.rfind('/', row.name.size() - suffix.size() - 1);
+      if (row.name.find("Threads/") != std::string::npos &&
+          threads_at != std::string::npos) {
+        const std::string one = row.name.substr(0, threads_at) + "/1" + suffix;
+        auto base = gptq_seconds.find(one);
+        if (one != row.name && base != gptq_seconds.end() &&
+            row.seconds > 0.0) {
+          char text[32];
+          std::snprintf(text, sizeof(text), "%.2fx thr",
+                        base->second / row.seconds);
+          speedup = text;
+        }
+      }
       if (row.name.rfind("Gptq/", 0) == 0) {
         auto ref = gptq_seconds.find("GptqReference/" + row.name.substr(5));
         if (ref != gptq_seconds.end() && row.seconds > 0.0) {
@@ -239,13 +320,28 @@ class TableReporter : public benchmark::ConsoleReporter {
           speedup = text;
         }
       }
-      std::printf("%-34s %10.4f %9.2f %8.0f%% %10s\n", row.name.c_str(),
-                  row.seconds, row.gflops,
-                  ceiling > 0.0 ? 100.0 * row.gflops / ceiling : 0.0,
-                  speedup.c_str());
+      // Threaded rows are per wall second: no share of the CPU-time ceiling.
+      const bool wall_rate = row.name.find("Threads/") != std::string::npos;
+      char share[16] = "-";
+      if (!wall_rate && ceiling > 0.0) {
+        std::snprintf(share, sizeof(share), "%.0f%%",
+                      100.0 * row.gflops / ceiling);
+      }
+      std::printf("%-44s %10.4f %9.2f %9s %10s\n", row.name.c_str(),
+                  row.seconds, row.gflops, share, speedup.c_str());
     }
     std::printf("GEMM ceiling (Eigen SGEMM, same run): %.2f GFLOP/s\n",
                 ceiling);
+    std::printf(
+        "Threads rows: wall time, Eigen on 1 and on %d thread(s) (OpenMP "
+        "%s); their rates are flops per wall second\n",
+        AllThreads(),
+#ifdef _OPENMP
+        "on"
+#else
+        "off"
+#endif
+    );
     const GptqAgreement agreement = CompareGptq(1024, 1024, 2048);
     std::printf(
         "blocked vs reference GPTQ, 1024x1024, T=2048: %.4f%% of codes "
@@ -271,6 +367,10 @@ int main(int argc, char** argv) {
     }
   }
   int count = static_cast<int>(args.size());
+  // Every other row runs on one thread, so its rate per CPU second is
+  // comparable with the single-threaded GEMM ceiling.
+  quant::AllThreads();
+  Eigen::setNbThreads(1);
   quant::Register(large);
   benchmark::Initialize(&count, args.data());
   quant::TableReporter reporter;

@@ -1,24 +1,82 @@
 #!/usr/bin/env bash
 # Measures what docs/PERFORMANCE.md reports, on this machine, in one run:
-#   1. the quantization cores against Eigen's SGEMM rate (the ceiling) and
+#   1. the quantization cores against Eigen's SGEMM rate (the ceiling),
 #      blocked GPTQ against the column-by-column reference (speed-up and
-#      agreement);
+#      agreement), and GEMM and GPTQ on one thread against all threads;
 #   2. `quantctl quantize --local` end to end on stories260K with the demo
-#      recipe: wall time and peak resident memory, per method.
+#      recipe: wall time and peak resident memory, per method;
+#   3. the same job through the service: quantd with 2 local workers of one
+#      thread each (`quantctl submit --wait`) against `quantize --local` on
+#      one thread and on all cores, with the peak
+#      memory of quantd and of a worker, and the wall time split into the
+#      tasks' own time (quantd's quant_task_duration_seconds) and the rest
+#      (scheduling, I/O, RPC);
+#   4. with --scaling: a synthetic ~300M-parameter Llama (quant-synth-
+#      checkpoint, written to a temporary folder and deleted after) through
+#      quantd with independent propagation on 1 worker, 2 workers, and 1
+#      worker with all threads (minutes per run).
 #
-#   scripts/bench.sh [--large]     --large adds 7B-shaped layers (minutes)
+#   scripts/bench.sh [--large] [--scaling] [--only cores|local|service|scaling]
+#
+#   --large     adds 7B-shaped layers to section 1 (minutes)
+#   --only S    runs one section (with --only scaling, --scaling is implied)
+#
+# QUANT_BENCH_BUILD=DIR uses the programs of an existing build folder
+# (configured with QUANT_BUILD_BENCHMARKS=ON) instead of building build/.
+# QUANT_BENCH_SCALING_LAYERS (default 24) and QUANT_BENCH_SCALING_SAMPLES
+# (default 16 calibration sequences of 128 tokens) size section 4;
+# QUANT_BENCH_SCALING_RUNS lists its runs as "WORKERS WORKER_FLAG" pairs
+# separated by ';' (default "1 --threads=1;2 --threads=1;1 --threads=0").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-bash scripts/install_deps.sh >/dev/null
-QUANT_TARGETS="quant_cores_bench quantctl" \
-  bash scripts/build.sh release -DQUANT_BUILD_BENCHMARKS=ON >/dev/null
+large=()
+scaling=0
+only=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --large) large=(--large) ;;
+    --scaling) scaling=1 ;;
+    --only)
+      only="${2:-}"
+      shift
+      ;;
+    *)
+      echo "usage: scripts/bench.sh [--large] [--scaling] [--only cores|local|service|scaling]" >&2
+      exit 2
+      ;;
+  esac
+  shift
+done
+case "$only" in
+  "" | cores | local | service) ;;
+  scaling) scaling=1 ;;
+  *)
+    echo "bench: --only must be cores, local, service or scaling, got '$only'" >&2
+    exit 2
+    ;;
+esac
+want() { [ -z "$only" ] || [ "$only" = "$1" ]; }
 
-echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')"
-echo
-echo "== 1. cores (Google Benchmark; table at the end)"
-./build/bench/quant_cores_bench --benchmark_color=false "$@" 2>/dev/null |
-  sed -n '/^core\/args/,$p'
+build="${QUANT_BENCH_BUILD:-}"
+if [ -z "$build" ]; then
+  bash scripts/install_deps.sh >/dev/null
+  QUANT_TARGETS="quant_cores_bench quantctl quantd quant-worker quant-synth-checkpoint" \
+    bash scripts/build.sh release -DQUANT_BUILD_BENCHMARKS=ON -DQUANT_OPENMP=ON >/dev/null
+  build=build
+fi
+quantctl="$build/client/quantctl"
+quantd="$build/server/quantd"
+synth="$build/bench/synth/quant-synth-checkpoint"
+
+echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/^Mem:/ {print $2}') GiB; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+if want cores; then
+  echo
+  echo "== 1. cores (Google Benchmark; table at the end)"
+  "$build/bench/quant_cores_bench" --benchmark_color=false "${large[@]}" 2>/dev/null |
+    sed -n '/^core\/args/,$p'
+fi
 
 checkpoint=../shared/models/stories260K/hf-f32
 text=../shared/data/tinystories_val.txt
@@ -26,27 +84,204 @@ if [ ! -d "$checkpoint" ]; then
   echo "bench: $checkpoint not found; end-to-end rows skipped" >&2
   exit 0
 fi
+checkpoint=$(realpath "$checkpoint")
+text=$(realpath "$text")
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-echo
-echo "== 2. quantize --local, stories260K, recipes/stories260k-gptq-w4.yaml (method varied)"
-printf '%-6s %-20s %9s %12s %10s %8s\n' method format wall_s peak_rss_mb ppl_ratio verdict
-for variant in "gptq compressed-tensors 0" "gptq gptq 32" "awq compressed-tensors 0" "rtn compressed-tensors 0"; do
-  set -- $variant
-  sed -e "s/^method: gptq/method: $1/" -e "s/^format: compressed-tensors/format: $2/" \
-      -e "s/^group_size: 0/group_size: $3/" recipes/stories260k-gptq-w4.yaml > "$work/r.yaml"
-  if [ "$1" != gptq ]; then sed -i '/^act_order/d; /^damp:/d' "$work/r.yaml"; fi
-  out="$work/out-$1-$2"
-  status=0
-  /usr/bin/time -f '%e %M' -o "$work/time" ./build/client/quantctl quantize --local \
-    --checkpoint "$checkpoint" --calibration "$text" --recipe "$work/r.yaml" \
-    --out "$out" --json > "$work/audit.json" 2>/dev/null || status=$?
+quantd_pid=""
+stop_quantd() {
+  if [ -n "$quantd_pid" ] && kill -0 "$quantd_pid" 2>/dev/null; then
+    kill -TERM "$quantd_pid"
+    wait "$quantd_pid" || true
+  fi
+  quantd_pid=""
+}
+cleanup() {
+  stop_quantd
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# `quantctl quantize --local` under /usr/bin/time; prints "wall_s rss_kib".
+# Exit 3 (gates FAIL) still measures the run.
+run_local() {  # checkpoint recipe out [extra quantize flags...]
+  local ckpt=$1 recipe=$2 out=$3
+  shift 3
+  local status=0
+  /usr/bin/time -f '%e %M' -o "$work/time" "$quantctl" quantize --local \
+    --checkpoint "$ckpt" --calibration "$text" --recipe "$recipe" \
+    --out "$out" --json "$@" >"$work/audit.json" 2>"$work/local.log" || status=$?
   if [ "$status" -ne 0 ] && [ "$status" -ne 3 ]; then
-    echo "bench: quantize failed for $variant" >&2
+    echo "bench: quantize --local failed ($status)" >&2
+    tail -5 "$work/local.log" >&2
     exit 1
   fi
-  read -r wall rss < <(tail -1 "$work/time")
-  ratio=$(grep -m1 '"ppl_ratio"' "$work/audit.json" | tr -dc '0-9.')
-  verdict=$(grep -m1 '"verdict"' "$out/audit.json" | tr -dc 'A-Z')
-  printf '%-6s %-20s %9s %12d %10.4f %8s\n' "$1" "$2 g$3" "$wall" "$((rss / 1024))" "$ratio" "$verdict"
-done
+  tail -1 "$work/time"
+}
+
+if want local; then
+  echo
+  echo "== 2. quantize --local, stories260K, recipes/stories260k-gptq-w4.yaml (method varied)"
+  printf '%-6s %-20s %9s %12s %10s %8s\n' method format wall_s peak_rss_mb ppl_ratio verdict
+  for variant in "gptq compressed-tensors 0" "gptq gptq 32" "awq compressed-tensors 0" "rtn compressed-tensors 0"; do
+    # shellcheck disable=SC2086  # Split into method, format, group.
+    set -- $variant
+    sed -e "s/^method: gptq/method: $1/" -e "s/^format: compressed-tensors/format: $2/" \
+        -e "s/^group_size: 0/group_size: $3/" recipes/stories260k-gptq-w4.yaml > "$work/r.yaml"
+    if [ "$1" != gptq ]; then sed -i '/^act_order/d; /^damp:/d' "$work/r.yaml"; fi
+    out="$work/out-$1-$2"
+    read -r wall rss < <(run_local "$checkpoint" "$work/r.yaml" "$out")
+    ratio=$(grep -m1 '"ppl_ratio"' "$work/audit.json" | tr -dc '0-9.')
+    verdict=$(grep -m1 '"verdict"' "$out/audit.json" | tr -dc 'A-Z')
+    printf '%-6s %-20s %9s %12d %10.4f %8s\n' "$1" "$2 g$3" "$wall" "$((rss / 1024))" "$ratio" "$verdict"
+  done
+fi
+
+# Starts quantd with N local workers and extra worker flags (comma-separated)
+# on loopback, its state under DIR; sets QUANT_ADDR and metrics_port and
+# returns once the N workers have registered.
+start_quantd() {  # workers worker_args dir allowed_roots
+  local workers=$1 worker_args=$2 dir=$3 roots=$4
+  mkdir -p "$dir"
+  local args=(--listen=127.0.0.1:0 --data-dir="$dir/data"
+              --artifact-root="file://$dir/artifacts" --allowed-roots="$roots"
+              --local-workers="$workers" --metrics-listen=127.0.0.1:0)
+  if [ -n "$worker_args" ]; then args+=(--worker-args="$worker_args"); fi
+  "$quantd" "${args[@]}" >"$dir/quantd.out" 2>"$dir/quantd.log" &
+  quantd_pid=$!
+  for _ in $(seq 1 100); do
+    grep -q "metrics on port" "$dir/quantd.out" 2>/dev/null && break
+    if ! kill -0 "$quantd_pid" 2>/dev/null; then
+      cat "$dir/quantd.log" >&2
+      exit 1
+    fi
+    sleep 0.1
+  done
+  QUANT_ADDR=$(sed -n 's/^quantd: listening on //p' "$dir/quantd.out")
+  metrics_port=$(sed -n 's/^quantd: metrics on port //p' "$dir/quantd.out")
+  export QUANT_ADDR
+  for _ in $(seq 1 300); do
+    local idle
+    idle=$(scrape | awk '/^quant_workers\{state="idle"\}/ {print int($2)}')
+    [ "${idle:-0}" -ge "$workers" ] && return 0
+    sleep 0.1
+  done
+  echo "bench: $workers local worker(s) did not register in 30 s" >&2
+  cat "$dir/quantd.log" >&2
+  exit 1
+}
+
+# Arithmetic on decimals (bash has integers only): calc FORMAT EXPRESSION.
+calc() { awk "BEGIN {printf \"$1\", $2}"; }
+
+scrape() { curl -sf "http://127.0.0.1:$metrics_port/metrics" || true; }
+
+# Sum of a histogram's _sum or _count series for one task kind.
+metric() {  # name kind
+  awk -v name="$1" -v kind="$2" \
+    'index($0, name "{") == 1 && index($0, "kind=\"" kind "\"") {s += $NF} END {printf "%.2f", s}'
+}
+
+# Peak resident memory (VmHWM) of a process, in MiB.
+peak_mib() { awk '/^VmHWM/ {printf "%d", $2 / 1024}' "/proc/$1/status" 2>/dev/null || echo 0; }
+
+# One job through the running quantd; prints
+# "wall_s block_tasks block_s finalize_s quantd_mib worker_mib".
+run_service() {  # checkpoint recipe
+  local status=0 t0 t1
+  t0=$(date +%s.%N)
+  "$quantctl" submit --checkpoint "$1" --recipe "$2" --calibration "$text" \
+    --wait >"$work/submit.out" 2>"$work/submit.log" || status=$?
+  t1=$(date +%s.%N)
+  if [ "$status" -ne 0 ] && [ "$status" -ne 3 ]; then
+    echo "bench: submit --wait failed ($status)" >&2
+    tail -5 "$work/submit.log" >&2
+    exit 1
+  fi
+  local metrics worker_mib=0 pid
+  metrics=$(scrape)
+  for pid in $(pgrep -P "$quantd_pid" || true); do
+    local m
+    m=$(peak_mib "$pid")
+    [ "$m" -gt "$worker_mib" ] && worker_mib=$m
+  done
+  printf '%s %s %s %s %s %s\n' "$(calc %.1f "$t1 - $t0")" \
+    "$(metric quant_task_duration_seconds_count block <<<"$metrics" | cut -d. -f1)" \
+    "$(metric quant_task_duration_seconds_sum block <<<"$metrics")" \
+    "$(metric quant_task_duration_seconds_sum finalize <<<"$metrics")" \
+    "$(peak_mib "$quantd_pid")" "$worker_mib"
+}
+
+if want service; then
+  echo
+  echo "== 3. service end to end, stories260K, recipes/stories260k-gptq-w4.yaml"
+  recipe=recipes/stories260k-gptq-w4.yaml
+  printf '%-34s %7s %6s %8s %10s %8s %10s %10s\n' mode wall_s tasks block_s finalize_s other_s quantd_mb worker_mb
+  local_row() {  # threads
+    read -r lwall lrss < <(run_local "$checkpoint" "$recipe" "$work/local-out-$1" --threads="$1")
+    printf '%-34s %7s %6s %8s %10s %8s %10s %10d\n' "quantize --local --threads=$1" "$lwall" - - - - - "$((lrss / 1024))"
+  }
+  local_row 1
+  # One thread per worker: two workers share the cores.
+  start_quantd 2 "--threads=1" "$work/svc" "$(dirname "$checkpoint"),$(dirname "$text")"
+  read -r wall blocks block_s final_s quantd_mib worker_mib < <(run_service "$checkpoint" "$recipe")
+  stop_quantd
+  printf '%-34s %7s %6s %8s %10s %8s %10s %10s\n' "quantd, 2 local workers, --threads=1" "$wall" \
+    "$((blocks + 1))" "$block_s" "$final_s" "$(calc %.1f "$wall - $block_s - $final_s")" \
+    "$quantd_mib" "$worker_mib"
+  local_row 0
+  echo "(--threads=0: all cores. tasks: block tasks + finalize; block_s, finalize_s: their"
+  echo " summed lease-to-completion times from quantd's /metrics; other_s = wall - both:"
+  echo " scheduling, I/O and RPC; worker_mb: the larger VmHWM of the two workers; for"
+  echo " --local, worker_mb is the process's peak RSS)"
+fi
+
+if [ "$scaling" -eq 1 ]; then
+  layers="${QUANT_BENCH_SCALING_LAYERS:-24}"
+  samples="${QUANT_BENCH_SCALING_SAMPLES:-16}"
+  IFS=';' read -r -a runs <<<"${QUANT_BENCH_SCALING_RUNS:-1 --threads=1;2 --threads=1;1 --threads=0}"
+  echo
+  echo "== 4. scaling: synthetic Llama, hidden 1024, MLP 2816, $layers layers, 16 heads, bf16;"
+  echo "   GPTQ w4 g128, independent propagation, $samples x 128 calibration tokens"
+  synth_dir="$work/synth"
+  t0=$(date +%s.%N)
+  "$synth" --out "$synth_dir" --hidden 1024 --intermediate 2816 --layers "$layers" \
+    --heads 16 --kv_heads 16 --vocab_from "$checkpoint" --seed 0 --dtype bf16 | sed 's/^/   /'
+  echo "   generated in $(calc %.1f "$(date +%s.%N) - $t0") s, $(du -sm "$synth_dir" | cut -f1) MiB on disk"
+  cat > "$work/scaling.yaml" <<EOF
+method: gptq
+bits: 4
+group_size: 128
+grid: sym
+damp: 0.01
+act_order: true
+propagation: independent
+calibration:
+  samples: $samples
+  seq_len: 128
+  heldout_count: 40
+  heldout_samples: 4
+  seed: 0
+format: compressed-tensors
+gates:
+  max_ppl_ratio: 2.0
+  max_mean_kl: 1.0
+  min_top1_agreement: 0.5
+EOF
+  printf '%-34s %7s %8s %10s %11s %10s %10s %8s\n' run wall_s block_s finalize_s other_s quantd_mb worker_mb speedup
+  base=""
+  for run in "${runs[@]}"; do
+    # shellcheck disable=SC2086  # Split into workers and worker flags.
+    set -- $run
+    start_quantd "$1" "$2" "$work/scale-$1$2" "$(dirname "$checkpoint"),$(dirname "$text"),$(realpath "$work")"
+    read -r wall blocks block_s final_s quantd_mib worker_mib < <(run_service "$synth_dir" "$work/scaling.yaml")
+    stop_quantd
+    rm -rf "$work/scale-$1$2"
+    [ -z "$base" ] && base=$wall
+    label="$1 worker(s), $2"
+    [ "$2" = "--threads=0" ] && label="$1 worker(s), --threads=0 (all)"
+    printf '%-34s %7s %8s %10s %11s %10s %10s %7sx\n' "$label" "$wall" "$block_s" \
+      "$final_s" "$(calc %.1f "$wall - $block_s - $final_s")" "$quantd_mib" "$worker_mib" \
+      "$(calc %.2f "$base / $wall")"
+  done
+  echo "(block_s sums the block tasks' times, which overlap with 2 workers; speed-up over the first row)"
+fi

@@ -21,6 +21,7 @@
 #include <thread>
 #include <vector>
 
+#include "Eigen/Core"
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
@@ -42,6 +43,11 @@ ABSL_FLAG(std::string, tls_ca, "",
           "PEM root certificate: connect with TLS, trusting it.");
 ABSL_FLAG(int64_t, lease_wait_ms, 10000,
           "How long one LeaseTask call waits for a task (long poll).");
+ABSL_FLAG(int, threads, 0,
+          "Threads for the matrix products of a task (0: all cores; only in a "
+          "build configured with -DQUANT_OPENMP=ON, else one). With "
+          "several workers or slots on one machine, cores / (workers * slots) "
+          "avoids oversubscription.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT to serve Prometheus /metrics on (IPv4 or localhost; "
           "port 0 picks one, printed on stderr). Empty: not served.");
@@ -72,6 +78,9 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  // A file-size limit (ulimit -f) then fails the write with EFBIG, which
+  // fails the task with its cause, instead of killing the worker mid-task.
+  signal(SIGXFSZ, SIG_IGN);
   ExitWithParentIfAsked();
 
   quant::worker::WorkerOptions options;
@@ -101,6 +110,13 @@ int main(int argc, char** argv) {
   if (options.lease_wait_ms < 0 || options.lease_wait_ms > 60'000) {
     std::fprintf(stderr, "quant-worker: --lease_wait_ms must be in 0..60000\n");
     return 2;
+  }
+  if (const int threads = absl::GetFlag(FLAGS_threads); threads < 0) {
+    std::fprintf(stderr, "quant-worker: --threads must be >= 0, got %d\n",
+                 threads);
+    return 2;
+  } else if (threads > 0) {
+    Eigen::setNbThreads(threads);
   }
   quant::metrics::WorkerMetrics metrics;
   options.metrics = &metrics;
