@@ -48,6 +48,9 @@ ABSL_FLAG(int, threads, 0,
           "build configured with -DQUANT_OPENMP=ON, else one). With "
           "several workers or slots on one machine, cores / (workers * slots) "
           "avoids oversubscription.");
+ABSL_FLAG(bool, log_heartbeats, false,
+          "Log every heartbeat quantd acknowledged (task, layers done) on "
+          "stderr.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT to serve Prometheus /metrics on (IPv4 or localhost; "
           "port 0 picks one, printed on stderr). Empty: not served.");
@@ -88,6 +91,7 @@ int main(int argc, char** argv) {
   options.slots = absl::GetFlag(FLAGS_slots);
   options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   options.lease_wait_ms = absl::GetFlag(FLAGS_lease_wait_ms);
+  options.log_heartbeats = absl::GetFlag(FLAGS_log_heartbeats);
   options.version = quant::ToolVersion();
   options.name = absl::GetFlag(FLAGS_name);
   if (options.name.empty()) {

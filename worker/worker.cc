@@ -234,6 +234,11 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
     v1::HeartbeatResponse response;
     grpc::Status status =
         stub_->Heartbeat(Context(10'000).get(), request, &response);
+    if (status.ok() && options_.log_heartbeats) {
+      Log(absl::StrCat("heartbeat ", what, ": layers ",
+                       request.progress().layers_done(), "/",
+                       request.progress().layers_total()));
+    }
     std::lock_guard<std::mutex> lock(running.mu);
     if (status.ok()) {
       if (response.cancelled()) {

@@ -33,6 +33,9 @@ struct WorkerOptions {
   std::string token;   // Worker bearer token; empty: none sent.
   std::string tls_ca;  // PEM root certificate file: connect with TLS.
   int64_t lease_wait_ms = 10'000;
+  // Log each acknowledged heartbeat ("heartbeat JOB block 2: layers 3/7"):
+  // for debugging, and for fault tests that must act between two beats.
+  bool log_heartbeats = false;
   std::string version;
   // Where to record task and core metrics; null: none. Not owned.
   metrics::WorkerMetrics* metrics = nullptr;

@@ -4,7 +4,9 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "bench/reliability/bad_input_cases.h"
 #include "bench/reliability/case_actions.h"
 #include "core/base/file_util.h"
@@ -101,8 +103,19 @@ std::vector<std::string> CheckRankFlags(BadInputEnv& env, const v1::Job& job,
     problems.push_back(absl::StrCat("no layer flagged rank_deficient (of ",
                                     measured, " with a Hessian)"));
   }
+  // The job says so too, from submit on: one warning per input width.
+  int rank_warnings = 0;
+  for (const std::string& warning : job.warnings()) {
+    if (absl::StrContains(warning, "rank-deficient (T < K)")) ++rank_warnings;
+  }
+  if (rank_warnings != 2) {
+    problems.push_back(absl::StrCat("the job has ", rank_warnings,
+                                    " rank warnings, want 2 (K=64 and 172): ",
+                                    absl::StrJoin(job.warnings(), "; ")));
+  }
   *summary = absl::StrCat(flagged, " of ", measured,
-                          " layers flagged rank_deficient (T < K)");
+                          " layers flagged rank_deficient (T < K), ",
+                          rank_warnings, " warnings on the job");
   return problems;
 }
 

@@ -1,6 +1,10 @@
 // Recipe + model -> per-layer plan, with the format checks.
 #include "core/pipeline/quantization_plan.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <map>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
@@ -13,6 +17,34 @@ std::string OverrideList(const LayerSettings& s) {
   std::vector<std::string> parts;
   for (int i : s.overrides) parts.push_back(absl::StrCat("overrides[", i, "]"));
   return parts.empty() ? "the recipe" : absl::StrJoin(parts, ", ");
+}
+
+// T <= samples * seq_len whatever the text, so a layer with more inputs than
+// that is certain to get a rank-deficient Hessian: say so at submit time.
+// The audit flags the exact count per layer (rank_deficient) at the end.
+void AddRankWarnings(const Recipe& recipe,
+                     const std::vector<LinearLayerSpec>& specs,
+                     const std::vector<LayerSettings>& settings,
+                     std::vector<std::string>* warnings) {
+  const int64_t max_tokens = static_cast<int64_t>(recipe.calibration.samples) *
+                             recipe.calibration.seq_len;
+  std::map<int64_t, std::vector<std::string>> types_by_k;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    if (settings[i].keep_unquantized) continue;
+    if (specs[i].in_features <= max_tokens) continue;
+    std::vector<std::string>& types = types_by_k[specs[i].in_features];
+    if (std::find(types.begin(), types.end(), specs[i].type) == types.end()) {
+      types.push_back(specs[i].type);
+    }
+  }
+  for (const auto& [k, types] : types_by_k) {
+    warnings->push_back(absl::StrCat(
+        "calibration: at most ", max_tokens, " tokens (samples ",
+        recipe.calibration.samples, " x seq_len ", recipe.calibration.seq_len,
+        "), fewer than the ", k, " inputs of ", absl::StrJoin(types, ", "),
+        ": their Hessians are rank-deficient (T < K), so GPTQ and AWQ lean "
+        "on damping there and the audit flags them rank_deficient"));
+  }
 }
 
 }  // namespace
@@ -58,6 +90,7 @@ absl::StatusOr<QuantizationPlan> PlanQuantization(const ModelConfig& config,
     }
     plan.blocks[specs[i].block][specs[i].type] = s;
   }
+  AddRankWarnings(recipe, specs, layer_plan.layers, &plan.warnings);
   return plan;
 }
 

@@ -266,6 +266,45 @@ TEST_F(QuantServiceTest, OverrideMatchingNoLayerIsAWarningOnTheJob) {
   EXPECT_EQ(fetched.warnings(0), job.warnings(0));
 }
 
+// stories260K: q/k/v/o/gate/up read 64 inputs, down_proj 172. With at most
+// 1 x 100 calibration tokens only down_proj's Hessian is certain to be
+// rank-deficient; with 1 x 32 every layer's is.
+TEST_F(QuantServiceTest, FewerCalibrationTokensThanInputsIsAWarningOnTheJob) {
+  const std::string sha = UploadTinyStories();
+  v1::CreateJobRequest request = GoodRequest(sha);
+  request.mutable_recipe()->mutable_calibration()->set_samples(1);
+  request.mutable_recipe()->mutable_calibration()->set_seq_len(100);
+  v1::Job job;
+  grpc::Status status = Create(request, &job);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(job.warnings_size(), 1);
+  EXPECT_EQ(job.warnings(0),
+            "calibration: at most 100 tokens (samples 1 x seq_len 100), fewer "
+            "than the 172 inputs of down_proj: their Hessians are "
+            "rank-deficient (T < K), so GPTQ and AWQ lean on damping there "
+            "and the audit flags them rank_deficient");
+
+  request.mutable_recipe()->mutable_calibration()->set_seq_len(32);
+  v1::Job all;
+  status = Create(request, &all);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  ASSERT_EQ(all.warnings_size(), 2);
+  EXPECT_NE(all.warnings(0).find("fewer than the 64 inputs of q_proj, k_proj, "
+                                 "v_proj, o_proj, gate_proj, up_proj:"),
+            std::string::npos)
+      << all.warnings(0);
+  EXPECT_NE(all.warnings(1).find("fewer than the 172 inputs of down_proj:"),
+            std::string::npos)
+      << all.warnings(1);
+
+  // Exactly as many tokens as inputs is full rank: no warning.
+  request.mutable_recipe()->mutable_calibration()->set_seq_len(172);
+  v1::Job none;
+  status = Create(request, &none);
+  ASSERT_TRUE(status.ok()) << status.error_message();
+  EXPECT_EQ(none.warnings_size(), 0);
+}
+
 TEST_F(QuantServiceTest, RequestIdMakesCreateIdempotent) {
   const std::string sha = UploadTinyStories();
   v1::CreateJobRequest request = GoodRequest(sha);

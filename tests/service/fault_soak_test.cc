@@ -1,5 +1,6 @@
 // Fault soak for the service with real processes: workers SIGKILLed at
-// random points (in a block, in finalize, anywhere in the job), quantd
+// random points (in a block, in finalize, anywhere in the job, between two
+// heartbeats), quantd
 // SIGKILLed while several jobs run, and a token audit of every log, output
 // and /metrics body. Jobs are never lost or duplicated, a killed task runs
 // exactly once more, and the packed checkpoint is byte-identical to the
@@ -12,6 +13,7 @@
 #include <stdlib.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -93,6 +95,15 @@ double UniformReal(std::mt19937_64& rng, double lo, double hi) {
   return std::uniform_real_distribution<double>(lo, hi)(rng);
 }
 
+int CountOccurrences(const std::string& text, const std::string& what) {
+  int count = 0;
+  for (size_t at = text.find(what); at != std::string::npos;
+       at = text.find(what, at + what.size())) {
+    ++count;
+  }
+  return count;
+}
+
 void SleepSeconds(double seconds) {
   std::this_thread::sleep_for(
       std::chrono::microseconds(static_cast<int64_t>(seconds * 1e6)));
@@ -166,19 +177,20 @@ void FaultSoakTest::KillOneWorker(uint64_t seed,
     const absl::Status started = service.StartQuantd(args);
     ASSERT_TRUE(started.ok()) << started;
   }
-  std::unique_ptr<ChildProcess> doomed = service.StartWorker("doomed");
+  // Heartbeats logged, so a kill can land between two of them.
+  std::unique_ptr<ChildProcess> doomed =
+      service.StartWorker("doomed", {"--log_heartbeats"});
   auto job =
       service.Create(absl::StrCat("soak-", seed), testing::SmallRecipePath());
   ASSERT_TRUE(job.ok()) << job.status();
   const std::string& id = job->id();
 
-  // The kill point: in block k, in finalize, or anywhere in the job (the
-  // worker does not log its heartbeats, so "between two heartbeats" is a
-  // random time into the job).
-  const int kind = UniformInt(rng, 0, 2);
+  // The kill point: in block k, in finalize, anywhere in the job, or just
+  // after the worker's n-th acknowledged heartbeat (before the next).
+  const int kind = UniformInt(rng, 0, 3);
   const int block = UniformInt(rng, 0, kBlocks - 1);
   std::string point;
-  std::string awaited;
+  std::string awaited = "block 0";
   double scale = 0;  // how long the awaited stretch may last, in seconds
   if (kind == 0) {
     point = absl::StrCat("in block ", block);
@@ -186,22 +198,44 @@ void FaultSoakTest::KillOneWorker(uint64_t seed,
   } else if (kind == 1) {
     point = "in finalize";
     awaited = "finalize";
-  } else {
+  } else if (kind == 2) {
     point = "into the job";
-    awaited = "block 0";
     scale = reference.seconds;
   }
   const std::string started_line =
       absl::StrCat("running ", id, " ", awaited, " (attempt 1)");
   ASSERT_TRUE(service.WaitForLog("doomed.log", started_line, 900).ok())
       << service.Log("doomed.log");
-  if (scale == 0) {
-    // A task lasts about as long as the one before it.
-    const WorkerHistory so_far = ParseWorkerLog(service.Log("doomed.log"), id);
-    scale = so_far.last_seconds > 0 ? so_far.last_seconds
-                                    : reference.seconds / (kBlocks + 1);
+  double delay = 0;
+  if (kind == 3) {
+    // quantd asks for a beat every lease / 3 (--lease_seconds=2). Pick one
+    // of the beats in the first half of the job, so the job is still
+    // running when it comes.
+    const double interval_s = 2.0 / 3;
+    const int beats =
+        std::max(1, static_cast<int>(reference.seconds / 2 / interval_s));
+    const int nth = UniformInt(rng, 1, beats);
+    const std::string beat = absl::StrCat("]: heartbeat ", id, " ");
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(900);
+    std::string log;
+    while (CountOccurrences(log = service.Log("doomed.log"), beat) < nth) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << log;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    // Still well before the next beat.
+    delay = UniformReal(rng, 0, interval_s / 2);
+    point = absl::StrCat("after heartbeat ", nth);
+  } else {
+    if (scale == 0) {
+      // A task lasts about as long as the one before it.
+      const WorkerHistory so_far =
+          ParseWorkerLog(service.Log("doomed.log"), id);
+      scale = so_far.last_seconds > 0 ? so_far.last_seconds
+                                      : reference.seconds / (kBlocks + 1);
+    }
+    delay = UniformReal(rng, 0, scale);
   }
-  const double delay = UniformReal(rng, 0, scale);
   SleepSeconds(delay);
   doomed->Signal(SIGKILL);
   doomed->Wait(30'000);
