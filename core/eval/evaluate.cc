@@ -42,9 +42,9 @@ absl::Status CheckWindows(const TokenWindows& windows) {
   return absl::OkStatus();
 }
 
-absl::Status CheckModelFits(const LlamaModel& model, absl::string_view role,
+absl::Status CheckModelFits(const ModelConfig& config, absl::string_view role,
                             int seq_len) {
-  const int64_t positions = model.config().max_position_embeddings;
+  const int64_t positions = config.max_position_embeddings;
   if (positions > 0 && seq_len > positions) {
     return absl::InvalidArgumentError(
         absl::StrCat("seq_len ", seq_len, " exceeds the ", role,
@@ -135,10 +135,9 @@ TokenWindows MakeEvaluationWindows(
   return windows;
 }
 
-absl::StatusOr<NextTokenMetrics> EvaluateWindows(
-    const LlamaModel& model, const LlamaModel* reference,
-    const TokenWindows& windows, int batch_windows,
-    const std::function<void(int, int)>& progress) {
+absl::Status CheckEvaluationInputs(const TokenWindows& windows,
+                                   int batch_windows, const ModelConfig& model,
+                                   const ModelConfig* reference) {
   if (batch_windows <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("batch_windows must be positive, got ", batch_windows));
@@ -148,52 +147,82 @@ absl::StatusOr<NextTokenMetrics> EvaluateWindows(
   if (reference != nullptr) {
     QUANT_RETURN_IF_ERROR(
         CheckModelFits(*reference, "reference", windows.seq_len));
-    if (reference->config().vocab_size != model.config().vocab_size) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "the reference's vocab_size ", reference->config().vocab_size,
-          " differs from the model's ", model.config().vocab_size,
-          "; both must use the same tokenizer"));
+    if (reference->vocab_size != model.vocab_size) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the reference's vocab_size ", reference->vocab_size,
+                       " differs from the model's ", model.vocab_size,
+                       "; both must use the same tokenizer"));
     }
   }
+  return absl::OkStatus();
+}
 
-  NextTokenMetricsAccumulator metrics;
+std::vector<EvaluationBatch> PlanEvaluationBatches(const TokenWindows& windows,
+                                                   int batch_windows) {
+  std::vector<EvaluationBatch> batches;
   // Windows of one forward call, cut to the longest real length among them:
   // causal attention keeps padding from affecting real positions, so
   // padding past every window's end need not be computed at all.
-  std::vector<size_t> batch;
-  const int total = static_cast<int>(windows.sequences.size());
-  auto flush = [&]() -> absl::Status {
-    if (batch.empty()) return absl::OkStatus();
+  std::vector<size_t> members;
+  auto close = [&](int windows_done) {
+    if (members.empty()) return;
     int batch_len = 0;
-    for (size_t w : batch) batch_len = std::max(batch_len, windows.lengths[w]);
-    std::vector<std::vector<int32_t>> inputs;
-    std::vector<int32_t> targets;
-    inputs.reserve(batch.size());
-    targets.reserve(batch.size() * batch_len);
-    for (size_t w : batch) {
+    for (size_t w : members) {
+      batch_len = std::max(batch_len, windows.lengths[w]);
+    }
+    EvaluationBatch batch;
+    batch.inputs.reserve(members.size());
+    batch.targets.reserve(members.size() * batch_len);
+    for (size_t w : members) {
       const std::vector<int32_t>& sequence = windows.sequences[w];
-      inputs.emplace_back(sequence.begin(), sequence.begin() + batch_len);
+      batch.inputs.emplace_back(sequence.begin(), sequence.begin() + batch_len);
       for (int p = 0; p < batch_len; ++p) {
-        targets.push_back(p + 1 < windows.lengths[w] ? sequence[p + 1] : -1);
+        batch.targets.push_back(p + 1 < windows.lengths[w] ? sequence[p + 1]
+                                                           : -1);
       }
     }
-    batch.clear();
-    QUANT_ASSIGN_OR_RETURN(const RowMatrixF logits, model.Forward(inputs));
-    if (reference == nullptr) return metrics.Add(logits, logits, targets);
-    QUANT_ASSIGN_OR_RETURN(const RowMatrixF reference_logits,
-                           reference->Forward(inputs));
-    return metrics.Add(reference_logits, logits, targets);
+    batch.windows_done = windows_done;
+    batches.push_back(std::move(batch));
+    members.clear();
   };
+  const int total = static_cast<int>(windows.sequences.size());
   for (size_t w = 0; w < windows.sequences.size(); ++w) {
     if (windows.lengths[w] < 2) continue;  // Nothing to score.
-    batch.push_back(w);
-    if (static_cast<int>(batch.size()) == batch_windows) {
-      QUANT_RETURN_IF_ERROR(flush());
-      if (progress) progress(static_cast<int>(w + 1), total);
+    members.push_back(w);
+    if (static_cast<int>(members.size()) == batch_windows) {
+      close(static_cast<int>(w + 1));
     }
   }
-  QUANT_RETURN_IF_ERROR(flush());
-  if (progress) progress(total, total);
+  close(total);
+  return batches;
+}
+
+absl::StatusOr<NextTokenMetrics> EvaluateWindows(
+    const LlamaModel& model, const LlamaModel* reference,
+    const TokenWindows& windows, int batch_windows,
+    const std::function<void(int, int)>& progress) {
+  QUANT_RETURN_IF_ERROR(CheckEvaluationInputs(
+      windows, batch_windows, model.config(),
+      reference == nullptr ? nullptr : &reference->config()));
+  NextTokenMetricsAccumulator metrics;
+  const int total = static_cast<int>(windows.sequences.size());
+  int reported = 0;
+  for (const EvaluationBatch& batch :
+       PlanEvaluationBatches(windows, batch_windows)) {
+    QUANT_ASSIGN_OR_RETURN(const RowMatrixF logits,
+                           model.Forward(batch.inputs));
+    if (reference == nullptr) {
+      QUANT_RETURN_IF_ERROR(metrics.Add(logits, logits, batch.targets));
+    } else {
+      QUANT_ASSIGN_OR_RETURN(const RowMatrixF reference_logits,
+                             reference->Forward(batch.inputs));
+      QUANT_RETURN_IF_ERROR(
+          metrics.Add(reference_logits, logits, batch.targets));
+    }
+    reported = batch.windows_done;
+    if (progress) progress(reported, total);
+  }
+  if (progress && reported < total) progress(total, total);
   return metrics.Result();
 }
 

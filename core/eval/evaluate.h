@@ -82,6 +82,27 @@ TokenWindows MakeEvaluationWindows(
 // vocabulary.
 // `progress`, when set, is called after each batch with (windows done,
 // windows in all).
+// One forward call's worth of windows, cut to the longest real length
+// among them; targets[r] is the next token of row r, -1 where nothing is
+// scored.
+struct EvaluationBatch {
+  std::vector<std::vector<int32_t>> inputs;
+  std::vector<int32_t> targets;
+  int windows_done = 0;  // Windows (of all) behind this batch, for progress.
+};
+
+// The batches EvaluateWindows runs, in order: up to `batch_windows` windows
+// of at least 2 tokens each.
+std::vector<EvaluationBatch> PlanEvaluationBatches(const TokenWindows& windows,
+                                                   int batch_windows);
+
+// What EvaluateWindows refuses before running anything: batch_windows < 1,
+// malformed windows, none to score, windows longer than a model's positions,
+// a reference with another vocabulary size.
+absl::Status CheckEvaluationInputs(const TokenWindows& windows,
+                                   int batch_windows, const ModelConfig& model,
+                                   const ModelConfig* reference);
+
 absl::StatusOr<NextTokenMetrics> EvaluateWindows(
     const LlamaModel& model, const LlamaModel* reference,
     const TokenWindows& windows, int batch_windows = 8,

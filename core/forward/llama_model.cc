@@ -7,22 +7,16 @@
 
 namespace quant {
 
+int MaxPositions(const ModelConfig& config) {
+  return static_cast<int>(std::max<int64_t>(config.max_position_embeddings, 1));
+}
+
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
     const Checkpoint& checkpoint) {
   const ModelConfig& config = checkpoint.config();
-  const int max_positions =
-      static_cast<int>(std::max<int64_t>(config.max_position_embeddings, 1));
-  std::unique_ptr<LlamaModel> model(new LlamaModel(config, max_positions));
-  QUANT_ASSIGN_OR_RETURN(model->embed_tokens_,
-                         ReadMatrix(checkpoint, "model.embed_tokens.weight"));
-  if (config.tie_word_embeddings) {
-    model->lm_head_ = model->embed_tokens_;
-  } else {
-    QUANT_ASSIGN_OR_RETURN(model->lm_head_,
-                           ReadMatrix(checkpoint, "lm_head.weight"));
-  }
-  QUANT_ASSIGN_OR_RETURN(model->final_norm_,
-                         ReadVector(checkpoint, "model.norm.weight"));
+  std::unique_ptr<LlamaModel> model(
+      new LlamaModel(config, MaxPositions(config)));
+  QUANT_ASSIGN_OR_RETURN(model->outer_, LoadOuterWeights(checkpoint));
   model->blocks_.reserve(config.num_hidden_layers);
   for (int b = 0; b < config.num_hidden_layers; ++b) {
     QUANT_ASSIGN_OR_RETURN(BlockWeights block, LoadBlockWeights(checkpoint, b));
@@ -31,40 +25,24 @@ absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
   return model;
 }
 
-absl::StatusOr<RowMatrixF> EmbedTokens(const RowMatrixF& table,
-                                       absl::Span<const int32_t> ids) {
-  RowMatrixF out(static_cast<Eigen::Index>(ids.size()), table.cols());
-  for (size_t i = 0; i < ids.size(); ++i) {
-    if (ids[i] < 0 || ids[i] >= table.rows()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("token id ", ids[i], " at position ", i,
-                       " is outside the vocabulary [0, ", table.rows(), ")"));
-    }
-    out.row(static_cast<Eigen::Index>(i)) = table.row(ids[i]);
-  }
-  return out;
-}
-
 absl::StatusOr<RowMatrixF> LlamaModel::Embed(
     absl::Span<const int32_t> ids) const {
-  return EmbedTokens(embed_tokens_, ids);
+  return EmbedTokens(outer_.embed_tokens, ids);
 }
 
 RowMatrixF LlamaModel::Logits(const ConstRowMatrixRef& hidden) const {
-  const RowMatrixF normed = RmsNorm(hidden, final_norm_, config_.rms_norm_eps);
-  return normed * lm_head_.transpose();
+  return FinalLogits(outer_, config_.rms_norm_eps, hidden);
 }
 
-absl::StatusOr<RowMatrixF> LlamaModel::Forward(
-    const std::vector<std::vector<int32_t>>& batch) const {
+absl::StatusOr<std::vector<int32_t>> FlattenBatch(
+    const std::vector<std::vector<int32_t>>& batch, int max_positions) {
   if (batch.empty() || batch[0].empty()) {
     return absl::InvalidArgumentError("forward needs at least one token");
   }
   const size_t seq_len = batch[0].size();
-  if (seq_len > static_cast<size_t>(rope_.max_positions())) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("sequence length ", seq_len, " exceeds ",
-                     rope_.max_positions(), " positions"));
+  if (seq_len > static_cast<size_t>(max_positions)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence length ", seq_len, " exceeds ", max_positions, " positions"));
   }
   std::vector<int32_t> ids;
   ids.reserve(batch.size() * seq_len);
@@ -76,9 +54,17 @@ absl::StatusOr<RowMatrixF> LlamaModel::Forward(
     }
     ids.insert(ids.end(), sequence.begin(), sequence.end());
   }
+  return ids;
+}
+
+absl::StatusOr<RowMatrixF> LlamaModel::Forward(
+    const std::vector<std::vector<int32_t>>& batch) const {
+  QUANT_ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
+                         FlattenBatch(batch, rope_.max_positions()));
+  const int seq_len = static_cast<int>(batch[0].size());
   QUANT_ASSIGN_OR_RETURN(RowMatrixF hidden, Embed(ids));
   for (const BlockWeights& block : blocks_) {
-    hidden = RunBlock(config_, block, rope_, static_cast<int>(seq_len), hidden);
+    hidden = RunBlock(config_, block, rope_, seq_len, hidden);
   }
   return Logits(hidden);
 }

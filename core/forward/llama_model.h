@@ -1,6 +1,7 @@
 // A whole Llama-family model in float32 memory: embeddings, every block,
 // final norm and lm_head. For evaluation and tests on models that fit in
-// memory; the block-by-block pipeline holds one block at a time instead.
+// memory; the block-by-block pipeline and streamed_model.h hold one block at
+// a time instead.
 #ifndef QUANT_CORE_FORWARD_LLAMA_MODEL_H_
 #define QUANT_CORE_FORWARD_LLAMA_MODEL_H_
 
@@ -11,16 +12,20 @@
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/forward/block_weights.h"
+#include "core/forward/outer_weights.h"
 #include "core/forward/rope.h"
 #include "core/model/checkpoint.h"
 #include "core/quant/matrix_types.h"
 
 namespace quant {
 
-// Rows of `table` [vocab, hidden] for `ids`; InvalidArgument names an id
-// outside the vocabulary.
-absl::StatusOr<RowMatrixF> EmbedTokens(const RowMatrixF& table,
-                                       absl::Span<const int32_t> ids);
+// The ids of `batch` (sequences of equal length, at most `max_positions`)
+// one sequence after another; InvalidArgument otherwise.
+absl::StatusOr<std::vector<int32_t>> FlattenBatch(
+    const std::vector<std::vector<int32_t>>& batch, int max_positions);
+
+// The positions a model of `config` is built for (at least 1).
+int MaxPositions(const ModelConfig& config);
 
 class LlamaModel {
  public:
@@ -52,9 +57,7 @@ class LlamaModel {
 
   ModelConfig config_;
   RopeTable rope_;
-  RowMatrixF embed_tokens_;  // [vocab, hidden]
-  RowMatrixF lm_head_;       // [vocab, hidden]; a copy of embed when tied
-  Eigen::VectorXf final_norm_;
+  OuterWeights outer_;  // Embeddings, final norm, lm_head.
   std::vector<BlockWeights> blocks_;
 };
 

@@ -229,10 +229,10 @@ absl::StatusOr<json> FingerprintFiles(const std::string& dir,
 
 absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
                                                const StageProgress& progress) {
-  if (input.source == nullptr || input.reference == nullptr ||
-      input.recipe == nullptr || input.split == nullptr) {
+  if (input.source == nullptr || input.recipe == nullptr ||
+      input.split == nullptr) {
     return absl::InvalidArgumentError(
-        "finalize: source, reference, recipe and split are required");
+        "finalize: source, recipe and split are required");
   }
   auto say = [&](const std::string& what) {
     if (progress) progress(what);
@@ -297,14 +297,13 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   open_options.allow_packed = true;
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> packed,
                          Checkpoint::Open(temp, open_options));
-  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<LlamaModel> packed_model,
-                         LlamaModel::Load(*packed));
   FinalizeOutput output;
+  StreamedEvaluationOptions eval_options;
+  eval_options.batch_windows = input.eval_batch_windows;
+  eval_options.max_hidden_bytes = input.eval_max_hidden_bytes;
   QUANT_ASSIGN_OR_RETURN(
-      output.gates,
-      EvaluateGates(*packed_model, *input.reference, input.split->heldout,
-                    recipe.gates, input.eval_batch_windows));
-  packed_model.reset();
+      output.gates, EvaluateGates(*packed, *input.source, input.split->heldout,
+                                  recipe.gates, eval_options));
   packed.reset();
 
   say("writing audit and manifest");

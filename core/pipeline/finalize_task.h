@@ -25,7 +25,7 @@
 #include "absl/status/statusor.h"
 #include "core/base/file_system.h"
 #include "core/calib/calibration_split.h"
-#include "core/forward/llama_model.h"
+#include "core/eval/streamed_evaluation.h"
 #include "core/model/checkpoint.h"
 #include "core/pack/packed_tensor.h"
 #include "core/pipeline/block_task.h"
@@ -43,8 +43,9 @@ std::string ToolVersion();
 const std::vector<std::string>& TokenizerFileNames();
 
 struct FinalizeInput {
-  const Checkpoint* source = nullptr;     // The unquantized checkpoint.
-  const LlamaModel* reference = nullptr;  // It, loaded, for the gates.
+  // The unquantized checkpoint: the gates' reference, read one block at a
+  // time like the packed checkpoint they evaluate.
+  const Checkpoint* source = nullptr;
   const Recipe* recipe = nullptr;
   const CalibrationSplit* split = nullptr;
   std::string tokenizer_dir;
@@ -54,6 +55,8 @@ struct FinalizeInput {
   std::vector<LayerResult> layers;
   int64_t max_shard_bytes = kDefaultMaxShardBytes;
   int eval_batch_windows = 8;
+  // Bound on the hidden states the gates' evaluation holds at once.
+  int64_t eval_max_hidden_bytes = StreamedEvaluationOptions().max_hidden_bytes;
   // Every write (files, directories, the final rename) goes through it; not
   // owned. Tests inject storage faults here.
   FileSystem* file_system = FileSystem::Default();

@@ -2,19 +2,23 @@
 #include "core/pipeline/gates.h"
 
 #include "core/base/status_macros.h"
-#include "core/eval/evaluate.h"
+#include "core/eval/streamed_evaluation.h"
 
 namespace quant {
 
-absl::StatusOr<GateReport> EvaluateGates(const LlamaModel& quantized,
-                                         const LlamaModel& reference,
-                                         const TokenWindows& heldout,
-                                         const Gates& gates,
-                                         int batch_windows) {
-  GateReport report;
+absl::StatusOr<GateReport> EvaluateGates(
+    const Checkpoint& quantized, const Checkpoint& reference,
+    const TokenWindows& heldout, const Gates& gates,
+    const StreamedEvaluationOptions& options) {
   QUANT_ASSIGN_OR_RETURN(
-      report.metrics,
-      EvaluateWindows(quantized, &reference, heldout, batch_windows));
+      const NextTokenMetrics metrics,
+      EvaluateCheckpoints(quantized, reference, heldout, options));
+  return CheckGates(metrics, gates);
+}
+
+GateReport CheckGates(const NextTokenMetrics& metrics, const Gates& gates) {
+  GateReport report;
+  report.metrics = metrics;
   const NextTokenMetrics& m = report.metrics;
   auto check = [&](const char* name, double threshold, double value,
                    bool passed) {

@@ -10,7 +10,8 @@
 #include "absl/status/statusor.h"
 #include "core/calib/calibration_split.h"
 #include "core/eval/next_token_metrics.h"
-#include "core/forward/llama_model.h"
+#include "core/eval/streamed_evaluation.h"
+#include "core/model/checkpoint.h"
 #include "core/recipe/recipe.h"
 #include "nlohmann/json.hpp"
 
@@ -29,13 +30,16 @@ struct GateReport {
   bool passed = true;             // Every check passed (true when none set).
 };
 
-// Evaluates `quantized` against `reference` on `heldout` (EvaluateWindows
-// with `batch_windows`) and checks `gates`.
-absl::StatusOr<GateReport> EvaluateGates(const LlamaModel& quantized,
-                                         const LlamaModel& reference,
-                                         const TokenWindows& heldout,
-                                         const Gates& gates,
-                                         int batch_windows = 8);
+// Evaluates `quantized` against `reference` on `heldout` with
+// EvaluateCheckpoints (one block of each in memory at a time) and checks
+// `gates`.
+absl::StatusOr<GateReport> EvaluateGates(
+    const Checkpoint& quantized, const Checkpoint& reference,
+    const TokenWindows& heldout, const Gates& gates,
+    const StreamedEvaluationOptions& options = {});
+
+// `metrics` checked against `gates`.
+GateReport CheckGates(const NextTokenMetrics& metrics, const Gates& gates);
 
 // {"perplexity", "reference_perplexity", "ppl_ratio", "mean_kl",
 //  "top1_agreement", "tokens", "checks": [...], "verdict": "PASS"|"FAIL"}.

@@ -261,7 +261,11 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
     result.already_done = true;
     return result;
   }
-  QUANT_ASSIGN_OR_RETURN(JobInputs inputs, OpenJobInputs(context, control));
+  // The gates read both checkpoints a block at a time; the block tasks
+  // checked every weight is finite.
+  QUANT_ASSIGN_OR_RETURN(
+      JobInputs inputs,
+      OpenJobInputs(context, control, ModelLoading::kCheckpointOnly));
   FinalizeInput finalize;
   const int blocks = inputs.checkpoint->config().num_hidden_layers;
   Stage(control, "reading every block's output");
@@ -275,7 +279,6 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
   }
   if (Cancelled(control)) return absl::CancelledError("task cancelled");
   finalize.source = inputs.checkpoint.get();
-  finalize.reference = inputs.model.get();
   finalize.recipe = &context.recipe;
   finalize.split = &inputs.split;
   finalize.tokenizer_dir = inputs.tokenizer_dir;

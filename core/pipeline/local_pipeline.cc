@@ -139,8 +139,10 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
             .count());
   }
 
+  // The gates read the source a block at a time: the float model has done
+  // its part.
+  inputs.model.reset();
   finalize.source = checkpoint;
-  finalize.reference = inputs.model.get();
   finalize.recipe = &recipe;
   finalize.split = &split;
   finalize.tokenizer_dir = inputs.tokenizer_dir;

@@ -2,18 +2,23 @@
 // MLP input) layers RTN-quantized and written as a packed checkpoint
 // directory, then loaded by LlamaModel (its logits must equal those of the
 // float model with the dequantized weights swapped in, bit for bit) and
-// evaluated by `quantctl eval`.
+// evaluated by `quantctl eval` and by the gates' block-streamed evaluation
+// (the same numbers as the whole models).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
+#include "core/eval/evaluate.h"
+#include "core/eval/streamed_evaluation.h"
 #include "core/forward/llama_model.h"
 #include "core/io/safetensors.h"
 #include "core/model/checkpoint.h"
@@ -167,6 +172,58 @@ class EvalPackedCheckpointTest : public ::testing::Test {
     EXPECT_EQ((*logits - *expected).cwiseAbs().maxCoeff(), 0.0f);
     // The quantization is visible: the packed weights are not the floats.
     EXPECT_GT((*logits - *unquantized).cwiseAbs().maxCoeff(), 1e-4f);
+
+    ExpectStreamedEvaluationMatches(**checkpoint, **model, **float_model);
+  }
+
+  // The gates' block-by-block evaluation of the checkpoints gives exactly
+  // the numbers of the whole models, whatever the chunking.
+  void ExpectStreamedEvaluationMatches(const Checkpoint& packed,
+                                       const LlamaModel& model,
+                                       const LlamaModel& float_model) {
+    // Windows of mixed lengths (one too short to score), so batches are cut
+    // to different lengths.
+    TokenWindows windows;
+    windows.seq_len = 20;
+    uint32_t state = 12345;
+    for (int w = 0; w < 11; ++w) {
+      std::vector<int32_t> ids(windows.seq_len, 0);
+      ids[0] = 1;
+      for (size_t i = 1; i < ids.size(); ++i) {
+        state = state * 1664525u + 1013904223u;
+        ids[i] = 3 + static_cast<int32_t>((state >> 8) % 497);
+      }
+      windows.sequences.push_back(std::move(ids));
+      windows.lengths.push_back(w == 4 ? 1 : 20 - w);
+    }
+    absl::StatusOr<NextTokenMetrics> whole =
+        EvaluateWindows(model, &float_model, windows, /*batch_windows=*/3);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    EXPECT_GT(whole->mean_kl, 0.0);
+    // One batch per chunk; then everything in one chunk.
+    for (const int64_t bound : {int64_t{1}, int64_t{1} << 30}) {
+      SCOPED_TRACE(absl::StrCat("max_hidden_bytes ", bound));
+      StreamedEvaluationOptions options;
+      options.batch_windows = 3;
+      options.max_hidden_bytes = bound;
+      std::vector<std::pair<int, int>> calls;
+      options.progress = [&](int done, int total) {
+        calls.emplace_back(done, total);
+      };
+      absl::StatusOr<NextTokenMetrics> streamed =
+          EvaluateCheckpoints(packed, *source_checkpoint_, windows, options);
+      ASSERT_TRUE(streamed.ok()) << streamed.status();
+      EXPECT_EQ(streamed->tokens, whole->tokens);
+      EXPECT_EQ(streamed->reference_nll, whole->reference_nll);
+      EXPECT_EQ(streamed->quantized_nll, whole->quantized_nll);
+      EXPECT_EQ(streamed->ppl_ratio, whole->ppl_ratio);
+      EXPECT_EQ(streamed->mean_kl, whole->mean_kl);
+      EXPECT_EQ(streamed->top1_agreement, whole->top1_agreement);
+      // 10 scorable windows in batches of 3: 4 batches.
+      EXPECT_EQ(calls.size(), bound == 1 ? 4u : 1u);
+      ASSERT_FALSE(calls.empty());
+      EXPECT_EQ(calls.back(), std::make_pair(11, 11));
+    }
   }
 
   // `quantctl eval` of `dir` against the float model, as JSON and text.

@@ -1,0 +1,43 @@
+// A checkpoint evaluated against a reference checkpoint without loading
+// either model whole: the held-out batches go through both models block by
+// block (core/forward/streamed_model.h), a chunk of batches at a time so
+// that the hidden states held stay under a bound. What the release gates
+// run in the finalize task, whose memory is then one block's weights per
+// model plus the embeddings and lm_head, not two whole float models.
+//
+// The metrics equal EvaluateWindows' on the same windows and batch size
+// bit for bit: the same batches, in the same order, through the same
+// arithmetic.
+#ifndef QUANT_CORE_EVAL_STREAMED_EVALUATION_H_
+#define QUANT_CORE_EVAL_STREAMED_EVALUATION_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/statusor.h"
+#include "core/calib/calibration_split.h"
+#include "core/eval/next_token_metrics.h"
+#include "core/model/checkpoint.h"
+
+namespace quant {
+
+struct StreamedEvaluationOptions {
+  int batch_windows = 8;  // Windows per forward call, as EvaluateWindows.
+  // Bound on the hidden states held at once (both models, all batches of a
+  // chunk). A chunk always holds at least one batch. Every chunk reads each
+  // block once per model, so a smaller bound means more block reads.
+  int64_t max_hidden_bytes = int64_t{256} << 20;
+  // Called after each chunk with (windows done, windows in all).
+  std::function<void(int, int)> progress;
+};
+
+// Scores `model` against `reference` on `windows` (see EvaluateWindows for
+// what is scored). Errors: CheckEvaluationInputs', a checkpoint whose
+// weights cannot be read, max_hidden_bytes < 1.
+absl::StatusOr<NextTokenMetrics> EvaluateCheckpoints(
+    const Checkpoint& model, const Checkpoint& reference,
+    const TokenWindows& windows, const StreamedEvaluationOptions& options);
+
+}  // namespace quant
+
+#endif  // QUANT_CORE_EVAL_STREAMED_EVALUATION_H_
