@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/common_flags.h"
 #include "client/job_json.h"
+#include "client/job_print.h"
 #include "client/service_client.h"
 #include "core/base/status_macros.h"
 #include "nlohmann/json.hpp"
@@ -37,11 +38,8 @@ absl::Status RunStatus(const CommandInvocation& invocation) {
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<ServiceClient> client,
                          ServiceClient::FromFlags());
   QUANT_ASSIGN_OR_RETURN(const v1::Job job, client->GetJob(invocation.args[0]));
-  if (absl::GetFlag(FLAGS_json)) {
-    *invocation.out << JobToJson(job).dump(2) << "\n";
-  } else {
-    *invocation.out << FormatJobDetails(job);
-  }
+  PrintJob(job, absl::GetFlag(FLAGS_json), FormatJobDetails(job),
+           *invocation.out);
   return absl::OkStatus();
 }
 
@@ -101,18 +99,26 @@ absl::Status RunCancel(const CommandInvocation& invocation) {
                          ServiceClient::FromFlags());
   QUANT_ASSIGN_OR_RETURN(const v1::Job job,
                          client->CancelJob(invocation.args[0]));
-  if (absl::GetFlag(FLAGS_json)) {
-    *invocation.out << JobToJson(job).dump(2) << "\n";
-  } else {
-    *invocation.out << job.id() << ": " << JobStateName(job.state()) << "\n";
-  }
+  PrintJobState(job, absl::GetFlag(FLAGS_json), *invocation.out);
   return absl::OkStatus();
+}
+
+// The flags, arity and runner of the commands that take one job id and
+// print the job (status, cancel).
+Command OneJobCommand(absl::Status (*run)(const CommandInvocation&)) {
+  Command command;
+  command.flags =
+      WithServiceFlags({&absl::GetFlagReflectionHandle(FLAGS_json)});
+  command.min_args = 1;
+  command.max_args = 1;
+  command.run = run;
+  return command;
 }
 
 }  // namespace
 
 Command StatusCommand() {
-  Command command;
+  Command command = OneJobCommand(RunStatus);
   command.name = "status";
   command.summary = "Show one job: state, verdict, progress, artifact.";
   command.usage = "status JOB [--json] [connection flags]";
@@ -125,11 +131,6 @@ Command StatusCommand() {
       "progress {blocks_done, blocks_total, fraction, current}, "
       "artifact_uri, error, warnings, create_time, update_time, recipe.";
   command.example = "quantctl status job-000042 --json";
-  command.flags =
-      WithServiceFlags({&absl::GetFlagReflectionHandle(FLAGS_json)});
-  command.min_args = 1;
-  command.max_args = 1;
-  command.run = RunStatus;
   return command;
 }
 
@@ -158,7 +159,7 @@ Command ListCommand() {
 }
 
 Command CancelCommand() {
-  Command command;
+  Command command = OneJobCommand(RunCancel);
   command.name = "cancel";
   command.summary = "Cancel a job (best effort; it ends CANCELLED).";
   command.usage = "cancel JOB [--json] [connection flags]";
@@ -167,11 +168,6 @@ Command CancelCommand() {
       "heartbeat. Prints the job's state afterwards. Cancelling a job that "
       "already ended changes nothing and prints its final state.";
   command.example = "quantctl cancel job-000042";
-  command.flags =
-      WithServiceFlags({&absl::GetFlagReflectionHandle(FLAGS_json)});
-  command.min_args = 1;
-  command.max_args = 1;
-  command.run = RunCancel;
   return command;
 }
 

@@ -7,7 +7,7 @@
 #include "absl/flags/declare.h"
 #include "absl/flags/flag.h"
 #include "client/common_flags.h"
-#include "client/job_json.h"
+#include "client/job_print.h"
 #include "client/service_client.h"
 #include "client/watch_command.h"
 #include "core/base/status_macros.h"
@@ -21,29 +21,14 @@ namespace {
 absl::Status RunRetry(const CommandInvocation& invocation) {
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<ServiceClient> client,
                          ServiceClient::FromFlags());
-  QUANT_ASSIGN_OR_RETURN(v1::Job job, client->RetryJob(invocation.args[0]));
+  QUANT_ASSIGN_OR_RETURN(const v1::Job job,
+                         client->RetryJob(invocation.args[0]));
   const bool json_output = absl::GetFlag(FLAGS_json);
   if (!absl::GetFlag(FLAGS_wait)) {
-    if (json_output) {
-      *invocation.out << JobToJson(job).dump(2) << "\n";
-    } else {
-      *invocation.out << job.id() << ": " << JobStateName(job.state()) << "\n";
-    }
+    PrintJobState(job, json_output, *invocation.out);
     return absl::OkStatus();
   }
-  WatchDisplay display;
-  if (!json_output) {
-    display.out = invocation.err;
-    display.terminal = IsTerminalStream(invocation.err);
-    display.err = invocation.err;
-  }
-  QUANT_ASSIGN_OR_RETURN(job, WatchUntilTerminal(*client, job.id(), display));
-  if (json_output) {
-    *invocation.out << JobToJson(job).dump(2) << "\n";
-  } else {
-    *invocation.out << FinalLine(job) << "\n";
-  }
-  return JobOutcome(job);
+  return WatchAndPrintOutcome(*client, job.id(), json_output, invocation);
 }
 
 }  // namespace

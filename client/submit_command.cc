@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/common_flags.h"
 #include "client/job_json.h"
+#include "client/job_print.h"
 #include "client/service_client.h"
 #include "client/watch_command.h"
 #include "core/base/status_macros.h"
@@ -78,34 +79,18 @@ absl::Status RunSubmit(const CommandInvocation& invocation) {
                     << "\n";
     request.mutable_calibration()->set_sha256(uploaded.sha256());
   }
-  QUANT_ASSIGN_OR_RETURN(v1::Job job, client->CreateJob(request));
+  QUANT_ASSIGN_OR_RETURN(const v1::Job job, client->CreateJob(request));
   for (const std::string& warning : job.warnings()) {
     *invocation.err << "warning: " << warning << "\n";
   }
 
   const bool json_output = absl::GetFlag(FLAGS_json);
   if (!absl::GetFlag(FLAGS_wait)) {
-    if (json_output) {
-      *invocation.out << JobToJson(job).dump(2) << "\n";
-    } else {
-      *invocation.out << job.id() << "\n";
-    }
+    PrintJob(job, json_output, absl::StrCat(job.id(), "\n"), *invocation.out);
     return absl::OkStatus();
   }
   if (!json_output) *invocation.out << job.id() << "\n" << std::flush;
-  WatchDisplay display;
-  if (!json_output) {
-    display.out = invocation.err;
-    display.terminal = IsTerminalStream(invocation.err);
-    display.err = invocation.err;
-  }
-  QUANT_ASSIGN_OR_RETURN(job, WatchUntilTerminal(*client, job.id(), display));
-  if (json_output) {
-    *invocation.out << JobToJson(job).dump(2) << "\n";
-  } else {
-    *invocation.out << FinalLine(job) << "\n";
-  }
-  return JobOutcome(job);
+  return WatchAndPrintOutcome(*client, job.id(), json_output, invocation);
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "client/job_json.h"
+#include "client/job_print.h"
 #include "core/base/status_macros.h"
 
 namespace quant {
@@ -192,6 +193,23 @@ absl::StatusOr<v1::Job> WatchUntilTerminal(ServiceClient& client,
     absl::SleepFor(backoff);
     backoff = std::min(backoff * 2, absl::Seconds(5));
   }
+}
+
+absl::Status WatchAndPrintOutcome(ServiceClient& client, const std::string& id,
+                                  bool json_output,
+                                  const CommandInvocation& invocation) {
+  // With --json stdout holds only the final object and stderr stays quiet.
+  WatchDisplay display;
+  if (!json_output) {
+    display.out = invocation.err;
+    display.terminal = IsTerminalStream(invocation.err);
+    display.err = invocation.err;
+  }
+  QUANT_ASSIGN_OR_RETURN(const v1::Job job,
+                         WatchUntilTerminal(client, id, display));
+  PrintJob(job, json_output, absl::StrCat(FinalLine(job), "\n"),
+           *invocation.out);
+  return JobOutcome(job);
 }
 
 std::string FinalLine(const v1::Job& job) {

@@ -35,6 +35,13 @@ absl::StatusOr<v1::Job> WatchUntilTerminal(ServiceClient& client,
                                            const std::string& id,
                                            const WatchDisplay& display);
 
+// The end of `submit --wait` and `retry --wait`: watches job `id` until it
+// is terminal (progress on invocation.err unless `json_output`), prints the
+// job on invocation.out (as JSON, or its FinalLine) and returns JobOutcome.
+absl::Status WatchAndPrintOutcome(ServiceClient& client, const std::string& id,
+                                  bool json_output,
+                                  const CommandInvocation& invocation);
+
 // One line: "ID: SUCCEEDED, verdict PASS, artifact URI".
 std::string FinalLine(const v1::Job& job);
 

@@ -1,8 +1,6 @@
 // RunLoadTest: quantd, the clients, the drain and the lost-job check.
 #include "bench/load/load_run.h"
 
-#include <limits.h>
-#include <stdlib.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,8 +16,9 @@
 #include "bench/load/job_registry.h"
 #include "bench/load/load_client.h"
 #include "bench/load/quantd_process.h"
+#include "bench/load/small_recipe.h"
+#include "bench/load/temp_dir.h"
 #include "core/base/sha256.h"
-#include "core/recipe/recipe.h"
 #include "grpcpp/client_context.h"
 #include "quant/v1/service.grpc.pb.h"
 #include "server/recipe_convert.h"
@@ -30,41 +29,13 @@ namespace {
 constexpr char kModel[] = "models/stories260K/hf-f32";
 constexpr char kCalibration[] = "data/tinystories_val.txt";
 
-absl::StatusOr<std::string> RealPath(const std::string& path) {
-  char buffer[PATH_MAX];
-  if (realpath(path.c_str(), buffer) == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no such path: ", path));
-  }
-  return std::string(buffer);
-}
-
-absl::StatusOr<std::string> MakeTempDir() {
-  const char* tmp = getenv("TMPDIR");
-  std::string pattern = absl::StrCat(
-      tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/quant-load-XXXXXX");
-  if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::InternalError(absl::StrCat("mkdtemp ", pattern, " failed"));
-  }
-  return RealPath(pattern);
-}
-
-// A small job: RTN 8-bit per row on stories260K with a short calibration
-// split, a few seconds of one worker.
+// A small job (SmallRtnRecipe) by file:// URIs.
 v1::CreateJobRequest BaseRequest(const std::string& checkpoint_dir,
                                  const std::string& calibration_path,
                                  const std::string& calibration_sha256) {
-  Recipe recipe;
-  recipe.method = QuantMethod::kRtn;
-  recipe.bits = 8;
-  recipe.group_size = 0;
-  recipe.propagation = Propagation::kIndependent;
-  recipe.format = OutputFormat::kCompressedTensors;
-  recipe.calibration.samples = 4;
-  recipe.calibration.seq_len = 32;
-  recipe.calibration.heldout_fraction = 0.25;
   v1::CreateJobRequest request;
   request.set_checkpoint_uri("file://" + checkpoint_dir);
-  *request.mutable_recipe() = server::RecipeToProto(recipe);
+  *request.mutable_recipe() = server::RecipeToProto(SmallRtnRecipe(4));
   request.mutable_calibration()->mutable_uri()->set_uri("file://" +
                                                         calibration_path);
   request.mutable_calibration()->mutable_uri()->set_sha256(calibration_sha256);
@@ -195,16 +166,16 @@ absl::StatusOr<LoadResult> RunLoadTest(const LoadOptions& options) {
   if (!calibration.ok()) return calibration.status();
   absl::StatusOr<std::string> sha = Sha256File(*calibration);
   if (!sha.ok()) return sha.status();
-  absl::StatusOr<std::string> temp = MakeTempDir();
+  absl::StatusOr<std::string> temp = MakeTempDir("quant-load");
   if (!temp.ok()) return temp.status();
 
-  absl::StatusOr<std::unique_ptr<QuantdProcess>> quantd = QuantdProcess::Start(
-      {options.quantd_path, "--listen=127.0.0.1:0",
-       absl::StrCat("--data-dir=", *temp, "/data"),
-       absl::StrCat("--artifact-root=file://", *temp, "/artifacts"),
-       absl::StrCat("--allowed-roots=", *shared, ",", *temp),
-       absl::StrCat("--local-workers=", options.workers)},
-      *temp + "/quantd.log", absl::Seconds(60));
+  LoopbackQuantdOptions quantd_options;
+  quantd_options.quantd_path = options.quantd_path;
+  quantd_options.temp_dir = *temp;
+  quantd_options.allowed_roots = absl::StrCat(*shared, ",", *temp);
+  quantd_options.local_workers = options.workers;
+  absl::StatusOr<std::unique_ptr<QuantdProcess>> quantd =
+      StartLoopbackQuantd(quantd_options);
   if (!quantd.ok()) return quantd.status();
 
   LoadResult result;

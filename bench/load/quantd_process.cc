@@ -110,6 +110,21 @@ int QuantdProcess::WaitUntil(absl::Time deadline) {
   return status_;
 }
 
+absl::StatusOr<std::unique_ptr<QuantdProcess>> StartLoopbackQuantd(
+    const LoopbackQuantdOptions& options) {
+  std::vector<std::string> args = {
+      options.quantd_path, "--listen=127.0.0.1:0",
+      absl::StrCat("--data-dir=", options.temp_dir, "/data"),
+      absl::StrCat("--artifact-root=file://", options.temp_dir, "/artifacts"),
+      absl::StrCat("--allowed-roots=", options.allowed_roots)};
+  if (options.max_upload_mb.has_value()) {
+    args.push_back(absl::StrCat("--max-upload-mb=", *options.max_upload_mb));
+  }
+  args.push_back(absl::StrCat("--local-workers=", options.local_workers));
+  return QuantdProcess::Start(std::move(args), options.temp_dir + "/quantd.log",
+                              absl::Seconds(60));
+}
+
 absl::Status QuantdProcess::Stop(absl::Duration timeout) {
   if (pid_ <= 0 || reaped_) {
     return absl::FailedPreconditionError("quantd is not running");

@@ -1,6 +1,7 @@
-// quantd as a child process for the load test: started with a stdout pipe
-// (its first line gives the address), stderr to a log file, stopped with
-// SIGTERM. Killed if still running when destroyed.
+// quantd as a child process for the bench programs (load test, bad-input
+// table): started with a stdout pipe (its first line gives the address),
+// stderr to a log file, stopped with SIGTERM. Killed if still running when
+// destroyed.
 #ifndef QUANT_BENCH_LOAD_QUANTD_PROCESS_H_
 #define QUANT_BENCH_LOAD_QUANTD_PROCESS_H_
 
@@ -8,6 +9,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,6 +53,20 @@ class QuantdProcess {
   std::thread drain_;
   std::atomic<bool> stop_drain_{false};
 };
+
+// How the bench programs run quantd: on loopback at a free port, with its
+// data, artifacts and log in a temporary folder.
+struct LoopbackQuantdOptions {
+  std::string quantd_path;
+  std::string temp_dir;              // Gets data/, artifacts/ and quantd.log.
+  std::string allowed_roots;         // --allowed-roots, comma-separated.
+  std::optional<int> max_upload_mb;  // Unset: quantd's default.
+  int local_workers = 1;
+};
+
+// Starts quantd as `options` say and waits up to a minute for it to listen.
+absl::StatusOr<std::unique_ptr<QuantdProcess>> StartLoopbackQuantd(
+    const LoopbackQuantdOptions& options);
 
 }  // namespace quant::load
 

@@ -2,8 +2,6 @@
 #include "bench/reliability/bad_input_env.h"
 
 #include <fcntl.h>
-#include <limits.h>
-#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,12 +12,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "bench/load/load_client.h"
+#include "bench/load/small_recipe.h"
+#include "bench/load/temp_dir.h"
 #include "bench/reliability/bad_input_files.h"
 #include "bench/reliability/health_probe.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
-#include "core/recipe/recipe.h"
 #include "grpcpp/client_context.h"
 #include "server/recipe_convert.h"
 
@@ -32,25 +31,6 @@ constexpr char kModel[] = "models/stories260K/hf-f32";
 constexpr char kText[] = "data/tinystories_val.txt";
 constexpr int kGoodParagraphs = 200;
 constexpr size_t kChunkBytes = 64 << 10;
-
-absl::StatusOr<std::string> RealPath(const std::string& path) {
-  char buffer[PATH_MAX];
-  if (realpath(path.c_str(), buffer) == nullptr) {
-    return absl::NotFoundError(absl::StrCat("no such path: ", path));
-  }
-  return std::string(buffer);
-}
-
-absl::StatusOr<std::string> MakeTempDir() {
-  const char* tmp = getenv("TMPDIR");
-  std::string pattern = absl::StrCat(
-      tmp != nullptr && *tmp != '\0' ? tmp : "/tmp", "/quant-bad-input-XXXXXX");
-  if (mkdtemp(pattern.data()) == nullptr) {
-    return absl::InternalError(absl::StrCat("mkdtemp ", pattern, " failed"));
-  }
-  // Real path: quantd compares resolved paths with its allowed roots.
-  return RealPath(pattern);
-}
 
 void SetDeadline(grpc::ClientContext* context) {
   context->set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
@@ -72,25 +52,23 @@ absl::StatusOr<std::unique_ptr<BadInputEnv>> BadInputEnv::Start(
     const EnvOptions& options) {
   std::unique_ptr<BadInputEnv> env(new BadInputEnv());
   env->options_ = options;
-  absl::StatusOr<std::string> shared = RealPath(options.shared_dir);
+  absl::StatusOr<std::string> shared = load::RealPath(options.shared_dir);
   if (!shared.ok()) {
     return absl::NotFoundError(
         absl::StrCat("shared_dir: no such folder: ", options.shared_dir));
   }
   env->shared_ = *shared;
-  QUANT_ASSIGN_OR_RETURN(env->temp_, MakeTempDir());
+  QUANT_ASSIGN_OR_RETURN(env->temp_, load::MakeTempDir("quant-bad-input"));
   QUANT_RETURN_IF_ERROR(env->PrepareInputs());
 
-  QUANT_ASSIGN_OR_RETURN(
-      env->quantd_,
-      load::QuantdProcess::Start(
-          {options.quantd_path, "--listen=127.0.0.1:0",
-           absl::StrCat("--data-dir=", env->temp_, "/data"),
-           absl::StrCat("--artifact-root=file://", env->temp_, "/artifacts"),
-           absl::StrCat("--allowed-roots=", env->temp_, "/inputs"),
-           absl::StrCat("--max-upload-mb=", options.max_upload_mb),
-           "--local-workers=1"},
-          env->temp_ + "/quantd.log", absl::Seconds(60)));
+  load::LoopbackQuantdOptions quantd_options;
+  quantd_options.quantd_path = options.quantd_path;
+  quantd_options.temp_dir = env->temp_;
+  quantd_options.allowed_roots = absl::StrCat(env->temp_, "/inputs");
+  quantd_options.max_upload_mb = options.max_upload_mb;
+  quantd_options.local_workers = 1;
+  QUANT_ASSIGN_OR_RETURN(env->quantd_,
+                         load::StartLoopbackQuantd(quantd_options));
   env->channel_ = load::MakeClientChannel(env->quantd_->address());
   env->stub_ = v1::QuantService::NewStub(env->channel_);
 
@@ -150,18 +128,9 @@ bool BadInputEnv::CheckpointPublished(const std::string& job_id) const {
 }
 
 v1::CreateJobRequest BadInputEnv::GoodRequest() const {
-  Recipe recipe;
-  recipe.method = QuantMethod::kRtn;
-  recipe.bits = 8;
-  recipe.group_size = 0;
-  recipe.propagation = Propagation::kIndependent;
-  recipe.format = OutputFormat::kCompressedTensors;
-  recipe.calibration.samples = 2;
-  recipe.calibration.seq_len = 32;
-  recipe.calibration.heldout_fraction = 0.25;
   v1::CreateJobRequest request;
   request.set_checkpoint_uri("file://" + good_checkpoint_);
-  *request.mutable_recipe() = server::RecipeToProto(recipe);
+  *request.mutable_recipe() = server::RecipeToProto(load::SmallRtnRecipe(2));
   request.mutable_calibration()->set_sha256(good_sha_);
   (*request.mutable_labels())["suite"] = "bad-input";
   return request;

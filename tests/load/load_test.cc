@@ -4,7 +4,6 @@
 // job, at least one job completed, every RPC kind called. Under ASan a job
 // takes about a minute of worker time, hence the long drain; in a release
 // build the drain ends within seconds, when the last job finishes.
-#include <stdio.h>
 #include <sys/wait.h>
 
 #include <set>
@@ -13,27 +12,11 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/run_json_program.h"
 #include "tests/support/test_env.h"
 
 namespace quant {
 namespace {
-
-// Runs `command`; its stdout, and the wait status in `status`.
-std::string RunCommand(const std::string& command, int* status) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    *status = -1;
-    return out;
-  }
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
-    out.append(buffer, n);
-  }
-  *status = pclose(pipe);
-  return out;
-}
 
 TEST(LoadTest, ConcurrentClientsLoseNothingAndGetNoErrors) {
   QUANT_REQUIRE_SHARED(testing::SharedPath("models/stories260K/hf-f32"));
@@ -42,10 +25,11 @@ TEST(LoadTest, ConcurrentClientsLoseNothingAndGetNoErrors) {
       QUANT_LOADTEST_PATH, " --duration=15 --clients=4 --workers=2",
       " --max_pending=1 --drain=90 --json --quantd=", testing::BinaryDir(),
       "/server/quantd --shared=", testing::SharedDir());
-  int status = 0;
-  const std::string out = RunCommand(command, &status);
+  const testing::JsonProgramResult run = testing::RunJsonProgram(command);
+  const int status = run.status;
+  const std::string& out = run.out;
   ASSERT_TRUE(WIFEXITED(status)) << status << "\n" << out;
-  const nlohmann::json result = nlohmann::json::parse(out, nullptr, false);
+  const nlohmann::json& result = run.json;
   ASSERT_FALSE(result.is_discarded()) << "not JSON: " << out;
   EXPECT_EQ(WEXITSTATUS(status), 0) << result.dump(2);
 

@@ -3,7 +3,6 @@
 // the bad thing, nothing created, quantd still serving), and every case the
 // issue lists must have its row, so a case dropped from the table fails
 // here. Runs quant_bad_input_report --json as a subprocess.
-#include <stdio.h>
 #include <sys/wait.h>
 
 #include <set>
@@ -12,27 +11,11 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/run_json_program.h"
 #include "tests/support/test_env.h"
 
 namespace quant {
 namespace {
-
-// Runs `command`; its stdout, and the wait status in `status`.
-std::string RunCommand(const std::string& command, int* status) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) {
-    *status = -1;
-    return out;
-  }
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) {
-    out.append(buffer, n);
-  }
-  *status = pclose(pipe);
-  return out;
-}
 
 // The cases issue 8 lists, by their row names.
 const std::set<std::string>& RequiredCases() {
@@ -73,11 +56,12 @@ TEST(BadInputTest, EveryBadInputIsRefusedClearlyAndQuantdKeepsServing) {
                    " --quantd=", testing::BinaryDir(), "/server/quantd",
                    " --quantctl=", testing::BinaryDir(), "/client/quantctl",
                    " --shared_dir=", testing::SharedDir());
-  int status = 0;
-  const std::string out = RunCommand(command, &status);
+  const testing::JsonProgramResult run = testing::RunJsonProgram(command);
+  const int status = run.status;
+  const std::string& out = run.out;
   ASSERT_TRUE(WIFEXITED(status)) << status << "\n" << out;
   ASSERT_NE(WEXITSTATUS(status), 2) << "the report could not start:\n" << out;
-  const nlohmann::json result = nlohmann::json::parse(out, nullptr, false);
+  const nlohmann::json& result = run.json;
   ASSERT_FALSE(result.is_discarded()) << "not JSON: " << out;
 
   std::set<std::string> seen;
