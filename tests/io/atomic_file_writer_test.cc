@@ -5,11 +5,8 @@
 // file and the cause.
 #include "core/io/atomic_file_writer.h"
 
-#include <algorithm>
 #include <cerrno>
-#include <filesystem>
 #include <string>
-#include <vector>
 
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
@@ -22,18 +19,10 @@
 namespace quant {
 namespace {
 
+using ::quant::testing::DirectoryEntries;
 using ::quant::testing::FaultInjectingFileSystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-
-std::vector<std::string> Entries(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 TEST(ErrnoToStatusTest, FullDiskQuotaAndFileSizeAreResourceExhausted) {
   for (int err : {ENOSPC, EFBIG, EDQUOT}) {
@@ -88,7 +77,7 @@ TEST(FaultInjectingFileSystemTest, CreatesUnderAPrefixFail) {
   // A sibling that merely shares the prefix string is not under it.
   EXPECT_TRUE(fs.MakeDirectory(dir + "/ro.partial").ok());
   EXPECT_TRUE(fs.NewWritableFile(dir + "/ro.partial/x").ok());
-  EXPECT_THAT(Entries(dir), ElementsAre("ro.partial"));
+  EXPECT_THAT(DirectoryEntries(dir), ElementsAre("ro.partial"));
   EXPECT_EQ(fs.faults_injected(), 2);
 
   fs.FailCreatesUnder(dir, EACCES);
@@ -105,9 +94,9 @@ TEST(FaultInjectingFileSystemTest, RenamesToAPathFail) {
   const absl::Status s = fs.RenameFile(dir + "/from", dir + "/to");
   EXPECT_FALSE(s.ok());
   EXPECT_THAT(s.message(), HasSubstr(dir + "/to"));
-  EXPECT_THAT(Entries(dir), ElementsAre("from"));
+  EXPECT_THAT(DirectoryEntries(dir), ElementsAre("from"));
   EXPECT_TRUE(fs.RenameFile(dir + "/from", dir + "/elsewhere").ok());
-  EXPECT_THAT(Entries(dir), ElementsAre("elsewhere"));
+  EXPECT_THAT(DirectoryEntries(dir), ElementsAre("elsewhere"));
 }
 
 // A writer over an existing file: a failure anywhere leaves it as it was
@@ -120,7 +109,7 @@ class AtomicFileWriterFaultTest : public ::testing::Test {
     ASSERT_TRUE(WriteFileAtomically(path_, "old contents").ok());
   }
   void ExpectOldFileOnly() {
-    EXPECT_THAT(Entries(dir_), ElementsAre("model.safetensors"));
+    EXPECT_THAT(DirectoryEntries(dir_), ElementsAre("model.safetensors"));
     EXPECT_EQ(*ReadFileToString(path_), "old contents");
   }
 

@@ -5,9 +5,7 @@
 // leaves nothing visible (no checkpoint, no partial directory, no published
 // block), and a rerun on a healthy disk succeeds with the same bytes as an
 // undisturbed run.
-#include <algorithm>
 #include <cerrno>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -24,18 +22,10 @@
 namespace quant {
 namespace {
 
+using ::quant::testing::DirectoryEntries;
 using ::quant::testing::FaultInjectingFileSystem;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-std::vector<std::string> Entries(const std::string& dir) {
-  std::vector<std::string> names;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    names.push_back(entry.path().filename().string());
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
 
 std::string ReadOrEmpty(const std::string& path) {
   absl::StatusOr<std::string> bytes = ReadFileToString(path);
@@ -129,7 +119,7 @@ TEST_F(StorageFaultTest, DiskFullWhileWritingWeightsLeavesNothingThenRerunOk) {
   EXPECT_EQ(fs.bytes_written(), static_cast<int64_t>(weights.size() / 2));
   // No checkpoint, no partial directory, no temporary file beside it.
   EXPECT_FALSE(FileExists(out));
-  EXPECT_THAT(Entries(artifacts_), IsEmpty());
+  EXPECT_THAT(DirectoryEntries(artifacts_), IsEmpty());
 
   ExpectRerunMatches(out, weights);
 }
@@ -146,7 +136,7 @@ TEST_F(StorageFaultTest, UnwritableArtifactLocationIsPermissionDenied) {
   EXPECT_THAT(failed.status().message(), HasSubstr("Permission denied"));
   EXPECT_EQ(fs.faults_injected(), 1);
   EXPECT_EQ(fs.bytes_written(), 0);
-  EXPECT_THAT(Entries(artifacts_), IsEmpty());
+  EXPECT_THAT(DirectoryEntries(artifacts_), IsEmpty());
 
   // A read-only file system reads the same to the caller.
   FaultInjectingFileSystem read_only;
@@ -154,7 +144,7 @@ TEST_F(StorageFaultTest, UnwritableArtifactLocationIsPermissionDenied) {
   auto refused = Finalize(out, &read_only);
   EXPECT_TRUE(absl::IsPermissionDenied(refused.status())) << refused.status();
   EXPECT_THAT(refused.status().message(), HasSubstr("Read-only file system"));
-  EXPECT_THAT(Entries(artifacts_), IsEmpty());
+  EXPECT_THAT(DirectoryEntries(artifacts_), IsEmpty());
 
   ExpectRerunMatches(out, ReferenceWeights());
 }
@@ -174,7 +164,7 @@ TEST_F(StorageFaultTest, FailedRenameIntoPlaceRemovesTheTemporaryDirectory) {
   EXPECT_EQ(fs.faults_injected(), 1);
   EXPECT_GT(fs.bytes_written(), 1000);  // The whole checkpoint was written.
   EXPECT_FALSE(FileExists(out));
-  EXPECT_THAT(Entries(artifacts_), IsEmpty());
+  EXPECT_THAT(DirectoryEntries(artifacts_), IsEmpty());
 
   ExpectRerunMatches(out, ReferenceWeights());
 }
@@ -210,8 +200,8 @@ TEST_F(StorageFaultTest, DiskFullWritingBlockOutputPublishesNothing) {
   EXPECT_THAT(s.message(), HasSubstr(BlockOutputPrefix(attempt, 0)));
   EXPECT_THAT(s.message(), HasSubstr("No space left on device"));
   EXPECT_FALSE(Block0Published(context.work_dir));
-  EXPECT_THAT(Entries(context.work_dir), IsEmpty());
-  EXPECT_THAT(Entries(attempt), IsEmpty());  // No temporary file left.
+  EXPECT_THAT(DirectoryEntries(context.work_dir), IsEmpty());
+  EXPECT_THAT(DirectoryEntries(attempt), IsEmpty());  // No temporary file left.
 
   const JobTaskContext rerun = Context("work", FileSystem::Default());
   ASSERT_TRUE(RunBlockJobTask(rerun, 0, temp_ + "/attempt-rerun", {}).ok());

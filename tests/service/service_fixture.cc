@@ -26,18 +26,29 @@
 namespace quant::testing {
 namespace {
 
-std::string CheckpointDir() {
-  return RealPath(SharedPath("models/stories260K/hf-f32"));
-}
-
-std::string CalibrationPath() {
-  return RealPath(SharedPath("data/tinystories_val.txt"));
-}
-
 absl::Status FromGrpc(const grpc::Status& status, const std::string& what) {
   if (status.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()),
                       absl::StrCat(what, ": ", status.error_message()));
+}
+
+// One unary call about job `id` (GetJob, CancelJob, ...), given 10 s.
+template <typename Request, typename Response>
+absl::StatusOr<Response> CallById(
+    v1::QuantService::Stub* stub,
+    grpc::Status (v1::QuantService::Stub::*method)(grpc::ClientContext*,
+                                                   const Request&, Response*),
+    const std::string& what, const std::string& id) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  Request request;
+  request.set_id(id);
+  Response response;
+  absl::Status status = FromGrpc((stub->*method)(&context, request, &response),
+                                 absl::StrCat(what, " ", id));
+  if (!status.ok()) return status;
+  return response;
 }
 
 bool Terminal(v1::JobState state) {
@@ -49,6 +60,14 @@ bool Terminal(v1::JobState state) {
 
 std::string SmallRecipePath() {
   return FixturesDir() + "/service/stories260k-gptq-small.yaml";
+}
+
+std::string CheckpointDir() {
+  return RealPath(SharedPath("models/stories260K/hf-f32"));
+}
+
+std::string CalibrationPath() {
+  return RealPath(SharedPath("data/tinystories_val.txt"));
 }
 
 absl::StatusOr<Reference> ReferenceRun(const std::string& recipe_path) {
@@ -133,9 +152,16 @@ absl::Status ServiceHarness::StopQuantd() {
 
 std::unique_ptr<ChildProcess> ServiceHarness::StartWorker(
     const std::string& name, std::vector<std::string> extra_args) {
-  std::vector<std::string> args = {BinaryDir() + "/worker/quant-worker",
-                                   "--server=" + address_, "--name=" + name,
-                                   "--lease_wait_ms=1000"};
+  return StartWrappedWorker({}, name, std::move(extra_args));
+}
+
+std::unique_ptr<ChildProcess> ServiceHarness::StartWrappedWorker(
+    std::vector<std::string> wrapper, const std::string& name,
+    std::vector<std::string> extra_args) {
+  std::vector<std::string> args = std::move(wrapper);
+  args.insert(args.end(),
+              {BinaryDir() + "/worker/quant-worker", "--server=" + address_,
+               "--name=" + name, "--lease_wait_ms=1000"});
   for (std::string& a : extra_args) args.push_back(std::move(a));
   return std::make_unique<ChildProcess>(
       std::move(args), std::vector<std::string>{}, dir_ + "/" + name + ".log");
@@ -165,16 +191,10 @@ absl::StatusOr<v1::CreateJobRequest> ServiceHarness::Request(
     const std::string& request_id, const std::string& recipe_path) const {
   auto recipe = LoadRecipe(recipe_path);
   if (!recipe.ok()) return recipe.status();
-  auto sha = Sha256File(CalibrationPath());
-  if (!sha.ok()) return sha.status();
-  v1::CreateJobRequest request;
-  request.set_checkpoint_uri("file://" + CheckpointDir());
-  *request.mutable_recipe() = server::RecipeToProto(*recipe);
-  request.mutable_calibration()->mutable_uri()->set_uri("file://" +
-                                                        CalibrationPath());
-  request.mutable_calibration()->mutable_uri()->set_sha256(*sha);
-  request.set_request_id(request_id);
-  (*request.mutable_labels())["suite"] = "soak";
+  auto request = RecipeRequest(*recipe);
+  if (!request.ok()) return request.status();
+  request->set_request_id(request_id);
+  (*request->mutable_labels())["suite"] = "soak";
   return request;
 }
 
@@ -182,36 +202,61 @@ absl::StatusOr<v1::Job> ServiceHarness::Create(const std::string& request_id,
                                                const std::string& recipe_path) {
   auto request = Request(request_id, recipe_path);
   if (!request.ok()) return request.status();
+  return CreateJob(*request);
+}
+
+absl::StatusOr<v1::CreateJobRequest> ServiceHarness::RecipeRequest(
+    const Recipe& recipe) const {
+  auto sha = Sha256File(CalibrationPath());
+  if (!sha.ok()) return sha.status();
+  v1::CreateJobRequest request;
+  request.set_checkpoint_uri("file://" + CheckpointDir());
+  *request.mutable_recipe() = server::RecipeToProto(recipe);
+  request.mutable_calibration()->mutable_uri()->set_uri("file://" +
+                                                        CalibrationPath());
+  request.mutable_calibration()->mutable_uri()->set_sha256(*sha);
+  return request;
+}
+
+absl::StatusOr<v1::Job> ServiceHarness::CreateJob(
+    const v1::CreateJobRequest& request) {
   grpc::ClientContext context;
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(60));
   v1::Job job;
   absl::Status status =
-      FromGrpc(stub_->CreateJob(&context, *request, &job), "CreateJob");
+      FromGrpc(stub_->CreateJob(&context, request, &job), "CreateJob");
   if (!status.ok()) return status;
   return job;
 }
 
 absl::StatusOr<v1::Job> ServiceHarness::Get(const std::string& id) {
-  grpc::ClientContext context;
-  context.set_deadline(std::chrono::system_clock::now() +
-                       std::chrono::seconds(10));
-  v1::GetJobRequest request;
-  request.set_id(id);
-  v1::Job job;
-  absl::Status status =
-      FromGrpc(stub_->GetJob(&context, request, &job), "GetJob " + id);
-  if (!status.ok()) return status;
-  return job;
+  return CallById<v1::GetJobRequest, v1::Job>(
+      stub_.get(), &v1::QuantService::Stub::GetJob, "GetJob", id);
 }
 
 absl::StatusOr<v1::Job> ServiceHarness::WaitForEnd(const std::string& id,
                                                    int timeout_s) {
+  return Poll(id, nullptr, timeout_s, /*strict=*/false);
+}
+
+absl::StatusOr<v1::Job> ServiceHarness::WaitFor(
+    const std::string& id, const std::function<bool(const v1::Job&)>& done,
+    int timeout_s) {
+  return Poll(id, done, timeout_s, /*strict=*/true);
+}
+
+absl::StatusOr<v1::Job> ServiceHarness::Poll(
+    const std::string& id, const std::function<bool(const v1::Job&)>& done,
+    int timeout_s, bool strict) {
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
   while (true) {
     auto job = Get(id);
-    if (job.ok() && Terminal(job->state())) return job;
+    if (strict && !job.ok()) return job;
+    if (job.ok() && (Terminal(job->state()) || (done && done(*job)))) {
+      return job;
+    }
     if (std::chrono::steady_clock::now() >= deadline) {
       return absl::DeadlineExceededError(absl::StrCat(
           "job ", id, " did not end within ", timeout_s, " s (last: ",
@@ -221,6 +266,32 @@ absl::StatusOr<v1::Job> ServiceHarness::WaitForEnd(const std::string& id,
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+}
+
+absl::StatusOr<std::vector<v1::JobEvent>> ServiceHarness::WatchToEnd(
+    const std::string& id) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::minutes(20));
+  v1::WatchJobRequest request;
+  request.set_id(id);
+  auto reader = stub_->WatchJob(&context, request);
+  std::vector<v1::JobEvent> events;
+  v1::JobEvent event;
+  while (reader->Read(&event)) events.push_back(event);
+  absl::Status status = FromGrpc(reader->Finish(), "WatchJob " + id);
+  if (!status.ok()) return status;
+  return events;
+}
+
+absl::StatusOr<v1::JobReport> ServiceHarness::Report(const std::string& id) {
+  return CallById<v1::GetJobReportRequest, v1::JobReport>(
+      stub_.get(), &v1::QuantService::Stub::GetJobReport, "GetJobReport", id);
+}
+
+absl::StatusOr<v1::Job> ServiceHarness::Cancel(const std::string& id) {
+  return CallById<v1::CancelJobRequest, v1::Job>(
+      stub_.get(), &v1::QuantService::Stub::CancelJob, "CancelJob", id);
 }
 
 absl::StatusOr<std::vector<v1::Job>> ServiceHarness::ListAll() {
@@ -246,6 +317,11 @@ absl::StatusOr<std::vector<store::Task>> ServiceHarness::StoredTasks(
   if (quantd_ != nullptr && quantd_->running()) {
     return absl::FailedPreconditionError("StoredTasks: quantd is running");
   }
+  return ReadStoredTasks(id);
+}
+
+absl::StatusOr<std::vector<store::Task>> ServiceHarness::ReadStoredTasks(
+    const std::string& id) const {
   auto opened = store::SqliteJobStore::Open(dir_ + "/data/quantd.db",
                                             store::SystemClock::Default());
   if (!opened.ok()) return opened.status();

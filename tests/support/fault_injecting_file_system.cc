@@ -3,14 +3,18 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
+#include "gtest/gtest.h"
 
 namespace quant::testing {
 
@@ -148,6 +152,21 @@ absl::Status FaultInjectingFileSystem::RemoveTree(const std::string& path) {
 
 absl::Status FaultInjectingFileSystem::SyncDirectory(const std::string& dir) {
   return base_->SyncDirectory(dir);
+}
+
+std::vector<std::string> DirectoryEntries(const std::string& dir) {
+  std::vector<std::string> names;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(dir, error), end;
+       !error && it != end; it.increment(error)) {
+    names.push_back(it->path().filename().string());
+  }
+  if (error) {
+    ADD_FAILURE() << "cannot list " << dir << ": " << error.message();
+    return {};
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace quant::testing

@@ -2,7 +2,8 @@
 // deterministically: a disk that fills after N bytes, directories where
 // nothing may be created, renames that fail. Errors carry the errno a real
 // disk would give, mapped by ErrnoToStatus, so code under test sees exactly
-// what it would see in production.
+// what it would see in production. DirectoryEntries shows what a fault left
+// behind.
 #ifndef QUANT_TESTS_SUPPORT_FAULT_INJECTING_FILE_SYSTEM_H_
 #define QUANT_TESTS_SUPPORT_FAULT_INJECTING_FILE_SYSTEM_H_
 
@@ -12,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/base/file_system.h"
 
@@ -71,6 +73,11 @@ class FaultInjectingFileSystem : public FileSystem {
 // True when `path` is `prefix` or lies below it ("/a/b" is under "/a", but
 // "/a.partial" is not).
 bool PathIsUnder(const std::string& path, const std::string& prefix);
+
+// The names directly in `dir`, sorted: where a fault left something behind
+// (a temporary file, a partial directory) it shows here. A `dir` that cannot
+// be listed fails the calling test and gives {}.
+std::vector<std::string> DirectoryEntries(const std::string& dir);
 
 }  // namespace quant::testing
 
