@@ -3,7 +3,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <iostream>
 #include <memory>
 
@@ -14,6 +13,7 @@
 #include "absl/time/time.h"
 #include "client/job_json.h"
 #include "client/job_print.h"
+#include "client/reconnect_budget.h"
 #include "core/base/status_macros.h"
 
 namespace quant {
@@ -164,26 +164,30 @@ absl::StatusOr<v1::Job> WatchUntilTerminal(ServiceClient& client,
                                            const WatchDisplay& display) {
   EventPrinter printer(display);
   // quantd may restart under a long watch (its jobs resume): reconnect
-  // with backoff while it is unreachable, for up to kReconnectFor.
-  constexpr absl::Duration kReconnectFor = absl::Minutes(2);
-  absl::Duration backoff = absl::Milliseconds(250);
-  absl::Time give_up = absl::Now() + kReconnectFor;
+  // with backoff while it is unreachable, for up to two minutes counted
+  // from the last stream that delivered events.
+  ReconnectBudget budget(ReconnectOptions{}, absl::Now());
   while (true) {
-    const absl::Status status = client.WatchJob(
-        id, [&printer](const v1::JobEvent& e) { return printer.OnEvent(e); });
+    int events = 0;
+    const absl::Status status =
+        client.WatchJob(id, [&printer, &events](const v1::JobEvent& e) {
+          ++events;
+          return printer.OnEvent(e);
+        });
     if (printer.have_job() && IsTerminalState(printer.last_job().state())) {
       printer.Finish();
       return printer.last_job();
     }
+    if (events > 0) budget.OnConnected(absl::Now());
     const bool unreachable = absl::IsUnavailable(status) ||
                              absl::IsDeadlineExceeded(status) ||
                              status.ok();  // Ended early: quantd stopping.
-    if (!unreachable || absl::Now() >= give_up) {
+    if (!unreachable || budget.Exhausted(absl::Now())) {
       printer.Finish();
       if (!status.ok()) return status;
       return client.GetJob(id);
     }
-    if (status.ok()) give_up = absl::Now() + kReconnectFor;
+    const absl::Duration backoff = budget.NextBackoff();
     if (display.err != nullptr) {
       *display.err << "quantctl: lost the watch of " << id << " ("
                    << (status.ok() ? "stream ended" : status.message())
@@ -191,7 +195,6 @@ absl::StatusOr<v1::Job> WatchUntilTerminal(ServiceClient& client,
                    << "\n";
     }
     absl::SleepFor(backoff);
-    backoff = std::min(backoff * 2, absl::Seconds(5));
   }
 }
 

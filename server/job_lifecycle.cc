@@ -1,7 +1,12 @@
 // JobLifecycle: shared job transitions and the scheduler's upkeep pass.
 #include "server/job_lifecycle.h"
 
+#include <algorithm>
+#include <map>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "nlohmann/json.hpp"
 #include "server/job_events.h"
 #include "server/job_spec.h"
@@ -21,6 +26,56 @@ absl::StatusOr<store::Verdict> AuditVerdict(const std::string& audit_json) {
   if (verdict == "FAIL") return store::Verdict::kFail;
   return absl::DataLossError(
       absl::StrCat("audit.json: unknown verdict \"", verdict, "\""));
+}
+
+std::vector<std::string> AuditWarnings(const std::string& audit_json) {
+  const nlohmann::json audit =
+      nlohmann::json::parse(audit_json, nullptr, false);
+  if (!audit.is_object() || !audit.contains("layers") ||
+      !audit["layers"].is_array()) {
+    return {};
+  }
+  // (tokens, k) -> the layers with that rank-deficient Hessian.
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::string>> by_shape;
+  for (const nlohmann::json& layer : audit["layers"]) {
+    if (!layer.is_object()) continue;
+    const nlohmann::json flags = layer.value("flags", nlohmann::json::array());
+    const nlohmann::json hessian =
+        layer.value("hessian", nlohmann::json::object());
+    if (!flags.is_array() || !hessian.is_object()) continue;
+    bool rank_deficient = false;
+    for (const nlohmann::json& flag : flags) {
+      rank_deficient = rank_deficient || flag == "rank_deficient";
+    }
+    if (!rank_deficient) continue;
+    const nlohmann::json tokens = hessian.value("tokens", nlohmann::json());
+    const nlohmann::json k = hessian.value("k", nlohmann::json());
+    const nlohmann::json name = layer.value("name", nlohmann::json());
+    if (!tokens.is_number_integer() || !k.is_number_integer() ||
+        !name.is_string()) {
+      continue;
+    }
+    by_shape[{tokens.get<int64_t>(), k.get<int64_t>()}].push_back(
+        name.get<std::string>());
+  }
+  std::vector<std::string> warnings;
+  constexpr size_t kNamesShown = 3;
+  for (const auto& [shape, names] : by_shape) {
+    std::vector<std::string> shown(
+        names.begin(), names.begin() + std::min(names.size(), kNamesShown));
+    std::string list = absl::StrJoin(shown, ", ");
+    if (names.size() > shown.size()) {
+      absl::StrAppend(&list, " and ", names.size() - shown.size(), " more");
+    }
+    warnings.push_back(absl::StrCat(
+        "audit: ", names.size(), names.size() == 1 ? " layer" : " layers",
+        " calibrated on ", shape.first, " tokens, fewer than its ",
+        shape.second,
+        " inputs (T < K), so GPTQ and AWQ leaned on damping "
+        "there (flag rank_deficient): ",
+        list));
+  }
+  return warnings;
 }
 
 absl::StatusOr<v1::Job> JobLifecycle::JobProto(const store::Job& job) {
@@ -47,7 +102,8 @@ absl::Status JobLifecycle::FinishJob(const std::string& job_id) {
   if (!verdict.ok())
     return FailJob(job_id, std::string(verdict.status().message()));
   absl::StatusOr<store::Job> job =
-      store_->FinishJob(job_id, *verdict, artifacts_->CheckpointUri(job_id));
+      store_->FinishJob(job_id, *verdict, artifacts_->CheckpointUri(job_id),
+                        AuditWarnings(*audit));
   if (!job.ok()) return job.status();
   absl::Status progress = Progress(job_id, "done");
   if (!progress.ok()) return progress;

@@ -9,6 +9,7 @@
 #define QUANT_SERVER_JOB_LIFECYCLE_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "quant/v1/service.pb.h"
@@ -68,6 +69,12 @@ class JobLifecycle {
 
 // The verdict recorded in an audit.json's text.
 absl::StatusOr<store::Verdict> AuditVerdict(const std::string& audit_json);
+
+// What the job should warn about from its audit.json: one line per
+// (tokens, inputs) pair of the layers flagged rank_deficient (T < K), whose
+// count only the run knows (the submit-time warning is a bound). Empty for
+// an audit without such layers or one that does not parse.
+std::vector<std::string> AuditWarnings(const std::string& audit_json);
 
 }  // namespace quant::server
 

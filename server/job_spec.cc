@@ -101,6 +101,9 @@ absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
   }
   out.set_request_id(job.request_id);
   for (const std::string& warning : spec->warnings) out.add_warnings(warning);
+  for (const std::string& warning : job.audit_warnings) {
+    out.add_warnings(warning);
+  }
   v1::Progress* progress = out.mutable_progress();
   int blocks_total = 0;
   int blocks_done = 0;

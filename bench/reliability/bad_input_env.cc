@@ -15,7 +15,7 @@
 #include "bench/load/small_recipe.h"
 #include "bench/load/temp_dir.h"
 #include "bench/reliability/bad_input_files.h"
-#include "bench/reliability/health_probe.h"
+#include "client/health_probe.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"

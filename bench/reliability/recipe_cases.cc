@@ -5,8 +5,10 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "bench/reliability/bad_input_cases.h"
 #include "bench/reliability/case_actions.h"
 #include "core/base/file_util.h"
@@ -103,19 +105,38 @@ std::vector<std::string> CheckRankFlags(BadInputEnv& env, const v1::Job& job,
     problems.push_back(absl::StrCat("no layer flagged rank_deficient (of ",
                                     measured, " with a Hessian)"));
   }
-  // The job says so too, from submit on: one warning per input width.
+  // The job says so too: from submit on, one warning per input width; once
+  // finished, the audit's, which together count the flagged layers.
   int rank_warnings = 0;
+  int audit_warned_layers = 0;
   for (const std::string& warning : job.warnings()) {
-    if (absl::StrContains(warning, "rank-deficient (T < K)")) ++rank_warnings;
+    if (absl::StartsWith(warning, "calibration: ") &&
+        absl::StrContains(warning, "rank-deficient (T < K)")) {
+      ++rank_warnings;
+    }
+    int layers = 0;
+    const absl::string_view rest = absl::StripPrefix(warning, "audit: ");
+    if (rest.size() != warning.size() &&
+        absl::StrContains(warning, "(T < K)") &&
+        absl::SimpleAtoi(rest.substr(0, rest.find(' ')), &layers)) {
+      audit_warned_layers += layers;
+    }
   }
   if (rank_warnings != 2) {
     problems.push_back(absl::StrCat("the job has ", rank_warnings,
                                     " rank warnings, want 2 (K=64 and 172): ",
                                     absl::StrJoin(job.warnings(), "; ")));
   }
+  if (audit_warned_layers != flagged) {
+    problems.push_back(
+        absl::StrCat("the job's audit warnings count ", audit_warned_layers,
+                     " rank-deficient layers, the report flags ", flagged, ": ",
+                     absl::StrJoin(job.warnings(), "; ")));
+  }
   *summary = absl::StrCat(flagged, " of ", measured,
                           " layers flagged rank_deficient (T < K), ",
-                          rank_warnings, " warnings on the job");
+                          rank_warnings, " warnings on the job at submit, ",
+                          audit_warned_layers, " layers in its audit warnings");
   return problems;
 }
 

@@ -63,6 +63,9 @@ struct Job {
   std::string artifact_uri;
   std::string error;
   double progress = 0;  // fraction of task work done, 0..1
+  // What the audit showed that the submitter should know (layers whose
+  // calibration had fewer tokens than inputs); set when the job succeeds.
+  std::vector<std::string> audit_warnings;
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
 };
@@ -211,10 +214,12 @@ class JobStore {
   virtual absl::StatusOr<int64_t> CountRunnableTasks() = 0;
 
   virtual absl::StatusOr<JobChange> CancelJob(const std::string& job_id) = 0;
-  // RUNNING/QUEUED -> SUCCEEDED once every task is DONE.
-  virtual absl::StatusOr<Job> FinishJob(const std::string& job_id,
-                                        Verdict verdict,
-                                        const std::string& artifact_uri) = 0;
+  // RUNNING/QUEUED -> SUCCEEDED once every task is DONE, with the audit's
+  // verdict and warnings.
+  virtual absl::StatusOr<Job> FinishJob(
+      const std::string& job_id, Verdict verdict,
+      const std::string& artifact_uri,
+      const std::vector<std::string>& audit_warnings) = 0;
   virtual absl::StatusOr<Job> FailJob(const std::string& job_id,
                                       const std::string& error) = 0;
   // FAILED -> QUEUED, in one transaction: error, verdict and artifact_uri

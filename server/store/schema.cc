@@ -84,6 +84,12 @@ INSERT INTO meta(key, value) VALUES ('lease_expiries_total', 0);
     R"sql(
 ALTER TABLE tasks ADD COLUMN budget_start INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 2 -> 3: warnings learned when the job finished (from its audit), kept
+    // apart from spec_json, which stays as submitted for request-id
+    // idempotency. A JSON array of strings.
+    R"sql(
+ALTER TABLE jobs ADD COLUMN audit_warnings TEXT NOT NULL DEFAULT '[]';
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

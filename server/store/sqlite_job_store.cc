@@ -327,9 +327,9 @@ absl::StatusOr<JobRow> SqliteJobStore::FindOpenJob(const std::string& job_id) {
   return row;
 }
 
-absl::StatusOr<Job> SqliteJobStore::FinishJob(const std::string& job_id,
-                                              Verdict verdict,
-                                              const std::string& artifact_uri) {
+absl::StatusOr<Job> SqliteJobStore::FinishJob(
+    const std::string& job_id, Verdict verdict, const std::string& artifact_uri,
+    const std::vector<std::string>& audit_warnings) {
   if (verdict == Verdict::kNone) {
     return absl::InvalidArgumentError(
         absl::StrCat("job ", job_id, ": verdict must be PASS or FAIL"));
@@ -352,11 +352,12 @@ absl::StatusOr<Job> SqliteJobStore::FinishJob(const std::string& job_id,
   QUANT_ASSIGN_OR_RETURN(
       Statement stmt,
       db_->Prepare("UPDATE jobs SET state = 'SUCCEEDED', verdict = ?2, "
-                   "artifact_uri = ?3, progress = 1, updated_ms = ?4 "
-                   "WHERE seq = ?1"));
-  QUANT_RETURN_IF_ERROR(
-      stmt.BindAll(row.seq, VerdictName(verdict), artifact_uri, clock_->NowMs())
-          .Run());
+                   "artifact_uri = ?3, progress = 1, updated_ms = ?4, "
+                   "audit_warnings = ?5 WHERE seq = ?1"));
+  QUANT_RETURN_IF_ERROR(stmt.BindAll(row.seq, VerdictName(verdict),
+                                     artifact_uri, clock_->NowMs(),
+                                     WarningsToJson(audit_warnings))
+                            .Run());
   QUANT_ASSIGN_OR_RETURN(row, FindJobBySeq(row.seq));
   QUANT_RETURN_IF_ERROR(txn->Commit());
   return std::move(row.job);
@@ -412,7 +413,8 @@ absl::StatusOr<RetryJobResult> SqliteJobStore::RetryJob(
   QUANT_ASSIGN_OR_RETURN(
       Statement reopen,
       db_->Prepare("UPDATE jobs SET state = 'QUEUED', verdict = '', "
-                   "artifact_uri = '', error = '', updated_ms = ?2 "
+                   "artifact_uri = '', error = '', audit_warnings = '[]', "
+                   "updated_ms = ?2 "
                    "WHERE seq = ?1"));
   QUANT_RETURN_IF_ERROR(reopen.BindAll(row.seq, now).Run());
   QUANT_RETURN_IF_ERROR(RecomputeProgress(row.seq, now));

@@ -73,8 +73,10 @@ class SqliteJobStore : public JobStore {
   absl::StatusOr<int64_t> CountRunnableTasks() override;
 
   absl::StatusOr<JobChange> CancelJob(const std::string& job_id) override;
-  absl::StatusOr<Job> FinishJob(const std::string& job_id, Verdict verdict,
-                                const std::string& artifact_uri) override;
+  absl::StatusOr<Job> FinishJob(
+      const std::string& job_id, Verdict verdict,
+      const std::string& artifact_uri,
+      const std::vector<std::string>& audit_warnings) override;
   absl::StatusOr<Job> FailJob(const std::string& job_id,
                               const std::string& error) override;
   absl::StatusOr<RetryJobResult> RetryJob(const std::string& job_id) override;

@@ -34,7 +34,27 @@ absl::StatusOr<std::vector<int>> ParseDependsOn(const std::string& text,
                                           text));
 }
 
+absl::StatusOr<std::vector<std::string>> ParseWarnings(
+    const std::string& text, const std::string& job_id) {
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+  std::vector<std::string> out;
+  if (json.is_array()) {
+    for (const nlohmann::json& item : json) {
+      if (!item.is_string()) break;
+      out.push_back(item.get<std::string>());
+    }
+    if (out.size() == json.size()) return out;
+  }
+  return absl::DataLossError(absl::StrCat(
+      "job ", job_id, ": audit_warnings is not a string array: ", text));
+}
+
 }  // namespace
+
+std::string WarningsToJson(const std::vector<std::string>& warnings) {
+  return nlohmann::json(warnings).dump(
+      -1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
 
 absl::StatusOr<JobRow> ReadJobRow(const Statement& stmt) {
   JobRow row;
@@ -51,6 +71,8 @@ absl::StatusOr<JobRow> ReadJobRow(const Statement& stmt) {
   job.created_ms = stmt.ColumnInt64(9);
   job.updated_ms = stmt.ColumnInt64(10);
   row.planned = stmt.ColumnInt64(11) != 0;
+  QUANT_ASSIGN_OR_RETURN(job.audit_warnings,
+                         ParseWarnings(stmt.ColumnText(12), job.id));
   return row;
 }
 

@@ -32,8 +32,11 @@ struct TaskRow {
 // Selected from `jobs`, in the order ReadJobRow expects.
 inline constexpr char kJobColumns[] =
     "seq, id, request_id, spec_json, state, verdict, artifact_uri, error, "
-    "progress, created_ms, updated_ms, planned";
+    "progress, created_ms, updated_ms, planned, audit_warnings";
 absl::StatusOr<JobRow> ReadJobRow(const Statement& stmt);
+
+// jobs.audit_warnings: a JSON array of strings.
+std::string WarningsToJson(const std::vector<std::string>& warnings);
 
 // Selected from `tasks t JOIN jobs j ON j.seq = t.job_seq`.
 inline constexpr char kTaskColumns[] =

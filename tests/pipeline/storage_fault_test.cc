@@ -33,6 +33,21 @@ std::string ReadOrEmpty(const std::string& path) {
   return bytes.ok() ? *bytes : "";
 }
 
+// Block 0's published tensors and leaving states in `work_dir` (its layer
+// results record timings, which differ from run to run).
+std::vector<std::string> PublishedBlock0(const std::string& work_dir) {
+  std::vector<std::string> files;
+  for (const char* suffix :
+       {".safetensors", ".cal.safetensors", ".heldout.safetensors"}) {
+    files.push_back(ReadOrEmpty(BlockOutputPrefix(work_dir, 0) + suffix));
+  }
+  return files;
+}
+
+bool Block0Published(const std::string& work_dir) {
+  return FileExists(BlockOutputPrefix(work_dir, 0) + ".layers.json");
+}
+
 class StorageFaultTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -92,6 +107,26 @@ class StorageFaultTest : public ::testing::Test {
     EXPECT_TRUE(FileExists(out + "/manifest.json"));
     EXPECT_TRUE(ReadOrEmpty(out + "/model.safetensors") == weights)
         << "the rerun's model.safetensors differs from an undisturbed run's";
+  }
+
+  // Block 0 run and published on a healthy disk into "reference-work".
+  std::vector<std::string> ReferenceBlock0() {
+    const JobTaskContext healthy =
+        Context("reference-work", FileSystem::Default());
+    const absl::Status s =
+        RunBlockJobTask(healthy, 0, temp_ + "/reference-attempt", {});
+    EXPECT_TRUE(s.ok()) << s;
+    return PublishedBlock0(healthy.work_dir);
+  }
+
+  // After a fault: block 0 reruns into "work" on the healthy disk and
+  // publishes the undisturbed run's bytes.
+  void ExpectBlock0RerunMatches(const std::vector<std::string>& reference) {
+    const JobTaskContext rerun = Context("work", FileSystem::Default());
+    ASSERT_TRUE(RunBlockJobTask(rerun, 0, temp_ + "/attempt-rerun", {}).ok());
+    EXPECT_TRUE(Block0Published(rerun.work_dir));
+    EXPECT_TRUE(PublishedBlock0(rerun.work_dir) == reference)
+        << "the rerun published different bytes";
   }
 
   Recipe recipe_;
@@ -169,27 +204,8 @@ TEST_F(StorageFaultTest, FailedRenameIntoPlaceRemovesTheTemporaryDirectory) {
   ExpectRerunMatches(out, ReferenceWeights());
 }
 
-// Block 0's published tensors and leaving states in `work_dir` (its layer
-// results record timings, which differ from run to run).
-std::vector<std::string> PublishedBlock0(const std::string& work_dir) {
-  std::vector<std::string> files;
-  for (const char* suffix :
-       {".safetensors", ".cal.safetensors", ".heldout.safetensors"}) {
-    files.push_back(ReadOrEmpty(BlockOutputPrefix(work_dir, 0) + suffix));
-  }
-  return files;
-}
-
-bool Block0Published(const std::string& work_dir) {
-  return FileExists(BlockOutputPrefix(work_dir, 0) + ".layers.json");
-}
-
 TEST_F(StorageFaultTest, DiskFullWritingBlockOutputPublishesNothing) {
-  const JobTaskContext healthy =
-      Context("reference-work", FileSystem::Default());
-  ASSERT_TRUE(
-      RunBlockJobTask(healthy, 0, temp_ + "/reference-attempt", {}).ok());
-  const std::vector<std::string> reference = PublishedBlock0(healthy.work_dir);
+  const std::vector<std::string> reference = ReferenceBlock0();
 
   FaultInjectingFileSystem fs;
   fs.SetDiskFullAfter(1000);  // Inside the block's tensors.
@@ -203,19 +219,11 @@ TEST_F(StorageFaultTest, DiskFullWritingBlockOutputPublishesNothing) {
   EXPECT_THAT(DirectoryEntries(context.work_dir), IsEmpty());
   EXPECT_THAT(DirectoryEntries(attempt), IsEmpty());  // No temporary file left.
 
-  const JobTaskContext rerun = Context("work", FileSystem::Default());
-  ASSERT_TRUE(RunBlockJobTask(rerun, 0, temp_ + "/attempt-rerun", {}).ok());
-  EXPECT_TRUE(Block0Published(rerun.work_dir));
-  EXPECT_TRUE(PublishedBlock0(rerun.work_dir) == reference)
-      << "the rerun published different bytes";
+  ExpectBlock0RerunMatches(reference);
 }
 
 TEST_F(StorageFaultTest, DiskFullDuringBlockPublishLeavesItUnpublished) {
-  const JobTaskContext healthy =
-      Context("reference-work", FileSystem::Default());
-  ASSERT_TRUE(
-      RunBlockJobTask(healthy, 0, temp_ + "/reference-attempt", {}).ok());
-  const std::vector<std::string> reference = PublishedBlock0(healthy.work_dir);
+  const std::vector<std::string> reference = ReferenceBlock0();
 
   // The third of the four renames into the work directory finds no room
   // for the new directory entry.
@@ -237,11 +245,7 @@ TEST_F(StorageFaultTest, DiskFullDuringBlockPublishLeavesItUnpublished) {
       Context("work", FileSystem::Default()), 1, temp_ + "/attempt-1", {});
   EXPECT_TRUE(absl::IsFailedPrecondition(next)) << next;
 
-  const JobTaskContext rerun = Context("work", FileSystem::Default());
-  ASSERT_TRUE(RunBlockJobTask(rerun, 0, temp_ + "/attempt-rerun", {}).ok());
-  EXPECT_TRUE(Block0Published(rerun.work_dir));
-  EXPECT_TRUE(PublishedBlock0(rerun.work_dir) == reference)
-      << "the rerun published different bytes";
+  ExpectBlock0RerunMatches(reference);
 }
 
 }  // namespace

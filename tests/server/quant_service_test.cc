@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "client/health_probe.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "grpcpp/create_channel.h"
@@ -24,7 +25,7 @@
 #include "quant/v1/service.grpc.pb.h"
 #include "quant/v1/worker.grpc.pb.h"
 #include "server/quantd_server.h"
-#include "tests/server/health_check.h"
+#include "tests/server/reflection_probe.h"
 #include "tests/support/test_env.h"
 
 namespace quant {
@@ -568,12 +569,13 @@ TEST_F(QuantServiceTest, CancelEndsTheJobCancelled) {
 }
 
 TEST_F(QuantServiceTest, HealthAndReflectionAreServed) {
+  for (const std::string service :
+       {"", "quant.v1.QuantService", "quant.v1.WorkerService"}) {
+    const absl::StatusOr<int> serving = CheckHealth(channel_, service);
+    ASSERT_TRUE(serving.ok()) << service << ": " << serving.status();
+    EXPECT_EQ(*serving, 1) << service;  // SERVING
+  }
   std::string error;
-  EXPECT_EQ(testing::CheckHealth(channel_, "", &error), 1) << error;
-  EXPECT_EQ(testing::CheckHealth(channel_, "quant.v1.QuantService", &error), 1)
-      << error;
-  EXPECT_EQ(testing::CheckHealth(channel_, "quant.v1.WorkerService", &error), 1)
-      << error;
   const std::string services =
       testing::ListServicesViaReflection(channel_, &error);
   EXPECT_NE(services.find("quant.v1.QuantService"), std::string::npos) << error;

@@ -16,10 +16,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "client/health_probe.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
-#include "tests/server/health_check.h"
 #include "tests/support/quantctl_runner.h"
 #include "tests/support/test_env.h"
 
@@ -74,10 +74,11 @@ TEST(QuantdBinaryTest, ServesHealthAndStopsOnSigterm) {
   if (started) {
     auto channel = grpc::CreateChannel(absl::StrCat("127.0.0.1:", port),
                                        grpc::InsecureChannelCredentials());
-    std::string error;
-    EXPECT_EQ(testing::CheckHealth(channel, "", &error), 1) << error;
-    EXPECT_EQ(testing::CheckHealth(channel, "quant.v1.QuantService", &error), 1)
-        << error;
+    for (const std::string service : {"", "quant.v1.QuantService"}) {
+      const absl::StatusOr<int> serving = CheckHealth(channel, service);
+      ASSERT_TRUE(serving.ok()) << service << ": " << serving.status();
+      EXPECT_EQ(*serving, 1) << service;  // SERVING
+    }
   }
   kill(pid, SIGTERM);
   int status = 0;

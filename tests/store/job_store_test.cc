@@ -206,7 +206,7 @@ TEST_F(JobStoreTest, SequentialBlocksRunInOrderThenFinalize) {
     EXPECT_EQ(done->task.state, TaskState::kDone);
     EXPECT_FALSE(done->all_tasks_done);
   }
-  auto before_finish = store_->FinishJob(job, Verdict::kPass, "art");
+  auto before_finish = store_->FinishJob(job, Verdict::kPass, "art", {});
   EXPECT_EQ(before_finish.status().code(),
             absl::StatusCode::kFailedPrecondition);
   const Lease finalize = MustLease();
@@ -215,7 +215,7 @@ TEST_F(JobStoreTest, SequentialBlocksRunInOrderThenFinalize) {
   auto done = store_->CompleteTask(finalize.lease_id, "out/final");
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_TRUE(done->all_tasks_done);
-  auto finished = store_->FinishJob(job, Verdict::kPass, "file:///art");
+  auto finished = store_->FinishJob(job, Verdict::kPass, "file:///art", {});
   ASSERT_TRUE(finished.ok()) << finished.status();
   EXPECT_EQ(finished->state, JobState::kSucceeded);
   EXPECT_EQ(finished->verdict, Verdict::kPass);
@@ -389,9 +389,29 @@ TEST_F(JobStoreTest, RetryRunsAFailedJobAgainKeepingFinishedTasks) {
   auto done = store_->CompleteTask(finalize.lease_id, "file:///ckpt");
   ASSERT_TRUE(done.ok());
   EXPECT_TRUE(done->all_tasks_done);
-  auto finished = store_->FinishJob(job, Verdict::kPass, "file:///ckpt");
+  auto finished = store_->FinishJob(job, Verdict::kPass, "file:///ckpt", {});
   ASSERT_TRUE(finished.ok()) << finished.status();
   EXPECT_EQ(finished->state, JobState::kSucceeded);
+}
+
+TEST_F(JobStoreTest, FinishedJobKeepsItsAuditWarningsAcrossReopen) {
+  const std::string job = NewPlannedJob("req", 1, false);
+  ASSERT_TRUE(store_->CompleteTask(MustLease().lease_id, "file:///b0").ok());
+  ASSERT_TRUE(store_->CompleteTask(MustLease().lease_id, "file:///ckpt").ok());
+  const std::vector<std::string> warnings = {"audit: one layer",
+                                             "audit: \"quoted\"\nsecond"};
+  auto finished =
+      store_->FinishJob(job, Verdict::kPass, "file:///ckpt", warnings);
+  ASSERT_TRUE(finished.ok()) << finished.status();
+  EXPECT_EQ(finished->audit_warnings, warnings);
+  Reopen();
+  auto stored = store_->GetJob(job);
+  ASSERT_TRUE(stored.ok()) << stored.status();
+  EXPECT_EQ(stored->audit_warnings, warnings);
+  auto listed = store_->ListJobs(10, "", JobFilter());
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->jobs.size(), 1u);
+  EXPECT_EQ(listed->jobs[0].audit_warnings, warnings);
 }
 
 TEST_F(JobStoreTest, RetrySupersedesLeasesAndRedoesFinalizeWhenAllWereDone) {
@@ -465,7 +485,7 @@ TEST_F(JobStoreTest, CancelStopsLeasing) {
   ASSERT_TRUE(twice.ok());
   EXPECT_FALSE(twice->changed);
   EXPECT_EQ(twice->job.state, JobState::kCancelled);
-  EXPECT_EQ(store_->FinishJob(job, Verdict::kPass, "a").status().code(),
+  EXPECT_EQ(store_->FinishJob(job, Verdict::kPass, "a", {}).status().code(),
             absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(store_->FailJob(job, "boom").status().code(),
             absl::StatusCode::kFailedPrecondition);
@@ -565,7 +585,7 @@ TEST_F(JobStoreTest, RestartResumesUnfinishedJobs) {
   for (int i = 0; i < 2; ++i) {
     ASSERT_TRUE(store_->CompleteTask(MustLease().lease_id, "o").ok());
   }
-  ASSERT_TRUE(store_->FinishJob(done_job, Verdict::kFail, "art").ok());
+  ASSERT_TRUE(store_->FinishJob(done_job, Verdict::kFail, "art", {}).ok());
   const std::string job = NewPlannedJob("req", 3, true);
   ASSERT_TRUE(store_->CompleteTask(MustLease().lease_id, "out/block0").ok());
   const Lease in_flight = MustLease("w1", 1000);
@@ -666,6 +686,8 @@ TEST(JobStoreFileTest, MigratesAVersion1Database) {
     auto db = Database::Open(path, 1000);
     ASSERT_TRUE(db.ok()) << db.status();
     ASSERT_TRUE((*db)->Exec("ALTER TABLE tasks DROP COLUMN budget_start").ok());
+    ASSERT_TRUE(
+        (*db)->Exec("ALTER TABLE jobs DROP COLUMN audit_warnings").ok());
     ASSERT_TRUE((*db)
                     ->Exec("UPDATE meta SET value = 1 WHERE key = "
                            "'schema_version'")
@@ -677,6 +699,9 @@ TEST(JobStoreFileTest, MigratesAVersion1Database) {
   ASSERT_TRUE(tasks.ok()) << tasks.status();
   ASSERT_EQ(tasks->size(), 2u);
   EXPECT_EQ((*tasks)[0].budget_start, 0);
+  auto job = (*store)->GetJob(job_id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_TRUE(job->audit_warnings.empty());
   ASSERT_TRUE((*store)->FailJob(job_id, "boom").ok());
   EXPECT_TRUE((*store)->RetryJob(job_id).ok());
 }

@@ -1,5 +1,5 @@
 // CheckHealth: one unary call with hand-encoded HealthCheckRequest bytes.
-#include "bench/reliability/health_probe.h"
+#include "client/health_probe.h"
 
 #include <chrono>
 
@@ -9,7 +9,7 @@
 #include "grpcpp/impl/codegen/rpc_method.h"
 #include "grpcpp/support/byte_buffer.h"
 
-namespace quant::reliability {
+namespace quant {
 
 absl::StatusOr<int> CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
                                 const std::string& service) {
@@ -50,4 +50,4 @@ absl::StatusOr<int> CheckHealth(const std::shared_ptr<grpc::Channel>& channel,
   return static_cast<int>(bytes[1]);
 }
 
-}  // namespace quant::reliability
+}  // namespace quant
