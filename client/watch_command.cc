@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -137,6 +138,16 @@ class EventPrinter {
   std::set<std::string> layers_shown_;
 };
 
+// What the run itself found (the audit's warnings, "audit: ..."); those
+// found at submit were shown by submit and stay in `status`.
+void PrintAuditWarnings(const v1::Job& job, std::ostream& err) {
+  for (const std::string& warning : job.warnings()) {
+    if (absl::StartsWith(warning, "audit: ")) {
+      err << "warning: " << warning << "\n";
+    }
+  }
+}
+
 absl::Status RunWatch(const CommandInvocation& invocation) {
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<ServiceClient> client,
                          ServiceClient::FromFlags());
@@ -147,6 +158,7 @@ absl::Status RunWatch(const CommandInvocation& invocation) {
   QUANT_ASSIGN_OR_RETURN(
       const v1::Job job,
       WatchUntilTerminal(*client, invocation.args[0], display));
+  PrintAuditWarnings(job, *invocation.err);
   *invocation.out << FinalLine(job) << "\n";
   return JobOutcome(job);
 }
@@ -210,6 +222,7 @@ absl::Status WatchAndPrintOutcome(ServiceClient& client, const std::string& id,
   }
   QUANT_ASSIGN_OR_RETURN(const v1::Job job,
                          WatchUntilTerminal(client, id, display));
+  if (!json_output) PrintAuditWarnings(job, *invocation.err);
   PrintJob(job, json_output, absl::StrCat(FinalLine(job), "\n"),
            *invocation.out);
   return JobOutcome(job);
@@ -263,8 +276,11 @@ Command WatchCommand() {
       "per block (a redrawn bar on a terminal, plain lines otherwise) and a "
       "row per layer as it finishes (name, method, bits, relative output "
       "error on calibration and held-out data, RTN's held-out error, gain "
-      "over RTN, flags), until the job is terminal. Ends with the final "
-      "state and verdict. Exit codes: 0 SUCCEEDED with verdict PASS, 3 "
+      "over RTN, flags), until the job is terminal. Ends with the warnings "
+      "the audit found (\"warning: audit: ...\" on stderr, e.g. layers "
+      "calibrated on fewer tokens than inputs) and the final state and "
+      "verdict. If quantd restarts, the watch reconnects with backoff for up "
+      "to two minutes. Exit codes: 0 SUCCEEDED with verdict PASS, 3 "
       "verdict FAIL, 1 FAILED, CANCELLED or an error, 2 usage.";
   command.example = "quantctl watch job-000042";
   command.flags = ServiceFlags();

@@ -69,8 +69,8 @@ std::vector<std::string> AuditWarnings(const std::string& audit_json) {
     }
     warnings.push_back(absl::StrCat(
         "audit: ", names.size(), names.size() == 1 ? " layer" : " layers",
-        " calibrated on ", shape.first, " tokens, fewer than its ",
-        shape.second,
+        " calibrated on ", shape.first, " tokens, fewer than ",
+        names.size() == 1 ? "its " : "their ", shape.second,
         " inputs (T < K), so GPTQ and AWQ leaned on damping "
         "there (flag rank_deficient): ",
         list));

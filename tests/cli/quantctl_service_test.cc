@@ -471,6 +471,10 @@ TEST(QuantctlServiceRunTest, VerdictsExitCodesReportAndFetch) {
   std::string strict = *recipe_text;
   strict.replace(strict.find("max_ppl_ratio: 2.0"), 18,
                  "max_ppl_ratio: 1.0001");
+  // And windows of 8 tokens: 16 x 8 = 128 calibration tokens (the held-out
+  // windows come on top), fewer than down_proj's 172 inputs but not than
+  // the other layers' 64: a warning at submit and one from the audit.
+  strict.replace(strict.find("seq_len: 64"), 11, "seq_len: 8");
   const std::string strict_recipe = quantd.temp() + "/strict.yaml";
   ASSERT_TRUE(WriteFileAtomically(strict_recipe, strict).ok());
 
@@ -501,6 +505,25 @@ TEST(QuantctlServiceRunTest, VerdictsExitCodesReportAndFetch) {
     const RunResult watched = RunQuantctl("watch " + id + addr);
     EXPECT_EQ(watched.exit_code, code) << watched.out << watched.err;
     EXPECT_THAT(watched.out + watched.err, HasSubstr(verdict));
+
+    // The job's warnings: none on the full recipe; on the short windows one
+    // from submit and one from the audit, which watch prints at the end.
+    std::vector<std::string> warnings;
+    for (const json& w : job["warnings"]) warnings.push_back(w);
+    const std::string audit_warning =
+        "audit: 5 layers calibrated on 128 tokens, fewer than their 172 "
+        "inputs "
+        "(T < K)";
+    if (verdict == "PASS") {
+      EXPECT_THAT(warnings, ::testing::IsEmpty());
+      EXPECT_THAT(watched.err, Not(HasSubstr("warning:")));
+    } else {
+      ASSERT_EQ(warnings.size(), 2u) << submitted.out;
+      EXPECT_THAT(warnings[0], HasSubstr("at most 128 tokens"));
+      EXPECT_THAT(warnings[1], HasSubstr(audit_warning));
+      EXPECT_THAT(warnings[1], HasSubstr("model.layers.0.mlp.down_proj"));
+      EXPECT_THAT(watched.err, HasSubstr("warning: " + audit_warning));
+    }
 
     const RunResult report = RunQuantctl("report " + id + " --json" + addr);
     EXPECT_EQ(report.exit_code, code) << report.err;

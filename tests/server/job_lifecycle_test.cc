@@ -50,13 +50,14 @@ TEST(AuditWarningsTest, OneLinePerShapeOfTheRankDeficientLayers) {
   });
   EXPECT_THAT(
       AuditWarnings(audit),
-      ElementsAre("audit: 4 layers calibrated on 48 tokens, fewer than its 64 "
-                  "inputs (T < K), so GPTQ and AWQ leaned on damping there "
-                  "(flag rank_deficient): l.0.q_proj, l.0.k_proj, l.1.q_proj "
-                  "and 1 more",
-                  "audit: 1 layer calibrated on 48 tokens, fewer than its 172 "
-                  "inputs (T < K), so GPTQ and AWQ leaned on damping there "
-                  "(flag rank_deficient): l.0.down_proj"));
+      ElementsAre(
+          "audit: 4 layers calibrated on 48 tokens, fewer than their 64 "
+          "inputs (T < K), so GPTQ and AWQ leaned on damping there "
+          "(flag rank_deficient): l.0.q_proj, l.0.k_proj, l.1.q_proj "
+          "and 1 more",
+          "audit: 1 layer calibrated on 48 tokens, fewer than its 172 "
+          "inputs (T < K), so GPTQ and AWQ leaned on damping there "
+          "(flag rank_deficient): l.0.down_proj"));
 }
 
 TEST(AuditWarningsTest, NoneForAFullRankOrUnreadableAudit) {
