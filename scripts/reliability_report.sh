@@ -43,8 +43,10 @@ fault_tests=(
   io_test
   job_store_test
   job_tasks_test
+  job_lifecycle_test
   quant_service_test
   cli_service_test
+  reconnect_budget_test
   bad_input_test
 )
 echo "== building (release, build/)" >&2
