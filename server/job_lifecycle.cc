@@ -67,13 +67,14 @@ std::vector<std::string> AuditWarnings(const std::string& audit_json) {
     if (names.size() > shown.size()) {
       absl::StrAppend(&list, " and ", names.size() - shown.size(), " more");
     }
-    warnings.push_back(absl::StrCat(
-        "audit: ", names.size(), names.size() == 1 ? " layer" : " layers",
-        " calibrated on ", shape.first, " tokens, fewer than ",
-        names.size() == 1 ? "its " : "their ", shape.second,
-        " inputs (T < K), so GPTQ and AWQ leaned on damping "
-        "there (flag rank_deficient): ",
-        list));
+    warnings.push_back(
+        absl::StrCat(kAuditWarningPrefix, names.size(),
+                     names.size() == 1 ? " layer" : " layers",
+                     " calibrated on ", shape.first, " tokens, fewer than ",
+                     names.size() == 1 ? "its " : "their ", shape.second,
+                     " inputs (T < K), so GPTQ and AWQ leaned on damping "
+                     "there (flag rank_deficient): ",
+                     list));
   }
   return warnings;
 }

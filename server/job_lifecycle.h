@@ -70,6 +70,10 @@ class JobLifecycle {
 // The verdict recorded in an audit.json's text.
 absl::StatusOr<store::Verdict> AuditVerdict(const std::string& audit_json);
 
+// Begins every warning AuditWarnings makes, so clients can tell them from
+// the submit-time ones.
+inline constexpr char kAuditWarningPrefix[] = "audit: ";
+
 // What the job should warn about from its audit.json: one line per
 // (tokens, inputs) pair of the layers flagged rank_deficient (T < K), whose
 // count only the run knows (the submit-time warning is a bound). Empty for

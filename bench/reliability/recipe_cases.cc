@@ -13,6 +13,7 @@
 #include "bench/reliability/case_actions.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
+#include "server/job_lifecycle.h"
 
 namespace quant::reliability {
 namespace {
@@ -115,7 +116,8 @@ std::vector<std::string> CheckRankFlags(BadInputEnv& env, const v1::Job& job,
       ++rank_warnings;
     }
     int layers = 0;
-    const absl::string_view rest = absl::StripPrefix(warning, "audit: ");
+    const absl::string_view rest =
+        absl::StripPrefix(warning, server::kAuditWarningPrefix);
     if (rest.size() != warning.size() &&
         absl::StrContains(warning, "(T < K)") &&
         absl::SimpleAtoi(rest.substr(0, rest.find(' ')), &layers)) {

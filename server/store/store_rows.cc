@@ -1,7 +1,10 @@
 // Row readers, page tokens and lease ids for the SQLite job store.
 #include "server/store/store_rows.h"
 
+#include <optional>
 #include <random>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/numbers.h"
@@ -16,18 +19,28 @@ namespace {
 
 constexpr absl::string_view kTokenPrefix = "jobs.v1:";
 
+// A column holding a JSON array whose items all satisfy `is_item`; nullopt
+// for any other text.
+template <typename T, typename IsItem>
+std::optional<std::vector<T>> ParseJsonArray(const std::string& text,
+                                             IsItem is_item) {
+  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+  if (!json.is_array()) return std::nullopt;
+  std::vector<T> out;
+  for (const nlohmann::json& item : json) {
+    if (!is_item(item)) return std::nullopt;
+    out.push_back(item.get<T>());
+  }
+  return out;
+}
+
 absl::StatusOr<std::vector<int>> ParseDependsOn(const std::string& text,
                                                 const std::string& job_id,
                                                 int index) {
-  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
-  std::vector<int> out;
-  if (json.is_array()) {
-    for (const nlohmann::json& item : json) {
-      if (!item.is_number_integer()) break;
-      out.push_back(item.get<int>());
-    }
-    if (out.size() == json.size()) return out;
-  }
+  std::optional<std::vector<int>> out = ParseJsonArray<int>(
+      text,
+      [](const nlohmann::json& item) { return item.is_number_integer(); });
+  if (out.has_value()) return *std::move(out);
   return absl::DataLossError(absl::StrCat("job ", job_id, " task ", index,
                                           ": depends_on is not an integer "
                                           "array: ",
@@ -36,15 +49,9 @@ absl::StatusOr<std::vector<int>> ParseDependsOn(const std::string& text,
 
 absl::StatusOr<std::vector<std::string>> ParseWarnings(
     const std::string& text, const std::string& job_id) {
-  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
-  std::vector<std::string> out;
-  if (json.is_array()) {
-    for (const nlohmann::json& item : json) {
-      if (!item.is_string()) break;
-      out.push_back(item.get<std::string>());
-    }
-    if (out.size() == json.size()) return out;
-  }
+  std::optional<std::vector<std::string>> out = ParseJsonArray<std::string>(
+      text, [](const nlohmann::json& item) { return item.is_string(); });
+  if (out.has_value()) return *std::move(out);
   return absl::DataLossError(absl::StrCat(
       "job ", job_id, ": audit_warnings is not a string array: ", text));
 }

@@ -251,17 +251,14 @@ void FaultSoakTest::KillOneWorker(uint64_t seed,
   {
     auto at_kill = service.ReadStoredTasks(id);
     ASSERT_TRUE(at_kill.ok()) << at_kill.status();
+    bool done_on_server = false;  // The task the log says was running.
     for (const store::Task& task : *at_kill) {
-      if (task.state == store::TaskState::kDone || task.attempts == 0) continue;
+      const bool done = task.state == store::TaskState::kDone;
+      if (TaskName(task) == logged_in_flight) done_on_server = done;
+      if (done || task.attempts == 0) continue;
       EXPECT_TRUE(in_flight.empty())
           << "two tasks held: " << in_flight << ", " << TaskName(task);
       in_flight = TaskName(task);
-    }
-    bool done_on_server = false;
-    for (const store::Task& task : *at_kill) {
-      done_on_server =
-          done_on_server || (TaskName(task) == logged_in_flight &&
-                             task.state == store::TaskState::kDone);
     }
     const bool leased_before_logged =
         logged_in_flight.empty() && !in_flight.empty() &&
