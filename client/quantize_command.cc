@@ -36,6 +36,12 @@ ABSL_FLAG(std::string, work_dir, "",
 ABSL_FLAG(int64_t, max_shard_mb, 4096,
           "Largest safetensors shard in MiB; bigger checkpoints are split "
           "into model-0000i-of-0000n.safetensors with an index.");
+ABSL_FLAG(int64_t, max_activation_mb, quant::kDefaultMaxActivationBytes >> 20,
+          "MiB of hidden states (calibration and held-out activations "
+          "between blocks) kept in memory. Larger ones stay in files (the "
+          "--work_dir, else a folder beside --out removed at the end) and "
+          "are read a chunk of sequences at a time; the output is the same. "
+          "0: always in files.");
 ABSL_FLAG(int, threads, 0,
           "Threads for the matrix products (0: all cores; Eigen runs on "
           "several only when built with OpenMP).");
@@ -115,6 +121,12 @@ absl::Status RunQuantize(const CommandInvocation& invocation) {
   }
   if (threads > 0) Eigen::setNbThreads(threads);
   options.work_dir = absl::GetFlag(FLAGS_work_dir);
+  const int64_t activation_mb = absl::GetFlag(FLAGS_max_activation_mb);
+  if (activation_mb < 0) {
+    return UsageError(
+        absl::StrCat("--max_activation_mb must be >= 0, got ", activation_mb));
+  }
+  options.max_activation_bytes = activation_mb << 20;
   QUANT_ASSIGN_OR_RETURN(options.recipe, LoadRecipe(recipe_path));
 
   const bool json_output = absl::GetFlag(FLAGS_json);
@@ -153,7 +165,8 @@ Command QuantizeCommand() {
       "packed checkpoint, audit and gate verdict.";
   command.usage =
       "quantize --local --checkpoint DIR --calibration FILE --recipe FILE "
-      "--out DIR [--work_dir DIR] [--max_shard_mb N] [--threads N] [--json]";
+      "--out DIR [--work_dir DIR] [--max_shard_mb N] [--max_activation_mb N] "
+      "[--threads N] [--json]";
   command.description =
       "Runs the job block by block in this process: the calibration set is "
       "split into calibration and held-out documents, each decoder block's "
@@ -176,6 +189,7 @@ Command QuantizeCommand() {
       &absl::GetFlagReflectionHandle(FLAGS_out),
       &absl::GetFlagReflectionHandle(FLAGS_work_dir),
       &absl::GetFlagReflectionHandle(FLAGS_max_shard_mb),
+      &absl::GetFlagReflectionHandle(FLAGS_max_activation_mb),
       &absl::GetFlagReflectionHandle(FLAGS_threads),
       &absl::GetFlagReflectionHandle(FLAGS_json),
   };

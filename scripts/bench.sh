@@ -14,9 +14,14 @@
 #   4. with --scaling: a synthetic ~300M-parameter Llama (quant-synth-
 #      checkpoint, written to a temporary folder and deleted after) through
 #      quantd with independent propagation on 1 worker, 2 workers, and 1
-#      worker with all threads (minutes per run).
+#      worker with all threads (minutes per run);
+#   5. with --activations: a 2-layer synthetic Llama quantized with a long
+#      calibration set (`quantize --local`, sequential propagation), with
+#      the hidden states between blocks in memory and spilled to files
+#      (--max_activation_mb=0): wall time, peak memory, identical output.
 #
-#   scripts/bench.sh [--large] [--scaling] [--only cores|local|service|scaling]
+#   scripts/bench.sh [--large] [--scaling] [--activations]
+#                    [--only cores|local|service|scaling|activations]
 #
 #   --large     adds 7B-shaped layers to section 1 (minutes)
 #   --only S    runs one section (with --only scaling, --scaling is implied)
@@ -27,22 +32,26 @@
 # (default 16 calibration sequences of 128 tokens) size section 4;
 # QUANT_BENCH_SCALING_RUNS lists its runs as "WORKERS WORKER_FLAG" pairs
 # separated by ';' (default "1 --threads=1;2 --threads=1;1 --threads=0").
+# QUANT_BENCH_ACTIVATION_SAMPLES (default 128 windows of 128 tokens) sizes
+# section 5.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 large=()
 scaling=0
+activations=0
 only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --large) large=(--large) ;;
     --scaling) scaling=1 ;;
+    --activations) activations=1 ;;
     --only)
       only="${2:-}"
       shift
       ;;
     *)
-      echo "usage: scripts/bench.sh [--large] [--scaling] [--only cores|local|service|scaling]" >&2
+      echo "usage: scripts/bench.sh [--large] [--scaling] [--activations] [--only cores|local|service|scaling|activations]" >&2
       exit 2
       ;;
   esac
@@ -51,8 +60,9 @@ done
 case "$only" in
   "" | cores | local | service) ;;
   scaling) scaling=1 ;;
+  activations) activations=1 ;;
   *)
-    echo "bench: --only must be cores, local, service or scaling, got '$only'" >&2
+    echo "bench: --only must be cores, local, service, scaling or activations, got '$only'" >&2
     exit 2
     ;;
 esac
@@ -284,4 +294,51 @@ EOF
       "$(calc %.2f "$base / $wall")"
   done
   echo "(block_s sums the block tasks' times, which overlap with 2 workers; speed-up over the first row)"
+fi
+
+if [ "$activations" -eq 1 ]; then
+  samples="${QUANT_BENCH_ACTIVATION_SAMPLES:-128}"
+  echo
+  echo "== 5. activations: synthetic Llama, hidden 1024, MLP 2816, 2 layers, bf16;"
+  echo "   GPTQ w4 g128, sequential propagation, $samples x 128 calibration tokens"
+  synth_dir="$work/synth-activations"
+  "$synth" --out "$synth_dir" --hidden 1024 --intermediate 2816 --layers 2 \
+    --heads 16 --kv_heads 16 --vocab_from "$checkpoint" --seed 0 --dtype bf16 | sed 's/^/   /'
+  cat >"$work/activations.yaml" <<EOF
+method: gptq
+bits: 4
+group_size: 128
+grid: sym
+damp: 0.01
+act_order: true
+propagation: sequential
+calibration:
+  samples: $samples
+  seq_len: 128
+  heldout_count: 40
+  heldout_samples: 4
+  seed: 0
+format: compressed-tensors
+gates:
+  max_ppl_ratio: 2.0
+  max_mean_kl: 1.0
+  min_top1_agreement: 0.5
+EOF
+  echo "   calibration hidden states per block: $(calc %.1f "$samples * 128 * 1024 * 4 / 1048576") MiB"
+  printf '%-28s %8s %8s  %s\n' run wall_s peak_mb output
+  first=""
+  for mb in 1024 0; do
+    out="$work/activations-$mb"
+    read -r wall rss < <(run_local "$synth_dir" "$work/activations.yaml" "$out" \
+      --threads=1 --max_activation_mb="$mb")
+    sum=$(sha256sum "$out/model.safetensors" | cut -c1-16)
+    same=""
+    if [ -n "$first" ]; then
+      if [ "$sum" = "$first" ]; then same=" (identical)"; else same=" (DIFFERENT)"; fi
+    fi
+    [ -z "$first" ] && first=$sum
+    printf '%-28s %8s %8s  %s\n' "--max_activation_mb=$mb" "$wall" "$((rss / 1024))" \
+      "model.safetensors sha256 $sum$same"
+  done
+  echo "(peak_mb: the process's VmHWM, finalize included; 0 keeps every hidden state in files)"
 fi

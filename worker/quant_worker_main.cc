@@ -27,6 +27,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/pipeline/finalize_task.h"
+#include "core/pipeline/job_tasks.h"
 #include "server/auth.h"
 #include "server/flag_names.h"
 #include "server/metrics/metrics_endpoint.h"
@@ -48,6 +49,12 @@ ABSL_FLAG(int, threads, 0,
           "build configured with -DQUANT_OPENMP=ON, else one). With "
           "several workers or slots on one machine, cores / (workers * slots) "
           "avoids oversubscription.");
+ABSL_FLAG(int64_t, max_activation_mb, quant::kDefaultMaxActivationBytes >> 20,
+          "MiB of hidden states (the calibration and held-out activations "
+          "entering a block) a task keeps in memory. Larger ones are "
+          "written to the task's area in the artifact store and read back "
+          "a chunk of sequences at a time; the results are identical. 0: "
+          "always in files.");
 ABSL_FLAG(bool, log_heartbeats, false,
           "Log every heartbeat quantd acknowledged (task, layers done) on "
           "stderr.");
@@ -92,6 +99,14 @@ int main(int argc, char** argv) {
   options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   options.lease_wait_ms = absl::GetFlag(FLAGS_lease_wait_ms);
   options.log_heartbeats = absl::GetFlag(FLAGS_log_heartbeats);
+  const int64_t activation_mb = absl::GetFlag(FLAGS_max_activation_mb);
+  if (activation_mb < 0) {
+    std::fprintf(stderr,
+                 "quant-worker: --max_activation_mb must be >= 0, got %lld\n",
+                 static_cast<long long>(activation_mb));
+    return 2;
+  }
+  options.max_activation_bytes = activation_mb << 20;
   options.version = quant::ToolVersion();
   options.name = absl::GetFlag(FLAGS_name);
   if (options.name.empty()) {

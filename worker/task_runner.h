@@ -6,6 +6,7 @@
 #define QUANT_WORKER_TASK_RUNNER_H_
 
 #include <atomic>
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -31,10 +32,13 @@ struct TaskOutcome {
 
 // Errors: InvalidArgument / NotFound / DataLoss for bad input and
 // ResourceExhausted for a full disk (not worth a retry), Cancelled when
-// `cancelled` was set, others as the core returns them.
+// `cancelled` was set, others as the core returns them. A block task holds
+// at most `max_activation_bytes` of hidden states in memory and spills the
+// rest to its attempt area (JobTaskContext).
 absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
                                     const TaskProgressSink& sink,
-                                    const std::atomic<bool>* cancelled);
+                                    const std::atomic<bool>* cancelled,
+                                    int64_t max_activation_bytes);
 
 // Whether another attempt could succeed where this one failed.
 bool IsRetryable(const absl::Status& status);

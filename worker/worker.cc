@@ -303,7 +303,8 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
           .IgnoreError();
     }
   };
-  absl::StatusOr<TaskOutcome> outcome = RunTask(task, sink, &running.cancel);
+  absl::StatusOr<TaskOutcome> outcome =
+      RunTask(task, sink, &running.cancel, options_.max_activation_bytes);
   {
     std::lock_guard<std::mutex> lock(running.mu);
     running.finished = true;

@@ -20,6 +20,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/pipeline/job_tasks.h"
 #include "grpcpp/channel.h"
 #include "quant/v1/worker.grpc.pb.h"
 #include "server/metrics/worker_metrics.h"
@@ -37,6 +38,9 @@ struct WorkerOptions {
   // for debugging, and for fault tests that must act between two beats.
   bool log_heartbeats = false;
   std::string version;
+  // Hidden states a block task holds in memory; beyond, it spills them to
+  // its attempt area (see JobTaskContext::max_activation_bytes).
+  int64_t max_activation_bytes = kDefaultMaxActivationBytes;
   // Where to record task and core metrics; null: none. Not owned.
   metrics::WorkerMetrics* metrics = nullptr;
 };

@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -49,6 +51,18 @@ absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(
   }
   return std::unique_ptr<MappedFile>(
       new MappedFile(path, static_cast<const uint8_t*>(data), size));
+}
+
+void MappedFile::ReleasePages(size_t offset, size_t length) const {
+  if (data_ == nullptr || offset >= size_) return;
+  length = std::min(length, size_ - offset);
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data_) + offset;
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + length) / page * page;
+  if (last <= first) return;
+  // Advice only: a failure leaves the pages resident, which is harmless.
+  ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
 MappedFile::~MappedFile() {

@@ -30,6 +30,11 @@ class MappedFile {
     return absl::string_view(reinterpret_cast<const char*>(data_), size_);
   }
 
+  // Lets the kernel drop the pages wholly inside [offset, offset + length)
+  // from this process's memory (they are read again from the file if
+  // touched): a reader streaming a large file keeps only what it uses.
+  void ReleasePages(size_t offset, size_t length) const;
+
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size)
       : path_(std::move(path)), data_(data), size_(size) {}

@@ -379,6 +379,14 @@ absl::Span<const uint8_t> SafetensorsFile::RawBytes(
       file_->data() + header_.data_offset + info.data_begin, info.ByteSize());
 }
 
+void SafetensorsFile::ReleaseBytes(const TensorInfo& info, uint64_t begin,
+                                   uint64_t end) const {
+  end = std::min(end, info.ByteSize());
+  if (begin >= end) return;
+  file_->ReleasePages(header_.data_offset + info.data_begin + begin,
+                      end - begin);
+}
+
 absl::StatusOr<FloatTensor> SafetensorsFile::ReadFloat(
     absl::string_view name) const {
   const TensorInfo* info = Find(name);
@@ -397,9 +405,13 @@ absl::StatusOr<FloatTensor> SafetensorsFile::ReadFloat(
   return tensor;
 }
 
-absl::Status WriteSafetensors(
-    const std::string& path, const std::vector<TensorToWrite>& tensors,
-    const std::map<std::string, std::string>& metadata, FileSystem* fs) {
+namespace {
+
+// The length prefix and padded JSON header of a file holding `tensors` in
+// that order; `data_bytes` receives the data section's size.
+absl::StatusOr<std::string> EncodeHeader(
+    const std::string& path, const std::vector<TensorDeclaration>& tensors,
+    const std::map<std::string, std::string>& metadata, uint64_t* data_bytes) {
   json header = json::object();
   if (!metadata.empty()) {
     json meta = json::object();
@@ -415,7 +427,7 @@ absl::Status WriteSafetensors(
   }
   std::set<absl::string_view> names;
   uint64_t offset = 0;
-  for (const TensorToWrite& tensor : tensors) {
+  for (const TensorDeclaration& tensor : tensors) {
     const std::string where = absl::StrCat("cannot write ", path, ": ");
     if (tensor.name == kMetadataKey) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -435,12 +447,6 @@ absl::Status WriteSafetensors(
       return absl::InvalidArgumentError(
           absl::StrCat(where, bytes.status().message()));
     }
-    if (tensor.data.size() != *bytes) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          where, TensorPrefix(tensor.name), "has ", tensor.data.size(),
-          " bytes of data but shape ", ShapeString(tensor.shape), " of ",
-          DTypeName(tensor.dtype), " needs ", *bytes));
-    }
     header[tensor.name] = {{"dtype", std::string(DTypeName(tensor.dtype))},
                            {"shape", tensor.shape},
                            {"data_offsets", {offset, offset + *bytes}}};
@@ -449,18 +455,84 @@ absl::Status WriteSafetensors(
   std::string header_text = header.dump();
   // Pad with spaces (valid JSON whitespace) so the data starts 8-aligned.
   header_text.append((8 - header_text.size() % 8) % 8, ' ');
-  char length_prefix[kLengthPrefixBytes];
+  std::string out(kLengthPrefixBytes, '\0');
   uint64_t length = header_text.size();
   for (size_t i = 0; i < kLengthPrefixBytes; ++i) {
-    length_prefix[i] = static_cast<char>(length & 0xFF);
+    out[i] = static_cast<char>(length & 0xFF);
     length >>= 8;
   }
+  out += header_text;
+  *data_bytes = offset;
+  return out;
+}
 
+}  // namespace
+
+absl::Status WriteSafetensors(
+    const std::string& path, const std::vector<TensorToWrite>& tensors,
+    const std::map<std::string, std::string>& metadata, FileSystem* fs) {
+  std::vector<TensorDeclaration> declared;
+  declared.reserve(tensors.size());
+  for (const TensorToWrite& tensor : tensors) {
+    declared.push_back({tensor.name, tensor.dtype, tensor.shape});
+  }
+  uint64_t data_bytes = 0;
+  QUANT_ASSIGN_OR_RETURN(const std::string header,
+                         EncodeHeader(path, declared, metadata, &data_bytes));
+  for (const TensorToWrite& tensor : tensors) {
+    const uint64_t bytes =
+        *CheckedByteSize(tensor.name, tensor.dtype, tensor.shape);
+    if (tensor.data.size() != bytes) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("cannot write ", path, ": ", TensorPrefix(tensor.name),
+                       "has ", tensor.data.size(), " bytes of data but shape ",
+                       ShapeString(tensor.shape), " of ",
+                       DTypeName(tensor.dtype), " needs ", bytes));
+    }
+  }
   AtomicFileWriter writer(path, fs);
-  writer.Append(absl::string_view(length_prefix, kLengthPrefixBytes));
-  writer.Append(header_text);
+  writer.Append(header);
   for (const TensorToWrite& tensor : tensors) writer.Append(tensor.data);
   return writer.Commit();
+}
+
+SafetensorsStreamWriter::SafetensorsStreamWriter(const std::string& path,
+                                                 uint64_t data_bytes,
+                                                 FileSystem* fs)
+    : path_(path), writer_(path, fs), data_bytes_(data_bytes) {}
+
+absl::StatusOr<std::unique_ptr<SafetensorsStreamWriter>>
+SafetensorsStreamWriter::Create(
+    const std::string& path, const std::vector<TensorDeclaration>& tensors,
+    const std::map<std::string, std::string>& metadata, FileSystem* fs) {
+  uint64_t data_bytes = 0;
+  QUANT_ASSIGN_OR_RETURN(const std::string header,
+                         EncodeHeader(path, tensors, metadata, &data_bytes));
+  std::unique_ptr<SafetensorsStreamWriter> writer(
+      new SafetensorsStreamWriter(path, data_bytes, fs));
+  writer->writer_.Append(header);
+  QUANT_RETURN_IF_ERROR(writer->writer_.status());
+  return writer;
+}
+
+absl::Status SafetensorsStreamWriter::Append(absl::string_view bytes) {
+  if (written_ + bytes.size() > data_bytes_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "cannot write ", path_, ": ", written_ + bytes.size(),
+        " data bytes appended, more than the ", data_bytes_, " declared"));
+  }
+  writer_.Append(bytes);
+  written_ += bytes.size();
+  return writer_.status();
+}
+
+absl::Status SafetensorsStreamWriter::Commit() {
+  if (written_ != data_bytes_) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot write ", path_, ": ", written_, " of the ",
+                     data_bytes_, " declared data bytes appended"));
+  }
+  return writer_.Commit();
 }
 
 }  // namespace quant

@@ -22,6 +22,7 @@
 #include "core/base/file_system.h"
 #include "core/base/mapped_file.h"
 #include "core/base/tensor.h"
+#include "core/io/atomic_file_writer.h"
 
 namespace quant {
 
@@ -74,6 +75,11 @@ class SafetensorsFile {
   // The stored bytes of a tensor (valid while this object lives).
   absl::Span<const uint8_t> RawBytes(const TensorInfo& info) const;
 
+  // Drops the mapped pages of a tensor's bytes [begin, end) from this
+  // process's memory (MappedFile::ReleasePages): for readers that stream
+  // a large tensor a slice at a time.
+  void ReleaseBytes(const TensorInfo& info, uint64_t begin, uint64_t end) const;
+
   // A tensor converted to float32. NotFound names the missing tensor.
   absl::StatusOr<FloatTensor> ReadFloat(absl::string_view name) const;
 
@@ -93,6 +99,13 @@ struct TensorToWrite {
   absl::string_view data;  // Must be product(shape) * DTypeSize(dtype) bytes.
 };
 
+// A tensor whose bytes are streamed after the header is written.
+struct TensorDeclaration {
+  std::string name;
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+};
+
 // Writes a safetensors file atomically (temporary name, then rename). Tensors
 // are laid out in the order given; the header is padded to 8 bytes. Written
 // through `fs`.
@@ -100,6 +113,36 @@ absl::Status WriteSafetensors(
     const std::string& path, const std::vector<TensorToWrite>& tensors,
     const std::map<std::string, std::string>& metadata = {},
     FileSystem* fs = FileSystem::Default());
+
+// Writes a safetensors file too large to hold in memory: the tensors are
+// declared up front, their bytes appended in declared order, and the file
+// appears (atomically, as with WriteSafetensors) only at Commit. Destroying
+// an uncommitted writer removes the temporary file.
+class SafetensorsStreamWriter {
+ public:
+  // Validates the declarations (as WriteSafetensors does) and writes the
+  // header through `fs` (not owned; must outlive the writer).
+  static absl::StatusOr<std::unique_ptr<SafetensorsStreamWriter>> Create(
+      const std::string& path, const std::vector<TensorDeclaration>& tensors,
+      const std::map<std::string, std::string>& metadata = {},
+      FileSystem* fs = FileSystem::Default());
+
+  // The next bytes of the data section. InvalidArgument past the declared
+  // size; the first write error otherwise.
+  absl::Status Append(absl::string_view bytes);
+  // FailedPrecondition unless every declared byte was appended; then syncs
+  // and renames into place.
+  absl::Status Commit();
+
+ private:
+  SafetensorsStreamWriter(const std::string& path, uint64_t data_bytes,
+                          FileSystem* fs);
+
+  std::string path_;
+  AtomicFileWriter writer_;
+  uint64_t data_bytes_;
+  uint64_t written_ = 0;
+};
 
 }  // namespace quant
 

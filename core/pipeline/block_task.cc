@@ -14,12 +14,6 @@
 namespace quant {
 namespace {
 
-// A group's input on both splits, all rows (padding included).
-struct GroupInputs {
-  RowMatrixF calibration;
-  RowMatrixF heldout;
-};
-
 class BlockRunner {
  public:
   BlockRunner(const BlockTaskInput& input, const LayerProgress& progress)
@@ -27,8 +21,14 @@ class BlockRunner {
         config_(*input.config),
         recipe_(*input.recipe),
         progress_(progress),
-        rope_(config_,
-              std::max(input.calibration.seq_len, input.heldout.seq_len)),
+        memory_calibration_(&input.calibration),
+        memory_heldout_(&input.heldout),
+        calibration_(input.calibration_source != nullptr
+                         ? input.calibration_source
+                         : &memory_calibration_),
+        heldout_(input.heldout_source != nullptr ? input.heldout_source
+                                                 : &memory_heldout_),
+        rope_(config_, std::max(calibration_->seq_len(), heldout_->seq_len())),
         working_(input.weights) {}
 
   absl::StatusOr<BlockTaskOutput> Run();
@@ -46,8 +46,41 @@ class BlockRunner {
   LayerResult* Result(const std::string& type);
 
   absl::Status PlanLayers();
-  absl::Status QuantizeGroup(const std::vector<std::string>& types,
-                             const GroupInputs& inputs);
+  absl::Status CheckCancelled(const std::string& before) const;
+  // One layer group: the layers to quantize and their statistics.
+  struct GroupPlan {
+    std::vector<std::string> types;  // Every layer of the group.
+    std::string group;               // kAttnIn, ...
+    std::vector<GroupLayerInput> layers;  // The ones to quantize.
+    std::vector<std::string> quantized_types;
+    GroupQuantizeOptions options;
+    // Set when `layers` is not empty.
+    std::optional<GroupActivationStatistics> statistics;
+  };
+  GroupPlan PlanGroup(const std::vector<std::string>& types) const;
+  // Adds the real-token rows of a chunk's group input to the plan's
+  // statistics (nothing when it quantizes no layer).
+  static absl::Status AddChunk(GroupPlan& plan, const RowMatrixF& input,
+                               int seq_len, std::vector<int> lengths,
+                               bool calibration);
+  // The input of layer group `group` for rows of whole sequences entering
+  // the block, computed with Source().
+  RowMatrixF GroupInput(const std::string& group, const RowMatrixF& hidden,
+                        int seq_len) const;
+  // Sequential propagation: each group's statistics from its inputs
+  // computed with the groups before it quantized, chunk by chunk.
+  absl::Status Accumulate(const HiddenStateSource& source, bool calibration,
+                          GroupPlan& plan) const;
+  // Independent propagation: one forward pass per chunk gives every
+  // group's statistics and the leaving states (the unquantized block's).
+  absl::Status AccumulateAll(const HiddenStateSource& source, bool calibration,
+                             std::vector<GroupPlan>& plans,
+                             HiddenStateSink* sink) const;
+  // Quantizes the group from its statistics and applies the result.
+  absl::Status QuantizeGroup(GroupPlan& plan);
+  // The block's output on one split, chunk by chunk into `sink`.
+  absl::Status WriteLeavingStates(const HiddenStateSource& source,
+                                  HiddenStateSink* sink) const;
   absl::Status FoldAwqScales(const std::string& group,
                              const std::vector<std::string>& types,
                              const Eigen::VectorXf& s);
@@ -67,6 +100,10 @@ class BlockRunner {
   const ModelConfig& config_;
   const Recipe& recipe_;
   const LayerProgress& progress_;
+  MemoryHiddenStateSource memory_calibration_;
+  MemoryHiddenStateSource memory_heldout_;
+  const HiddenStateSource* calibration_;
+  const HiddenStateSource* heldout_;
   RopeTable rope_;
   BlockWeights working_;
   std::vector<LinearLayerSpec> specs_;
@@ -219,35 +256,133 @@ absl::Status BlockRunner::FoldAwqScales(const std::string& group,
   return absl::OkStatus();
 }
 
-absl::Status BlockRunner::QuantizeGroup(const std::vector<std::string>& types,
-                                        const GroupInputs& inputs) {
+absl::Status BlockRunner::CheckCancelled(const std::string& before) const {
   if (input_.cancelled != nullptr && input_.cancelled->load()) {
-    return absl::CancelledError(absl::StrCat(
-        "block ", input_.weights.block, " cancelled before ", types.front()));
+    return absl::CancelledError(absl::StrCat("block ", input_.weights.block,
+                                             " cancelled before ", before));
   }
-  const RowMatrixF calibration =
-      RealRows(inputs.calibration, input_.calibration.seq_len,
-               input_.calibration.lengths);
-  const RowMatrixF heldout =
-      RealRows(inputs.heldout, input_.heldout.seq_len, input_.heldout.lengths);
-  std::vector<GroupLayerInput> layers;
-  std::vector<std::string> quantized_types;
+  return absl::OkStatus();
+}
+
+BlockRunner::GroupPlan BlockRunner::PlanGroup(
+    const std::vector<std::string>& types) const {
+  GroupPlan plan;
+  plan.types = types;
+  plan.group = results_.at(0).input_group;
+  for (const LayerResult& r : results_) {
+    if (r.type == types[0]) plan.group = r.input_group;
+  }
   for (const std::string& type : types) {
-    const LayerResult* result = Result(type);
-    if (!result->reason.empty()) continue;
-    layers.push_back({result->name, result->settings,
-                      ConstRowMatrixRef(input_.weights.Linear(type).weight)});
-    quantized_types.push_back(type);
+    for (const LayerResult& result : results_) {
+      if (result.type != type || !result.reason.empty()) continue;
+      plan.layers.push_back(
+          {result.name, result.settings,
+           ConstRowMatrixRef(input_.weights.Linear(type).weight)});
+      plan.quantized_types.push_back(type);
+    }
   }
-  const std::string group = Result(types[0])->input_group;
-  GroupQuantizeOptions options;
-  options.recipe = &recipe_;
-  options.awq_fold_available =
-      group != kAttnOut ||
+  plan.options.recipe = &recipe_;
+  plan.options.awq_fold_available =
+      plan.group != kAttnOut ||
       config_.num_key_value_heads == config_.num_attention_heads;
-  QUANT_ASSIGN_OR_RETURN(
-      QuantizedGroup quantized,
-      QuantizeLayerGroup(layers, calibration, heldout, options));
+  if (!plan.layers.empty()) {
+    plan.statistics.emplace(plan.layers[0].weight.cols(), plan.layers,
+                            plan.options);
+  }
+  return plan;
+}
+
+absl::Status BlockRunner::AddChunk(GroupPlan& plan, const RowMatrixF& input,
+                                   int seq_len, std::vector<int> lengths,
+                                   bool calibration) {
+  if (!plan.statistics.has_value()) return absl::OkStatus();
+  const RowMatrixF real = RealRows(input, seq_len, lengths);
+  return calibration ? plan.statistics->AddCalibration(real)
+                     : plan.statistics->AddHeldout(real);
+}
+
+RowMatrixF BlockRunner::GroupInput(const std::string& group,
+                                   const RowMatrixF& hidden,
+                                   int seq_len) const {
+  const BlockWeights& w = Source();
+  RowMatrixF attention_input = AttentionInput(config_, w, hidden);
+  if (group == kAttnIn) return attention_input;
+  RowMatrixF context =
+      AttentionContext(config_, w, rope_, seq_len, attention_input);
+  if (group == kAttnOut) return context;
+  const RowMatrixF residual = AttentionResidual(w, hidden, context);
+  RowMatrixF mlp_input = MlpInput(config_, w, residual);
+  if (group == kMlpIn) return mlp_input;
+  return MlpHidden(w, mlp_input);
+}
+
+namespace {
+
+std::vector<int> ChunkLengths(const std::vector<int>& lengths,
+                              SequenceRange chunk) {
+  return std::vector<int>(lengths.begin() + chunk.first,
+                          lengths.begin() + chunk.first + chunk.count);
+}
+
+}  // namespace
+
+absl::Status BlockRunner::Accumulate(const HiddenStateSource& source,
+                                     bool calibration, GroupPlan& plan) const {
+  if (!plan.statistics.has_value()) return absl::OkStatus();
+  for (const SequenceRange& chunk :
+       PlanChunks(source.sequences(), source.seq_len(), input_.chunk_tokens)) {
+    QUANT_RETURN_IF_ERROR(CheckCancelled(plan.types.front()));
+    QUANT_ASSIGN_OR_RETURN(const RowMatrixF hidden, source.Read(chunk));
+    QUANT_RETURN_IF_ERROR(
+        AddChunk(plan, GroupInput(plan.group, hidden, source.seq_len()),
+                 source.seq_len(), ChunkLengths(source.lengths(), chunk),
+                 calibration));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlockRunner::AccumulateAll(const HiddenStateSource& source,
+                                        bool calibration,
+                                        std::vector<GroupPlan>& plans,
+                                        HiddenStateSink* sink) const {
+  const BlockWeights& w = Source();
+  const int seq_len = source.seq_len();
+  for (const SequenceRange& chunk :
+       PlanChunks(source.sequences(), seq_len, input_.chunk_tokens)) {
+    QUANT_RETURN_IF_ERROR(CheckCancelled(plans.front().types.front()));
+    QUANT_ASSIGN_OR_RETURN(const RowMatrixF hidden, source.Read(chunk));
+    const std::vector<int> lengths = ChunkLengths(source.lengths(), chunk);
+    // RunBlock's stages, each group's input observed on the way.
+    const RowMatrixF attention_input = AttentionInput(config_, w, hidden);
+    QUANT_RETURN_IF_ERROR(
+        AddChunk(plans[0], attention_input, seq_len, lengths, calibration));
+    const RowMatrixF context =
+        AttentionContext(config_, w, rope_, seq_len, attention_input);
+    QUANT_RETURN_IF_ERROR(
+        AddChunk(plans[1], context, seq_len, lengths, calibration));
+    const RowMatrixF residual = AttentionResidual(w, hidden, context);
+    const RowMatrixF mlp_input = MlpInput(config_, w, residual);
+    QUANT_RETURN_IF_ERROR(
+        AddChunk(plans[2], mlp_input, seq_len, lengths, calibration));
+    const RowMatrixF mlp_hidden = MlpHidden(w, mlp_input);
+    QUANT_RETURN_IF_ERROR(
+        AddChunk(plans[3], mlp_hidden, seq_len, lengths, calibration));
+    QUANT_RETURN_IF_ERROR(sink->Append(MlpResidual(w, residual, mlp_hidden)));
+  }
+  return sink->Finish();
+}
+
+absl::Status BlockRunner::QuantizeGroup(GroupPlan& plan) {
+  QUANT_RETURN_IF_ERROR(CheckCancelled(plan.types.front()));
+  const std::vector<std::string>& types = plan.types;
+  const std::vector<std::string>& quantized_types = plan.quantized_types;
+  const std::string& group = plan.group;
+  const GroupQuantizeOptions& options = plan.options;
+  QuantizedGroup quantized;
+  if (plan.statistics.has_value()) {
+    QUANT_ASSIGN_OR_RETURN(
+        quantized, QuantizeLayerGroup(plan.layers, *plan.statistics, options));
+  }
   for (size_t i = 0; i < quantized_types.size(); ++i) {
     LayerResult* result = Result(quantized_types[i]);
     QuantizedGroupLayer& q = quantized.layers[i];
@@ -333,75 +468,110 @@ absl::StatusOr<std::vector<PackedTensor>> BlockRunner::BlockTensors() const {
   return tensors;
 }
 
-absl::Status CheckHidden(const char* what, const HiddenStates& h,
+absl::Status CheckHidden(const char* what, const HiddenStateSource& h,
                          int64_t hidden_size) {
-  const int64_t sequences = static_cast<int64_t>(h.lengths.size());
-  if (h.seq_len <= 0 || sequences == 0 ||
-      h.rows.rows() != sequences * h.seq_len || h.rows.cols() != hidden_size) {
+  if (h.seq_len() <= 0 || h.sequences() == 0 ||
+      h.hidden_size() != hidden_size) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "block task: ", what, " hidden states are [", h.rows.rows(), ", ",
-        h.rows.cols(), "] for ", sequences, " sequences of ", h.seq_len,
-        " tokens and hidden size ", hidden_size));
+        "block task: ", what, " hidden states are ", h.sequences(),
+        " sequences of ", h.seq_len(), " tokens of width ", h.hidden_size(),
+        "; the model's hidden size is ", hidden_size));
   }
-  for (int length : h.lengths) {
-    if (length < 0 || length > h.seq_len) {
+  for (int length : h.lengths()) {
+    if (length < 0 || length > h.seq_len()) {
       return absl::InvalidArgumentError(
           absl::StrCat("block task: ", what, " sequence length ", length,
-                       " outside [0, ", h.seq_len, "]"));
+                       " outside [0, ", h.seq_len(), "]"));
     }
   }
   return absl::OkStatus();
 }
 
+// In memory, the rows must also match the layout.
+absl::Status CheckHiddenRows(const char* what, const HiddenStates& h) {
+  const int64_t sequences = static_cast<int64_t>(h.lengths.size());
+  if (h.rows.rows() != sequences * h.seq_len) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block task: ", what, " hidden states are [",
+                     h.rows.rows(), ", ", h.rows.cols(), "] for ", sequences,
+                     " sequences of ", h.seq_len, " tokens"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlockRunner::WriteLeavingStates(const HiddenStateSource& source,
+                                             HiddenStateSink* sink) const {
+  for (const SequenceRange& chunk :
+       PlanChunks(source.sequences(), source.seq_len(), input_.chunk_tokens)) {
+    QUANT_ASSIGN_OR_RETURN(const RowMatrixF hidden, source.Read(chunk));
+    QUANT_RETURN_IF_ERROR(sink->Append(
+        RunBlock(config_, Source(), rope_, source.seq_len(), hidden)));
+  }
+  return sink->Finish();
+}
+
 absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
+  if ((input_.calibration_source == nullptr) !=
+      (input_.heldout_source == nullptr)) {
+    return absl::InvalidArgumentError(
+        "block task: set both hidden-state sources or neither");
+  }
+  if (input_.calibration_source == nullptr) {
+    QUANT_RETURN_IF_ERROR(CheckHiddenRows("calibration", input_.calibration));
+    QUANT_RETURN_IF_ERROR(CheckHiddenRows("held-out", input_.heldout));
+  }
   QUANT_RETURN_IF_ERROR(
-      CheckHidden("calibration", input_.calibration, config_.hidden_size));
+      CheckHidden("calibration", *calibration_, config_.hidden_size));
   QUANT_RETURN_IF_ERROR(
-      CheckHidden("held-out", input_.heldout, config_.hidden_size));
+      CheckHidden("held-out", *heldout_, config_.hidden_size));
+  if (input_.chunk_tokens <= 0) {
+    return absl::InvalidArgumentError("block task: chunk_tokens must be > 0");
+  }
   QUANT_RETURN_IF_ERROR(PlanLayers());
-  const HiddenStates& cal = input_.calibration;
-  const HiddenStates& held = input_.heldout;
-
-  GroupInputs attn_in{AttentionInput(config_, Source(), cal.rows),
-                      AttentionInput(config_, Source(), held.rows)};
-  QUANT_RETURN_IF_ERROR(QuantizeGroup({"q_proj", "k_proj", "v_proj"}, attn_in));
-
-  GroupInputs context{
-      AttentionContext(config_, Source(), rope_, cal.seq_len,
-                       AttentionInput(config_, Source(), cal.rows)),
-      AttentionContext(config_, Source(), rope_, held.seq_len,
-                       AttentionInput(config_, Source(), held.rows))};
-  QUANT_RETURN_IF_ERROR(QuantizeGroup({"o_proj"}, context));
-
-  // Recomputed: o_proj (and in sequential mode v_proj's fold) changed.
-  context.calibration =
-      AttentionContext(config_, Source(), rope_, cal.seq_len,
-                       AttentionInput(config_, Source(), cal.rows));
-  context.heldout =
-      AttentionContext(config_, Source(), rope_, held.seq_len,
-                       AttentionInput(config_, Source(), held.rows));
-  const RowMatrixF cal_residual =
-      AttentionResidual(Source(), cal.rows, context.calibration);
-  const RowMatrixF held_residual =
-      AttentionResidual(Source(), held.rows, context.heldout);
-  GroupInputs mlp_in{MlpInput(config_, Source(), cal_residual),
-                     MlpInput(config_, Source(), held_residual)};
-  QUANT_RETURN_IF_ERROR(QuantizeGroup({"gate_proj", "up_proj"}, mlp_in));
-
-  GroupInputs mlp_hidden{
-      MlpHidden(Source(), MlpInput(config_, Source(), cal_residual)),
-      MlpHidden(Source(), MlpInput(config_, Source(), held_residual))};
-  QUANT_RETURN_IF_ERROR(QuantizeGroup({"down_proj"}, mlp_hidden));
-
+  std::vector<GroupPlan> plans;
+  for (const std::vector<std::string>& types :
+       std::vector<std::vector<std::string>>{{"q_proj", "k_proj", "v_proj"},
+                                             {"o_proj"},
+                                             {"gate_proj", "up_proj"},
+                                             {"down_proj"}}) {
+    plans.push_back(PlanGroup(types));
+  }
   BlockTaskOutput output;
   output.block = input_.weights.block;
+  const int64_t hidden = config_.hidden_size;
+  MemoryHiddenStateSink calibration_memory(calibration_->seq_len(),
+                                           calibration_->lengths(), hidden);
+  MemoryHiddenStateSink heldout_memory(heldout_->seq_len(),
+                                       heldout_->lengths(), hidden);
+  HiddenStateSink* calibration_sink = input_.calibration_sink != nullptr
+                                          ? input_.calibration_sink
+                                          : &calibration_memory;
+  HiddenStateSink* heldout_sink =
+      input_.heldout_sink != nullptr ? input_.heldout_sink : &heldout_memory;
+  if (recipe_.propagation == Propagation::kIndependent) {
+    // Nothing a group's quantization does changes the next one's inputs.
+    QUANT_RETURN_IF_ERROR(
+        AccumulateAll(*calibration_, true, plans, calibration_sink));
+    QUANT_RETURN_IF_ERROR(AccumulateAll(*heldout_, false, plans, heldout_sink));
+    for (GroupPlan& plan : plans) QUANT_RETURN_IF_ERROR(QuantizeGroup(plan));
+  } else {
+    // Each group's inputs are computed with the groups before it
+    // quantized, so each needs its own pass.
+    for (GroupPlan& plan : plans) {
+      QUANT_RETURN_IF_ERROR(Accumulate(*calibration_, true, plan));
+      QUANT_RETURN_IF_ERROR(Accumulate(*heldout_, false, plan));
+      QUANT_RETURN_IF_ERROR(QuantizeGroup(plan));
+    }
+    QUANT_RETURN_IF_ERROR(WriteLeavingStates(*calibration_, calibration_sink));
+    QUANT_RETURN_IF_ERROR(WriteLeavingStates(*heldout_, heldout_sink));
+  }
   QUANT_ASSIGN_OR_RETURN(output.tensors, BlockTensors());
-  output.calibration_out = {
-      cal.seq_len, cal.lengths,
-      RunBlock(config_, Source(), rope_, cal.seq_len, cal.rows)};
-  output.heldout_out = {
-      held.seq_len, held.lengths,
-      RunBlock(config_, Source(), rope_, held.seq_len, held.rows)};
+  if (input_.calibration_sink == nullptr) {
+    output.calibration_out = std::move(calibration_memory.states());
+  }
+  if (input_.heldout_sink == nullptr) {
+    output.heldout_out = std::move(heldout_memory.states());
+  }
   output.effective = std::move(working_);
   output.layers = std::move(results_);
   return output;

@@ -8,6 +8,11 @@
 // block's effective weights (what the packed checkpoint computes), and the
 // hidden states leaving the block.
 //
+// The states entering the block are read in chunks of whole sequences
+// (hidden_state_stream.h), once per layer group: each chunk is run through
+// the block up to the group's input, whose Hessians accumulate chunk by
+// chunk, so memory holds one chunk's activations, never a group's [T, K].
+//
 // Order inside the block: [q,k,v] -> o -> [gate,up] -> down. With sequential
 // propagation each group is calibrated on inputs computed with the groups
 // already quantized, and the block's output uses the quantized block; with
@@ -37,21 +42,13 @@
 #include "core/forward/block_weights.h"
 #include "core/model/model_config.h"
 #include "core/pack/packed_tensor.h"
+#include "core/pipeline/hidden_state_stream.h"
 #include "core/pipeline/layer_group_quantizer.h"
 #include "core/quant/audit.h"
 #include "core/recipe/layer_plan.h"
 #include "core/recipe/recipe.h"
 
 namespace quant {
-
-// Hidden states of equal-length sequences, [sequences * seq_len, hidden];
-// rows at or past lengths[i] in sequence i are padding, left out of every
-// statistic.
-struct HiddenStates {
-  int seq_len = 0;
-  std::vector<int> lengths;
-  RowMatrixF rows;
-};
 
 struct LayerResult {
   std::string name;  // "model.layers.0.self_attn.q_proj"
@@ -82,8 +79,20 @@ struct BlockTaskInput {
   // The stored dtype of each of the block's source tensors by full name;
   // kept tensors are written in it (F32 when absent).
   std::map<std::string, DType> stored_dtypes;
+  // The hidden states entering the block, in memory...
   HiddenStates calibration;
   HiddenStates heldout;
+  // ...or, when both are set, read from these a chunk at a time (the
+  // HiddenStates above are then unused). Not owned.
+  const HiddenStateSource* calibration_source = nullptr;
+  const HiddenStateSource* heldout_source = nullptr;
+  // Where the leaving states go, a chunk at a time; when null they are
+  // returned in BlockTaskOutput. Not owned; finished by the task.
+  HiddenStateSink* calibration_sink = nullptr;
+  HiddenStateSink* heldout_sink = nullptr;
+  // Rows per chunk (PlanChunks). The results depend on it (the order of
+  // the Hessian sums), so every task of a job uses the same.
+  int64_t chunk_tokens = kDefaultChunkTokens;
   // Checked before each layer group: when set, the task stops with
   // Cancelled (a worker told by the coordinator that the job was
   // cancelled, or shutting down).
@@ -95,6 +104,7 @@ struct BlockTaskOutput {
   std::vector<LayerResult> layers;  // q, k, v, o, gate, up, down.
   BlockWeights effective;           // Exactly what the stored tensors compute.
   std::vector<PackedTensor> tensors;  // The block's checkpoint tensors.
+  // Empty when the input named sinks.
   HiddenStates calibration_out;
   HiddenStates heldout_out;
 };

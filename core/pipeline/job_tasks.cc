@@ -31,43 +31,78 @@ bool BlockPublished(const std::string& work_dir, int block) {
   return FileExists(BlockOutputPrefix(work_dir, block) + ".layers.json");
 }
 
-absl::Status ReadLeavingStates(const std::string& work_dir, int block,
-                               HiddenStates* calibration,
-                               HiddenStates* heldout) {
-  const std::string prefix = BlockOutputPrefix(work_dir, block);
-  QUANT_ASSIGN_OR_RETURN(*calibration,
-                         ReadHiddenStates(prefix + ".cal.safetensors"));
-  QUANT_ASSIGN_OR_RETURN(*heldout,
-                         ReadHiddenStates(prefix + ".heldout.safetensors"));
-  return absl::OkStatus();
-}
+using SourcePtr = std::unique_ptr<HiddenStateSource>;
 
-// The embeddings of the calibration and held-out windows: the hidden states
-// entering block 0. The table is read (and checked) only for this.
-absl::Status EmbeddedStates(const JobInputs& inputs, HiddenStates* calibration,
-                            HiddenStates* heldout) {
-  const Checkpoint& checkpoint = *inputs.checkpoint;
-  const std::string name = "model.embed_tokens.weight";
-  QUANT_RETURN_IF_ERROR(checkpoint.CheckFinite(name));
-  QUANT_ASSIGN_OR_RETURN(const RowMatrixF table, ReadMatrix(checkpoint, name));
-  QUANT_ASSIGN_OR_RETURN(*calibration,
-                         EmbedWindows(table, inputs.split.calibration));
-  QUANT_ASSIGN_OR_RETURN(*heldout, EmbedWindows(table, inputs.split.heldout));
-  return absl::OkStatus();
+// The hidden states a block task holds (entering and produced on the way
+// there): in memory when they fit the bound, otherwise in spill files under
+// the attempt area, read back a chunk at a time. Spill files go with it.
+class StatePlacement {
+ public:
+  StatePlacement(const JobTaskContext& context, std::string spill_dir,
+                 int64_t bytes)
+      : fs_(context.file_system),
+        spill_dir_(std::move(spill_dir)),
+        spill_(bytes > context.max_activation_bytes) {}
+  ~StatePlacement() {
+    for (const std::string& path : spilled_) (void)fs_->RemoveFile(path);
+  }
+
+  bool spill() const { return spill_; }
+  FileSystem* fs() const { return fs_; }
+  // A new spill file's path, or "" for memory.
+  std::string NextPath(const char* what) {
+    if (!spill_) return "";
+    spilled_.push_back(JoinPath(
+        spill_dir_,
+        absl::StrCat("entering-", spilled_.size(), ".", what, ".safetensors")));
+    return spilled_.back();
+  }
+
+ private:
+  FileSystem* fs_;
+  std::string spill_dir_;
+  bool spill_;
+  std::vector<std::string> spilled_;
+};
+
+// `states` run through the float block `weights`, chunk by chunk.
+absl::StatusOr<SourcePtr> RunFloatBlock(const ModelConfig& config,
+                                        const BlockWeights& weights,
+                                        const RopeTable& rope,
+                                        const HiddenStateSource& states,
+                                        StatePlacement* placement,
+                                        const char* what) {
+  return ProduceHiddenStates(
+      states.seq_len(), states.lengths(), states.hidden_size(),
+      [&](SequenceRange chunk) -> absl::StatusOr<RowMatrixF> {
+        QUANT_ASSIGN_OR_RETURN(const RowMatrixF rows, states.Read(chunk));
+        return RunBlock(config, weights, rope, states.seq_len(), rows);
+      },
+      placement->NextPath(what), kDefaultChunkTokens, placement->fs());
 }
 
 // The hidden states entering `block`, holding one float block at a time.
 absl::Status EnteringStates(const JobTaskContext& context,
                             const JobInputs& inputs, int block,
-                            HiddenStates* calibration, HiddenStates* heldout) {
+                            StatePlacement* placement, SourcePtr* calibration,
+                            SourcePtr* heldout) {
+  auto read_leaving = [&](int b) {
+    return OpenLeavingStates(context.work_dir, b, placement->spill(),
+                             calibration, heldout);
+  };
+  auto embed = [&] {
+    return EmbedEnteringStates(inputs, placement->NextPath("cal"),
+                               placement->NextPath("heldout"), placement->fs(),
+                               calibration, heldout);
+  };
   if (context.recipe.propagation == Propagation::kSequential) {
-    if (block == 0) return EmbeddedStates(inputs, calibration, heldout);
+    if (block == 0) return embed();
     if (!BlockPublished(context.work_dir, block - 1)) {
       return absl::FailedPreconditionError(
           absl::StrCat("block ", block, " needs block ", block - 1,
                        "'s output, which is not in ", context.work_dir));
     }
-    return ReadLeavingStates(context.work_dir, block - 1, calibration, heldout);
+    return read_leaving(block - 1);
   }
   // Independent propagation: the unquantized model's states. A published
   // block's leaving states are exactly those (block_task.h), so start from
@@ -75,26 +110,26 @@ absl::Status EnteringStates(const JobTaskContext& context,
   int start = 0;
   for (int b = block - 1; b >= 0; --b) {
     if (BlockPublished(context.work_dir, b)) {
-      QUANT_RETURN_IF_ERROR(
-          ReadLeavingStates(context.work_dir, b, calibration, heldout));
+      QUANT_RETURN_IF_ERROR(read_leaving(b));
       start = b + 1;
       break;
     }
   }
-  if (start == 0) {
-    QUANT_RETURN_IF_ERROR(EmbeddedStates(inputs, calibration, heldout));
-  }
+  if (start == 0) QUANT_RETURN_IF_ERROR(embed());
   const ModelConfig& config = inputs.checkpoint->config();
-  // The same table the block task builds, so the rows are bit-identical.
-  const RopeTable rope(config,
-                       std::max(calibration->seq_len, heldout->seq_len));
+  // The same table and chunks as the block task, so the rows are
+  // bit-identical to a published block's leaving states.
+  const RopeTable rope(
+      config, std::max((*calibration)->seq_len(), (*heldout)->seq_len()));
   for (int b = start; b < block; ++b) {
     QUANT_ASSIGN_OR_RETURN(const BlockWeights weights,
                            LoadCheckedBlock(*inputs.checkpoint, b));
-    calibration->rows = RunBlock(config, weights, rope, calibration->seq_len,
-                                 calibration->rows);
-    heldout->rows =
-        RunBlock(config, weights, rope, heldout->seq_len, heldout->rows);
+    QUANT_ASSIGN_OR_RETURN(
+        *calibration,
+        RunFloatBlock(config, weights, rope, **calibration, placement, "cal"));
+    QUANT_ASSIGN_OR_RETURN(
+        *heldout,
+        RunFloatBlock(config, weights, rope, **heldout, placement, "heldout"));
   }
   return absl::OkStatus();
 }
@@ -131,6 +166,67 @@ absl::StatusOr<HiddenStates> EmbedWindows(const RowMatrixF& embed_tokens,
   HiddenStates states = WindowLayout(windows, &ids);
   QUANT_ASSIGN_OR_RETURN(states.rows, EmbedTokens(embed_tokens, ids));
   return states;
+}
+
+int64_t BlockStateBytes(const JobInputs& inputs) {
+  const int64_t hidden = inputs.checkpoint->config().hidden_size;
+  const TokenWindows& cal = inputs.split.calibration;
+  const TokenWindows& held = inputs.split.heldout;
+  return HiddenStateBytes(static_cast<int64_t>(cal.lengths.size()), cal.seq_len,
+                          hidden) +
+         HiddenStateBytes(static_cast<int64_t>(held.lengths.size()),
+                          held.seq_len, hidden);
+}
+
+absl::StatusOr<std::unique_ptr<HiddenStateSource>> OpenHiddenStates(
+    const std::string& path, bool chunked) {
+  if (chunked) {
+    QUANT_ASSIGN_OR_RETURN(std::unique_ptr<HiddenStateFile> file,
+                           HiddenStateFile::Open(path));
+    return std::unique_ptr<HiddenStateSource>(std::move(file));
+  }
+  QUANT_ASSIGN_OR_RETURN(HiddenStates states, ReadHiddenStates(path));
+  return std::unique_ptr<HiddenStateSource>(
+      std::make_unique<OwnedHiddenStateSource>(std::move(states)));
+}
+
+absl::Status OpenLeavingStates(const std::string& dir, int block, bool chunked,
+                               std::unique_ptr<HiddenStateSource>* calibration,
+                               std::unique_ptr<HiddenStateSource>* heldout) {
+  const std::string prefix = BlockOutputPrefix(dir, block);
+  QUANT_ASSIGN_OR_RETURN(
+      *calibration, OpenHiddenStates(prefix + ".cal.safetensors", chunked));
+  QUANT_ASSIGN_OR_RETURN(
+      *heldout, OpenHiddenStates(prefix + ".heldout.safetensors", chunked));
+  return absl::OkStatus();
+}
+
+absl::Status EmbedEnteringStates(
+    const JobInputs& inputs, const std::string& calibration_spill,
+    const std::string& heldout_spill, FileSystem* fs,
+    std::unique_ptr<HiddenStateSource>* calibration,
+    std::unique_ptr<HiddenStateSource>* heldout) {
+  const Checkpoint& checkpoint = *inputs.checkpoint;
+  const std::string name = "model.embed_tokens.weight";
+  QUANT_RETURN_IF_ERROR(checkpoint.CheckFinite(name));
+  QUANT_ASSIGN_OR_RETURN(const RowMatrixF table, ReadMatrix(checkpoint, name));
+  auto embed = [&](const TokenWindows& windows, const std::string& spill) {
+    return ProduceHiddenStates(
+        windows.seq_len, windows.lengths, table.cols(),
+        [&](SequenceRange chunk) -> absl::StatusOr<RowMatrixF> {
+          std::vector<int32_t> ids;
+          for (int64_t i = chunk.first; i < chunk.first + chunk.count; ++i) {
+            const std::vector<int32_t>& sequence = windows.sequences[i];
+            ids.insert(ids.end(), sequence.begin(), sequence.end());
+          }
+          return EmbedTokens(table, ids);
+        },
+        spill, kDefaultChunkTokens, fs);
+  };
+  QUANT_ASSIGN_OR_RETURN(*calibration,
+                         embed(inputs.split.calibration, calibration_spill));
+  QUANT_ASSIGN_OR_RETURN(*heldout, embed(inputs.split.heldout, heldout_spill));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<BlockWeights> LoadCheckedBlock(const Checkpoint& checkpoint,
@@ -220,24 +316,45 @@ absl::Status RunBlockJobTask(const JobTaskContext& context, int block,
     QUANT_RETURN_IF_ERROR(inputs.checkpoint->CheckAllFinite());
   }
   if (Cancelled(control)) return absl::CancelledError("task cancelled");
-  Stage(control,
-        absl::StrCat("computing the hidden states entering block ", block));
-  HiddenStates calibration, heldout;
-  QUANT_RETURN_IF_ERROR(
-      EnteringStates(context, inputs, block, &calibration, &heldout));
-  QUANT_ASSIGN_OR_RETURN(BlockWeights weights,
-                         LoadCheckedBlock(*inputs.checkpoint, block));
-  BlockTaskInput input =
-      MakeBlockTaskInput(inputs, context.recipe, block, std::move(weights),
-                         std::move(calibration), std::move(heldout));
-  input.cancelled = control.cancelled;
-  Stage(control, absl::StrCat("quantizing block ", block));
-  QUANT_ASSIGN_OR_RETURN(BlockTaskOutput output,
-                         RunBlockTask(input, control.on_layer));
   if (!IsDirectory(attempt_dir)) {
     absl::Status made = MakeDirectory(attempt_dir, context.file_system);
     if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
   }
+  Stage(control,
+        absl::StrCat("computing the hidden states entering block ", block));
+  StatePlacement placement(context, attempt_dir, BlockStateBytes(inputs));
+  if (placement.spill()) {
+    Stage(control, DescribeSpill(BlockStateBytes(inputs),
+                                 context.max_activation_bytes, attempt_dir));
+  }
+  SourcePtr calibration, heldout;
+  QUANT_RETURN_IF_ERROR(EnteringStates(context, inputs, block, &placement,
+                                       &calibration, &heldout));
+  QUANT_ASSIGN_OR_RETURN(BlockWeights weights,
+                         LoadCheckedBlock(*inputs.checkpoint, block));
+  BlockTaskInput input = MakeBlockTaskInput(inputs, context.recipe, block,
+                                            std::move(weights), {}, {});
+  input.calibration_source = calibration.get();
+  input.heldout_source = heldout.get();
+  // The leaving states go straight to the attempt's files.
+  const std::string prefix = BlockOutputPrefix(attempt_dir, block);
+  const int64_t hidden = inputs.checkpoint->config().hidden_size;
+  QUANT_ASSIGN_OR_RETURN(
+      std::unique_ptr<HiddenStateFileWriter> calibration_out,
+      HiddenStateFileWriter::Create(
+          prefix + ".cal.safetensors", calibration->seq_len(),
+          calibration->lengths(), hidden, context.file_system));
+  QUANT_ASSIGN_OR_RETURN(
+      std::unique_ptr<HiddenStateFileWriter> heldout_out,
+      HiddenStateFileWriter::Create(prefix + ".heldout.safetensors",
+                                    heldout->seq_len(), heldout->lengths(),
+                                    hidden, context.file_system));
+  input.calibration_sink = calibration_out.get();
+  input.heldout_sink = heldout_out.get();
+  input.cancelled = control.cancelled;
+  Stage(control, absl::StrCat("quantizing block ", block));
+  QUANT_ASSIGN_OR_RETURN(BlockTaskOutput output,
+                         RunBlockTask(input, control.on_layer));
   QUANT_RETURN_IF_ERROR(
       WriteBlockOutput(attempt_dir, output, context.file_system));
   return PublishBlockOutput(attempt_dir, context.work_dir, block,

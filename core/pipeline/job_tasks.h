@@ -33,6 +33,9 @@
 
 namespace quant {
 
+// The default bound on the hidden states a block task holds in memory.
+inline constexpr int64_t kDefaultMaxActivationBytes = int64_t{1} << 30;
+
 // What every task of a job reads.
 struct JobTaskContext {
   std::string checkpoint_dir;
@@ -44,6 +47,11 @@ struct JobTaskContext {
   // Where the tasks' outputs are written (not owned, never null); tests
   // inject storage faults here.
   FileSystem* file_system = FileSystem::Default();
+  // The hidden states a block task holds in memory (the calibration and
+  // held-out states entering its block). Larger ones are spilled to files
+  // in the task's attempt area and read a chunk at a time; the results are
+  // the same bytes either way.
+  int64_t max_activation_bytes = kDefaultMaxActivationBytes;
 };
 
 // How a running task reports and learns it should stop.
@@ -79,6 +87,29 @@ absl::StatusOr<HiddenStates> EmbedWindows(const LlamaModel& model,
                                           const TokenWindows& windows);
 absl::StatusOr<HiddenStates> EmbedWindows(const RowMatrixF& embed_tokens,
                                           const TokenWindows& windows);
+
+// Bytes of one block's calibration and held-out hidden states (what a
+// block task compares with max_activation_bytes).
+int64_t BlockStateBytes(const JobInputs& inputs);
+
+// A hidden-states file, read whole into memory or, `chunked`, a chunk at a
+// time from the file.
+absl::StatusOr<std::unique_ptr<HiddenStateSource>> OpenHiddenStates(
+    const std::string& path, bool chunked);
+// The hidden states leaving block `block`, from its output files in `dir`.
+absl::Status OpenLeavingStates(const std::string& dir, int block, bool chunked,
+                               std::unique_ptr<HiddenStateSource>* calibration,
+                               std::unique_ptr<HiddenStateSource>* heldout);
+
+// The windows' embeddings (the states entering block 0), a chunk at a time,
+// kept in memory or, where a spill path is given, written there through
+// `fs` and read back a chunk at a time. The embedding table is checked
+// finite and read only for this.
+absl::Status EmbedEnteringStates(
+    const JobInputs& inputs, const std::string& calibration_spill,
+    const std::string& heldout_spill, FileSystem* fs,
+    std::unique_ptr<HiddenStateSource>* calibration,
+    std::unique_ptr<HiddenStateSource>* heldout);
 
 // Block `block`'s weights in float32, after checking each of its tensors is
 // finite (the error names the tensor and the index).

@@ -54,48 +54,31 @@ QuantizedLayer SliceRows(const QuantizedLayer& stacked, int64_t begin,
   return out;
 }
 
-// The statistics every layer of the group shares, computed once.
+// What the group's layers share, finished once from the accumulated sums.
 struct GroupStatistics {
-  HessianAccumulator hessian;
-  RowMatrixF h;  // hessian.Finish(), shared by the group's GPTQ layers.
-  std::optional<SplitHessianAccumulator> split;  // For damp: auto.
+  RowMatrixF h;  // Calibration XᵀX, shared by the group's GPTQ layers.
+  const SplitHessianAccumulator* split = nullptr;  // For damp: auto.
   std::optional<OutputErrorEvaluator> calibration;
   std::optional<OutputErrorEvaluator> heldout;
   Eigen::VectorXf mean_abs;
-
-  explicit GroupStatistics(int64_t k) : hessian(k) {}
 };
 
-absl::StatusOr<GroupStatistics> ComputeStatistics(
-    const std::vector<GroupLayerInput>& layers,
-    const ConstRowMatrixRef& calibration, const ConstRowMatrixRef& heldout,
-    const GroupQuantizeOptions& options) {
-  const int64_t k = calibration.cols();
-  GroupStatistics stats(k);
-  QUANT_RETURN_IF_ERROR(stats.hessian.Add(calibration));
-  bool any_auto = false;
-  bool any_awq = false;
-  for (const GroupLayerInput& layer : layers) {
-    any_auto |= layer.settings.method == QuantMethod::kGptq &&
-                layer.settings.damp.automatic;
-    any_awq |= layer.settings.method == QuantMethod::kAwq;
+absl::StatusOr<GroupStatistics> FinishStatistics(
+    const GroupActivationStatistics& accumulated) {
+  GroupStatistics stats;
+  stats.h = accumulated.calibration().Finish();
+  if (accumulated.split().has_value()) stats.split = &*accumulated.split();
+  if (accumulated.mean_abs().has_value()) {
+    stats.mean_abs = accumulated.mean_abs()->MeanAbs();
   }
-  if (any_auto) {
-    stats.split.emplace(k, options.auto_damp_validation_fraction);
-    QUANT_RETURN_IF_ERROR(stats.split->Add(calibration));
-  }
-  if (any_awq) {
-    ActivationStatsAccumulator acc(k);
-    QUANT_RETURN_IF_ERROR(acc.Add(calibration));
-    stats.mean_abs = acc.MeanAbs();
-  }
-  stats.h = stats.hessian.Finish();
-  QUANT_ASSIGN_OR_RETURN(
-      OutputErrorEvaluator cal,
-      OutputErrorEvaluator::FromHessian(stats.h, stats.hessian.token_count()));
+  QUANT_ASSIGN_OR_RETURN(OutputErrorEvaluator cal,
+                         OutputErrorEvaluator::FromHessian(
+                             stats.h, accumulated.calibration_tokens()));
   stats.calibration.emplace(std::move(cal));
-  QUANT_ASSIGN_OR_RETURN(OutputErrorEvaluator held,
-                         OutputErrorEvaluator::FromActivations(heldout));
+  QUANT_ASSIGN_OR_RETURN(
+      OutputErrorEvaluator held,
+      OutputErrorEvaluator::FromHessian(accumulated.heldout().Finish(),
+                                        accumulated.heldout_tokens()));
   stats.heldout.emplace(std::move(held));
   return stats;
 }
@@ -119,6 +102,10 @@ absl::StatusOr<QuantizedGroupLayer> QuantizeOne(
   gptq.static_groups = recipe.static_groups;
   gptq.layer_name = input.name;
   if (input.settings.damp.automatic) {
+    if (stats.split == nullptr) {
+      return absl::InternalError(
+          absl::StrCat(input.name, ": damp auto without the split statistics"));
+    }
     const RowMatrixF train = stats.split->train().Finish();
     const RowMatrixF validation = stats.split->validation().Finish();
     QUANT_ASSIGN_OR_RETURN(DampSearchResult search,
@@ -196,6 +183,39 @@ absl::Status QuantizeAwqLayers(const std::vector<GroupLayerInput>& layers,
 
 }  // namespace
 
+GroupActivationStatistics::GroupActivationStatistics(
+    int64_t k, const std::vector<GroupLayerInput>& layers,
+    const GroupQuantizeOptions& options)
+    : k_(k), calibration_(k), heldout_(k) {
+  bool any_auto = false;
+  bool any_awq = false;
+  for (const GroupLayerInput& layer : layers) {
+    any_auto |= layer.settings.method == QuantMethod::kGptq &&
+                layer.settings.damp.automatic;
+    any_awq |= layer.settings.method == QuantMethod::kAwq;
+  }
+  if (any_auto) split_.emplace(k, options.auto_damp_validation_fraction);
+  if (any_awq) mean_abs_.emplace(k);
+}
+
+absl::Status GroupActivationStatistics::AddCalibration(
+    const ConstRowMatrixRef& rows) {
+  const auto start = std::chrono::steady_clock::now();
+  QUANT_RETURN_IF_ERROR(calibration_.Add(rows));
+  if (split_.has_value()) QUANT_RETURN_IF_ERROR(split_->Add(rows));
+  if (mean_abs_.has_value()) QUANT_RETURN_IF_ERROR(mean_abs_->Add(rows));
+  seconds_ += SecondsSince(start);
+  return absl::OkStatus();
+}
+
+absl::Status GroupActivationStatistics::AddHeldout(
+    const ConstRowMatrixRef& rows) {
+  const auto start = std::chrono::steady_clock::now();
+  QUANT_RETURN_IF_ERROR(heldout_.Add(rows));
+  seconds_ += SecondsSince(start);
+  return absl::OkStatus();
+}
+
 GridSpec GridForSettings(const LayerSettings& settings) {
   GridSpec grid;
   grid.kind = ToGridKind(settings.grid);
@@ -207,27 +227,24 @@ GridSpec GridForSettings(const LayerSettings& settings) {
 
 absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
     const std::vector<GroupLayerInput>& layers,
-    const ConstRowMatrixRef& calibration, const ConstRowMatrixRef& heldout,
+    const GroupActivationStatistics& statistics,
     const GroupQuantizeOptions& options) {
   if (options.recipe == nullptr) {
     return absl::InvalidArgumentError("QuantizeLayerGroup: no recipe");
   }
   QuantizedGroup group;
   if (layers.empty()) return group;
-  const int64_t k = calibration.cols();
+  const int64_t k = statistics.k();
   for (const GroupLayerInput& layer : layers) {
-    if (layer.weight.cols() != k || heldout.cols() != k) {
+    if (layer.weight.cols() != k) {
       return absl::InvalidArgumentError(
           absl::StrCat(layer.name, ": weight has ", layer.weight.cols(),
-                       " input columns but the group's activations have ", k,
-                       " and ", heldout.cols()));
+                       " input columns but the group's activations have ", k));
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  QUANT_ASSIGN_OR_RETURN(
-      GroupStatistics stats,
-      ComputeStatistics(layers, calibration, heldout, options));
-  const double statistics_seconds = SecondsSince(start);
+  QUANT_ASSIGN_OR_RETURN(GroupStatistics stats, FinishStatistics(statistics));
+  const double statistics_seconds = statistics.seconds() + SecondsSince(start);
 
   group.layers.resize(layers.size());
   std::vector<double> seconds(
@@ -260,8 +277,8 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
   }
 
   // Both splits' Hessians, shared evenly by the group's layers.
-  const double tokens =
-      static_cast<double>(calibration.rows() + heldout.rows());
+  const double tokens = static_cast<double>(statistics.calibration_tokens() +
+                                            statistics.heldout_tokens());
   for (size_t i = 0; i < layers.size(); ++i) {
     MethodChoices& choices = group.layers[i].choices;
     choices.hessian_flops = 2.0 * tokens * static_cast<double>(k) *

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "core/quant/audit.h"
 #include "core/quant/grid.h"
+#include "core/quant/hessian.h"
 #include "core/quant/matrix_types.h"
 #include "core/quant/quantized_layer.h"
 #include "core/recipe/layer_plan.h"
@@ -78,14 +79,53 @@ struct QuantizedGroup {
   Eigen::VectorXf awq_input_scales;
 };
 
-// `calibration` and `heldout` are the group's input rows of real tokens
-// ([T, K], [T', K]). Every layer in `layers` is quantized (callers leave out
-// the ones kept unquantized). Errors: layers of one group disagreeing on
-// K, AWQ layers with different grids, and what the cores report (naming the
-// layer).
+// The statistics of a group's input activations, fed a chunk of real-token
+// rows at a time, so no [T, K] matrix is ever held: the calibration Hessian
+// (plus, for damp: auto, its train/validation split and, for AWQ, the mean
+// |x| per channel) and the held-out Hessian. The audit's output errors,
+// damp: auto's validation and AWQ's α search are all quadratic forms in
+// these (‖X Eᵀ‖² = tr(E XᵀX Eᵀ)).
+class GroupActivationStatistics {
+ public:
+  // `layers` and `options` decide which statistics are kept.
+  GroupActivationStatistics(int64_t k,
+                            const std::vector<GroupLayerInput>& layers,
+                            const GroupQuantizeOptions& options);
+
+  // InvalidArgument when a chunk is not [t, K] or not finite.
+  absl::Status AddCalibration(const ConstRowMatrixRef& rows);
+  absl::Status AddHeldout(const ConstRowMatrixRef& rows);
+
+  int64_t k() const { return k_; }
+  int64_t calibration_tokens() const { return calibration_.token_count(); }
+  int64_t heldout_tokens() const { return heldout_.token_count(); }
+  // Time spent accumulating, for throughput reports.
+  double seconds() const { return seconds_; }
+
+  const HessianAccumulator& calibration() const { return calibration_; }
+  const HessianAccumulator& heldout() const { return heldout_; }
+  // Set when a layer uses damp: auto / AWQ.
+  const std::optional<SplitHessianAccumulator>& split() const { return split_; }
+  const std::optional<ActivationStatsAccumulator>& mean_abs() const {
+    return mean_abs_;
+  }
+
+ private:
+  int64_t k_;
+  HessianAccumulator calibration_;
+  HessianAccumulator heldout_;
+  std::optional<SplitHessianAccumulator> split_;        // damp: auto.
+  std::optional<ActivationStatsAccumulator> mean_abs_;  // AWQ.
+  double seconds_ = 0.0;
+};
+
+// Every layer in `layers` is quantized (callers leave out the ones kept
+// unquantized) from `statistics`, gathered for these layers. Errors: layers
+// of one group disagreeing on K, AWQ layers with different grids, and what
+// the cores report (naming the layer).
 absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
     const std::vector<GroupLayerInput>& layers,
-    const ConstRowMatrixRef& calibration, const ConstRowMatrixRef& heldout,
+    const GroupActivationStatistics& statistics,
     const GroupQuantizeOptions& options);
 
 }  // namespace quant

@@ -1,6 +1,8 @@
 // In-process driver of the block and finalize tasks.
 #include "core/pipeline/local_pipeline.h"
 
+#include <stdlib.h>
+
 #include <chrono>
 #include <utility>
 
@@ -50,22 +52,39 @@ absl::Status PrepareWorkDir(const std::string& dir,
   return absl::OkStatus();
 }
 
-// Block `block`'s stored output: its tensors and layer results for the
-// finalize task, the hidden states leaving it for the next block.
+// Block `block`'s stored tensors and layer results, for the finalize task.
 absl::Status ReadBackBlock(const std::string& work_dir, int block,
-                           HiddenStates* calibration, HiddenStates* heldout,
                            FinalizeInput* finalize) {
-  const std::string prefix = BlockOutputPrefix(work_dir, block);
   QUANT_ASSIGN_OR_RETURN(StoredBlockOutput stored,
                          ReadBlockOutput(work_dir, block));
-  QUANT_ASSIGN_OR_RETURN(*calibration,
-                         ReadHiddenStates(prefix + ".cal.safetensors"));
-  QUANT_ASSIGN_OR_RETURN(*heldout,
-                         ReadHiddenStates(prefix + ".heldout.safetensors"));
   finalize->block_tensors.push_back(std::move(stored.tensors));
   for (LayerResult& l : stored.layers) finalize->layers.push_back(std::move(l));
   return absl::OkStatus();
 }
+
+// A folder for hidden states that exceed the memory bound when no work
+// directory was given: beside the output, removed with this object.
+class SpillDirectory {
+ public:
+  absl::Status Create(const std::string& out_dir) {
+    std::string pattern = out_dir;
+    while (pattern.size() > 1 && pattern.back() == '/') pattern.pop_back();
+    pattern += ".activations-XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "cannot create a folder for spilled activations at ", pattern));
+    }
+    path_ = pattern;
+    return absl::OkStatus();
+  }
+  ~SpillDirectory() {
+    if (!path_.empty()) (void)RemoveTree(path_);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 }  // namespace
 
@@ -91,42 +110,89 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
   const Checkpoint* checkpoint = inputs.checkpoint.get();
   const ModelConfig& config = checkpoint->config();
   const CalibrationSplit& split = inputs.split;
-  QUANT_ASSIGN_OR_RETURN(HiddenStates calibration,
-                         EmbedWindows(*inputs.model, split.calibration));
-  QUANT_ASSIGN_OR_RETURN(HiddenStates heldout,
-                         EmbedWindows(*inputs.model, split.heldout));
-
   const bool use_files = !options.work_dir.empty();
   if (use_files) {
     QUANT_RETURN_IF_ERROR(PrepareWorkDir(
         options.work_dir, JobIdentity(*checkpoint, recipe, split)));
   }
+  // Over the bound, the hidden states between blocks stay in files (the
+  // work directory's block outputs, or spill files) read a chunk at a time.
+  const bool spill = BlockStateBytes(inputs) > options.max_activation_bytes;
+  SpillDirectory spill_dir;
+  if (spill && !use_files) {
+    QUANT_RETURN_IF_ERROR(spill_dir.Create(options.out_dir));
+  }
+  const std::string& files_dir =
+      use_files ? options.work_dir : spill_dir.path();
+  if (spill) {
+    obs.OnStage(DescribeSpill(BlockStateBytes(inputs),
+                              options.max_activation_bytes, files_dir));
+  }
+  std::unique_ptr<HiddenStateSource> calibration, heldout;
+  QUANT_RETURN_IF_ERROR(EmbedEnteringStates(
+      inputs, spill ? JoinPath(files_dir, "embedded.cal.safetensors") : "",
+      spill ? JoinPath(files_dir, "embedded.heldout.safetensors") : "",
+      FileSystem::Default(), &calibration, &heldout));
+
   FinalizeInput finalize;
   const int blocks = config.num_hidden_layers;
   for (int b = 0; b < blocks; ++b) {
     if (use_files &&
         FileExists(BlockOutputPrefix(options.work_dir, b) + ".layers.json")) {
       obs.OnBlockResumed(b, blocks);
-      QUANT_RETURN_IF_ERROR(ReadBackBlock(options.work_dir, b, &calibration,
-                                          &heldout, &finalize));
+      QUANT_RETURN_IF_ERROR(ReadBackBlock(options.work_dir, b, &finalize));
+      QUANT_RETURN_IF_ERROR(OpenLeavingStates(options.work_dir, b, spill,
+                                              &calibration, &heldout));
       continue;
     }
     obs.OnBlockStart(b, blocks);
     const auto start = std::chrono::steady_clock::now();
-    const BlockTaskInput input =
-        MakeBlockTaskInput(inputs, recipe, b, inputs.model->block(b),
-                           std::move(calibration), std::move(heldout));
+    BlockTaskInput input =
+        MakeBlockTaskInput(inputs, recipe, b, inputs.model->block(b), {}, {});
+    input.calibration_source = calibration.get();
+    input.heldout_source = heldout.get();
+    // Files: the leaving states go straight to them.
+    std::unique_ptr<HiddenStateFileWriter> calibration_out, heldout_out;
+    if (use_files || spill) {
+      const std::string prefix = BlockOutputPrefix(files_dir, b);
+      QUANT_ASSIGN_OR_RETURN(
+          calibration_out,
+          HiddenStateFileWriter::Create(
+              prefix + ".cal.safetensors", calibration->seq_len(),
+              calibration->lengths(), config.hidden_size));
+      QUANT_ASSIGN_OR_RETURN(
+          heldout_out, HiddenStateFileWriter::Create(
+                           prefix + ".heldout.safetensors", heldout->seq_len(),
+                           heldout->lengths(), config.hidden_size));
+      input.calibration_sink = calibration_out.get();
+      input.heldout_sink = heldout_out.get();
+    }
     QUANT_ASSIGN_OR_RETURN(
         BlockTaskOutput output,
         RunBlockTask(input, [&](const LayerResult& l) { obs.OnLayer(l); }));
     if (use_files) {
       // Through the files, exactly as the next worker would see them.
       QUANT_RETURN_IF_ERROR(WriteBlockOutput(options.work_dir, output));
-      QUANT_RETURN_IF_ERROR(ReadBackBlock(options.work_dir, b, &calibration,
-                                          &heldout, &finalize));
+      QUANT_RETURN_IF_ERROR(ReadBackBlock(options.work_dir, b, &finalize));
+      QUANT_RETURN_IF_ERROR(OpenLeavingStates(options.work_dir, b, spill,
+                                              &calibration, &heldout));
     } else {
-      calibration = std::move(output.calibration_out);
-      heldout = std::move(output.heldout_out);
+      if (spill) {
+        QUANT_RETURN_IF_ERROR(OpenLeavingStates(spill_dir.path(), b, true,
+                                                &calibration, &heldout));
+        // The states entering this block are no longer needed.
+        const std::string previous =
+            b == 0 ? JoinPath(spill_dir.path(), "embedded")
+                   : BlockOutputPrefix(spill_dir.path(), b - 1);
+        (void)FileSystem::Default()->RemoveFile(previous + ".cal.safetensors");
+        (void)FileSystem::Default()->RemoveFile(previous +
+                                                ".heldout.safetensors");
+      } else {
+        calibration = std::make_unique<OwnedHiddenStateSource>(
+            std::move(output.calibration_out));
+        heldout = std::make_unique<OwnedHiddenStateSource>(
+            std::move(output.heldout_out));
+      }
       finalize.block_tensors.push_back(std::move(output.tensors));
       for (LayerResult& l : output.layers) {
         l.layer = QuantizedLayer();  // Packed already; keep the audit only.
@@ -138,6 +204,8 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
             .count());
   }
+  calibration.reset();
+  heldout.reset();
 
   // The gates read the source a block at a time: the float model has done
   // its part.

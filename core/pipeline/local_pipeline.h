@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "core/pipeline/block_task.h"
 #include "core/pipeline/finalize_task.h"
+#include "core/pipeline/job_tasks.h"
 #include "core/recipe/recipe.h"
 #include "nlohmann/json.hpp"
 
@@ -30,6 +31,11 @@ struct LocalQuantizeOptions {
   // blocks whose output is already there are read, not recomputed. A
   // directory made for another job is refused.
   std::string work_dir;
+  // Hidden states held in memory between blocks (calibration and held-out
+  // together). Larger ones stay in files (the work directory's block
+  // outputs, else a folder beside out_dir removed at the end) and are read
+  // a chunk at a time; the results are the same bytes either way.
+  int64_t max_activation_bytes = kDefaultMaxActivationBytes;
 };
 
 // Receives progress; every method has a default that ignores it.

@@ -1,11 +1,9 @@
 // Task files: hidden states, block outputs and exact layer-result JSON.
 #include "core/pipeline/task_io.h"
 
-#include <cstring>
 #include <optional>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/directory_util.h"
@@ -143,63 +141,6 @@ absl::Status UnknownValue(const char* field, const std::string& value) {
 }
 
 }  // namespace
-
-absl::Status WriteHiddenStates(const std::string& path,
-                               const HiddenStates& states, FileSystem* fs) {
-  const RowMatrixF& rows = states.rows;
-  const std::string hidden(reinterpret_cast<const char*>(rows.data()),
-                           sizeof(float) * rows.size());
-  std::vector<int32_t> lengths(states.lengths.begin(), states.lengths.end());
-  const PackedTensor length_tensor =
-      Int32Tensor("lengths", {static_cast<int64_t>(lengths.size())}, lengths);
-  const std::vector<TensorToWrite> tensors = {
-      {"hidden", DType::kF32, {rows.rows(), rows.cols()}, hidden},
-      {"lengths", DType::kI32, length_tensor.shape, length_tensor.bytes}};
-  return WriteSafetensors(path, tensors,
-                          {{"seq_len", absl::StrCat(states.seq_len)}}, fs);
-}
-
-absl::StatusOr<HiddenStates> ReadHiddenStates(const std::string& path) {
-  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
-                         SafetensorsFile::Open(path));
-  HiddenStates states;
-  auto seq = file->metadata().find("seq_len");
-  if (seq == file->metadata().end() ||
-      !absl::SimpleAtoi(seq->second, &states.seq_len) || states.seq_len <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": metadata seq_len is missing or not positive"));
-  }
-  const TensorInfo* hidden = file->Find("hidden");
-  const TensorInfo* lengths = file->Find("lengths");
-  if (hidden == nullptr || hidden->dtype != DType::kF32 ||
-      hidden->shape.size() != 2 || lengths == nullptr ||
-      lengths->dtype != DType::kI32 || lengths->shape.size() != 1) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": needs \"hidden\" F32 [rows, hidden] and \"lengths\" I32 [n]"));
-  }
-  const int64_t sequences = lengths->shape[0];
-  if (hidden->shape[0] != sequences * states.seq_len) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": ", hidden->shape[0], " hidden rows for ",
-                     sequences, " sequences of ", states.seq_len));
-  }
-  const absl::Span<const uint8_t> length_bytes = file->RawBytes(*lengths);
-  states.lengths.resize(sequences);
-  for (int64_t i = 0; i < sequences; ++i) {
-    int32_t length = 0;
-    std::memcpy(&length, length_bytes.data() + 4 * i, 4);
-    if (length < 0 || length > states.seq_len) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(path, ": lengths[", i, "] = ", length, " outside [0, ",
-                       states.seq_len, "]"));
-    }
-    states.lengths[i] = length;
-  }
-  const absl::Span<const uint8_t> bytes = file->RawBytes(*hidden);
-  states.rows.resize(hidden->shape[0], hidden->shape[1]);
-  std::memcpy(states.rows.data(), bytes.data(), bytes.size());
-  return states;
-}
 
 json LayerResultToTaskJson(const LayerResult& l) {
   const LayerSettings& s = l.settings;
@@ -364,10 +305,15 @@ absl::Status WriteBlockOutput(const std::string& dir,
   const std::string prefix = BlockOutputPrefix(dir, output.block);
   QUANT_RETURN_IF_ERROR(WriteSafetensors(
       prefix + ".safetensors", AsTensorsToWrite(output.tensors), {}, fs));
-  QUANT_RETURN_IF_ERROR(WriteHiddenStates(prefix + ".cal.safetensors",
-                                          output.calibration_out, fs));
-  QUANT_RETURN_IF_ERROR(WriteHiddenStates(prefix + ".heldout.safetensors",
-                                          output.heldout_out, fs));
+  // Empty when the task streamed them to these files itself.
+  if (!output.calibration_out.lengths.empty()) {
+    QUANT_RETURN_IF_ERROR(WriteHiddenStates(prefix + ".cal.safetensors",
+                                            output.calibration_out, fs));
+  }
+  if (!output.heldout_out.lengths.empty()) {
+    QUANT_RETURN_IF_ERROR(WriteHiddenStates(prefix + ".heldout.safetensors",
+                                            output.heldout_out, fs));
+  }
   json layers = json::array();
   for (const LayerResult& l : output.layers) {
     layers.push_back(LayerResultToTaskJson(l));

@@ -3,7 +3,8 @@
 // `quantctl quantize --local`, and a restarted coordinator can pick up the
 // outputs of finished blocks.
 //
-//   hidden states   safetensors: "hidden" F32 [sequences * seq_len, hidden],
+//   hidden states   (hidden_state_stream.h) safetensors: "hidden" F32
+//   [sequences * seq_len, hidden],
 //                   "lengths" I32 [sequences]; metadata seq_len
 //   block output    <dir>/block-00003.safetensors   the block's tensors as
 //                                                   the checkpoint stores them
@@ -25,16 +26,10 @@
 #include "core/base/file_system.h"
 #include "core/pack/packed_tensor.h"
 #include "core/pipeline/block_task.h"
+#include "core/pipeline/hidden_state_stream.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {
-
-absl::Status WriteHiddenStates(const std::string& path,
-                               const HiddenStates& states,
-                               FileSystem* fs = FileSystem::Default());
-// Errors name the file and what is wrong (missing tensor, wrong dtype or
-// shape, lengths outside [0, seq_len]).
-absl::StatusOr<HiddenStates> ReadHiddenStates(const std::string& path);
 
 // Lossless JSON of a layer result without its QuantizedLayer (that is in
 // the block's tensors): doubles round-trip exactly.
@@ -45,7 +40,9 @@ absl::StatusOr<LayerResult> LayerResultFromTaskJson(const nlohmann::json& j);
 // "<dir>/block-00003" for block 3: the prefix of its files.
 std::string BlockOutputPrefix(const std::string& dir, int block);
 
-// Writes the block's tensors, layer results and leaving hidden states.
+// Writes the block's tensors, layer results and leaving hidden states (those
+// only when `output` holds them: a task given sinks for its leaving states
+// has written them to <dir>/block-NNNNN.{cal,heldout}.safetensors itself).
 absl::Status WriteBlockOutput(const std::string& dir,
                               const BlockTaskOutput& output,
                               FileSystem* fs = FileSystem::Default());

@@ -371,6 +371,16 @@ absl::StatusOr<CompleteTaskResult> SqliteJobStore::CompleteTask(
   const int64_t now = clock_->NowMs();
   QUANT_ASSIGN_OR_RETURN(TaskRow row, FindCurrentLease(lease_id, now));
   if (IsTerminal(row.job_state)) {
+    // The lease ends with the refusal (the task goes back to PENDING, as a
+    // cancelled task's FailTask would put it), so no task of a finished job
+    // stays LEASED until its lease expires.
+    QUANT_ASSIGN_OR_RETURN(
+        Statement release,
+        db_->Prepare("UPDATE tasks SET state = 'PENDING', progress = 0, "
+                     "updated_ms = ?3 WHERE job_seq = ?1 AND idx = ?2"));
+    QUANT_RETURN_IF_ERROR(
+        release.BindAll(row.job_seq, row.task.index, now).Run());
+    QUANT_RETURN_IF_ERROR(txn->Commit());
     return absl::FailedPreconditionError(absl::StrCat(
         "job ", row.task.job_id, " is ", JobStateName(row.job_state),
         "; the result of lease ", lease_id, " is refused"));

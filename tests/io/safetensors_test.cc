@@ -285,5 +285,73 @@ TEST(SafetensorsTest, HeaderDataOffsetPointsPastHeader) {
   EXPECT_EQ(bytes.substr(header->data_offset), data);
 }
 
+TEST(SafetensorsTest, StreamWriterWritesTheSameBytesAsWriteSafetensors) {
+  const std::string dir = testing::MakeTempDir();
+  const std::vector<float> a = {1.5f, -2.0f, 3.25f, 0.0f, 7.0f, -8.5f};
+  const std::vector<int32_t> b = {4, 5};
+  const std::string whole = JoinPath(dir, "whole.safetensors");
+  ASSERT_TRUE(WriteSafetensors(whole,
+                               {{"a", DType::kF32, {3, 2}, Bytes(a)},
+                                {"b", DType::kI32, {2}, Bytes(b)}},
+                               {{"seq_len", "3"}})
+                  .ok());
+  const std::string streamed = JoinPath(dir, "streamed.safetensors");
+  auto writer = SafetensorsStreamWriter::Create(
+      streamed, {{"a", DType::kF32, {3, 2}}, {"b", DType::kI32, {2}}},
+      {{"seq_len", "3"}});
+  ASSERT_TRUE(writer.ok()) << writer.status();
+  const std::string a_bytes = Bytes(a);
+  // Row by row, as a chunked producer appends.
+  for (int row = 0; row < 3; ++row) {
+    ASSERT_TRUE((*writer)->Append(a_bytes.substr(row * 8, 8)).ok());
+  }
+  EXPECT_FALSE(FileExists(streamed)) << "visible before Commit";
+  ASSERT_TRUE((*writer)->Append(Bytes(b)).ok());
+  ASSERT_TRUE((*writer)->Commit().ok());
+  EXPECT_EQ(*ReadFileToString(streamed), *ReadFileToString(whole));
+}
+
+TEST(SafetensorsTest, StreamWriterRefusesTooManyOrTooFewBytes) {
+  const std::string dir = testing::MakeTempDir();
+  const std::string path = JoinPath(dir, "x.safetensors");
+  {
+    auto writer =
+        SafetensorsStreamWriter::Create(path, {{"a", DType::kF32, {2}}});
+    ASSERT_TRUE(writer.ok());
+    const absl::Status over = (*writer)->Append(std::string(12, 'x'));
+    EXPECT_EQ(over.code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(over.message(), HasSubstr("more than the 8 declared"));
+  }
+  {
+    auto writer =
+        SafetensorsStreamWriter::Create(path, {{"a", DType::kF32, {2}}});
+    ASSERT_TRUE(writer.ok());
+    ASSERT_TRUE((*writer)->Append(std::string(4, 'x')).ok());
+    const absl::Status short_write = (*writer)->Commit();
+    EXPECT_EQ(short_write.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_THAT(short_write.message(), HasSubstr("4 of the 8"));
+  }
+  EXPECT_FALSE(FileExists(path));
+  // Nothing left behind: no temporary files either.
+  EXPECT_TRUE(std::filesystem::is_empty(dir));
+  // Declarations are validated like WriteSafetensors' tensors.
+  auto repeated = SafetensorsStreamWriter::Create(
+      path, {{"a", DType::kF32, {2}}, {"a", DType::kF32, {1}}});
+  EXPECT_THAT(repeated.status().message(), HasSubstr("name is repeated"));
+}
+
+TEST(SafetensorsTest, ReleasedBytesReadBackUnchanged) {
+  // Large enough to span many pages.
+  std::vector<float> values(1 << 16);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = 0.5f * i;
+  auto file = WriteAndOpen({{"v", DType::kF32, {1 << 16}, Bytes(values)}});
+  ASSERT_NE(file, nullptr);
+  const TensorInfo* info = file->Find("v");
+  const std::string before = BytesOf(file->RawBytes(*info));
+  file->ReleaseBytes(*info, 100, info->ByteSize() - 100);
+  file->ReleaseBytes(*info, 0, info->ByteSize() + 4096);  // Clamped.
+  EXPECT_EQ(BytesOf(file->RawBytes(*info)), before);
+}
+
 }  // namespace
 }  // namespace quant

@@ -10,6 +10,7 @@
 #include "core/forward/rope.h"
 #include "core/io/safetensors.h"
 #include "core/pack/packed_tensor.h"
+#include "core/pipeline/task_io.h"
 #include "core/quant/rtn.h"
 #include "gtest/gtest.h"
 #include "tests/pack/reference_unpacker.h"
@@ -221,6 +222,88 @@ TEST_F(BlockTaskTest, AwqFoldsInverseScalesIntoTheProducingOps) {
       RelativeDifference(RunBlockWith(unfolded, input_.calibration), reference);
   EXPECT_LT(folded, 0.01);
   EXPECT_GT(without, 10 * folded);
+}
+
+// The block read and written a chunk of sequences at a time: from files
+// (spilled activations) it gives exactly what it gives from memory with the
+// same chunks, and chunks change the result only by the order of the
+// Hessian sums. AWQ (mean |x| and α search from the Hessian) and GPTQ with
+// damp: auto (the validation split counted across chunks) both.
+TEST_F(BlockTaskTest, ChunksFromFilesEqualChunksInMemory) {
+  Recipe awq = SmallRecipe(QuantMethod::kAwq, 32, OutputFormat::kGptq,
+                           Propagation::kSequential);
+  Recipe gptq =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kIndependent);
+  gptq.damp.automatic = true;
+  for (const Recipe* recipe : {&awq, &gptq}) {
+    SCOPED_TRACE(QuantMethodName(recipe->method));
+    const BlockTaskOutput whole = Run(*recipe);  // 512 tokens: one chunk.
+    ASSERT_FALSE(whole.layers.empty());
+    BlockTaskInput chunked = input_;
+    chunked.chunk_tokens = 128;  // Chunks of two 64-token windows.
+    auto in_memory = RunBlockTask(chunked);
+    ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+
+    const std::string dir = testing::MakeTempDir();
+    ASSERT_TRUE(
+        WriteHiddenStates(dir + "/cal.safetensors", input_.calibration).ok());
+    ASSERT_TRUE(
+        WriteHiddenStates(dir + "/held.safetensors", input_.heldout).ok());
+    auto cal_file = HiddenStateFile::Open(dir + "/cal.safetensors");
+    auto held_file = HiddenStateFile::Open(dir + "/held.safetensors");
+    ASSERT_TRUE(cal_file.ok() && held_file.ok());
+    auto cal_out = HiddenStateFileWriter::Create(
+        dir + "/cal-out.safetensors", input_.calibration.seq_len,
+        input_.calibration.lengths, input_.calibration.rows.cols());
+    auto held_out = HiddenStateFileWriter::Create(
+        dir + "/held-out.safetensors", input_.heldout.seq_len,
+        input_.heldout.lengths, input_.heldout.rows.cols());
+    ASSERT_TRUE(cal_out.ok() && held_out.ok());
+    BlockTaskInput from_files = chunked;
+    from_files.calibration = HiddenStates();
+    from_files.heldout = HiddenStates();
+    from_files.calibration_source = cal_file->get();
+    from_files.heldout_source = held_file->get();
+    from_files.calibration_sink = cal_out->get();
+    from_files.heldout_sink = held_out->get();
+    auto streamed = RunBlockTask(from_files);
+    ASSERT_TRUE(streamed.ok()) << streamed.status();
+
+    ASSERT_EQ(streamed->tensors.size(), in_memory->tensors.size());
+    for (size_t i = 0; i < streamed->tensors.size(); ++i) {
+      EXPECT_EQ(streamed->tensors[i].bytes, in_memory->tensors[i].bytes)
+          << streamed->tensors[i].name;
+    }
+    for (size_t i = 0; i < streamed->layers.size(); ++i) {
+      const LayerAudit& a = streamed->layers[i].audit;
+      const LayerAudit& b = in_memory->layers[i].audit;
+      EXPECT_EQ(a.method_heldout.relative_error,
+                b.method_heldout.relative_error);
+      EXPECT_EQ(a.method_calibration.relative_error,
+                b.method_calibration.relative_error);
+      EXPECT_EQ(streamed->layers[i].choices.damp_used,
+                in_memory->layers[i].choices.damp_used);
+      EXPECT_EQ(streamed->layers[i].choices.awq_alpha,
+                in_memory->layers[i].choices.awq_alpha);
+      // Against one chunk: the same choices, errors equal to rounding.
+      const LayerAudit& w = whole.layers[i].audit;
+      EXPECT_NEAR(b.method_heldout.relative_error,
+                  w.method_heldout.relative_error,
+                  1e-4 * w.method_heldout.relative_error + 1e-7)
+          << whole.layers[i].name;
+      EXPECT_EQ(in_memory->layers[i].choices.awq_alpha,
+                whole.layers[i].choices.awq_alpha);
+    }
+    EXPECT_TRUE(streamed->calibration_out.lengths.empty());
+    EXPECT_EQ(ReadHiddenStates(dir + "/cal-out.safetensors")->rows,
+              in_memory->calibration_out.rows);
+    EXPECT_EQ(ReadHiddenStates(dir + "/held-out.safetensors")->rows,
+              in_memory->heldout_out.rows);
+    EXPECT_LT(RelativeDifference(in_memory->calibration_out.rows,
+                                 whole.calibration_out.rows),
+              1e-4);
+  }
 }
 
 TEST_F(BlockTaskTest, RefusesHiddenStatesOfTheWrongShape) {

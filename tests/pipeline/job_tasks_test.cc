@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <vector>
 
@@ -22,6 +23,7 @@
 #include "core/pipeline/task_io.h"
 #include "gtest/gtest.h"
 #include "tests/pipeline/pipeline_fixture.h"
+#include "tests/support/fault_injecting_file_system.h"
 #include "tests/support/test_env.h"
 
 namespace quant {
@@ -127,6 +129,108 @@ TEST_F(JobTasksTest, SequentialBlocksNeedTheirPredecessorAndRerunsMatch) {
   auto service = ReadFileToString(temp_ + "/sequential-out/model.safetensors");
   ASSERT_TRUE(service.ok());
   EXPECT_TRUE(*service == LocalTensors(recipe, "sequential"));
+}
+
+// A block's layers.json without the measured times, which differ by run.
+nlohmann::json LayersWithoutTimes(const std::string& dir, int block) {
+  auto text = ReadFileToString(BlockOutputPrefix(dir, block) + ".layers.json");
+  EXPECT_TRUE(text.ok()) << text.status();
+  nlohmann::json doc = nlohmann::json::parse(text.ok() ? *text : "{}");
+  std::function<void(nlohmann::json&)> strip = [&](nlohmann::json& j) {
+    if (j.is_object()) {
+      for (auto it = j.begin(); it != j.end();) {
+        const std::string& key = it.key();
+        if (key.size() >= 7 && key.compare(key.size() - 7, 7, "seconds") == 0) {
+          it = j.erase(it);
+        } else {
+          strip(*it);
+          ++it;
+        }
+      }
+    } else if (j.is_array()) {
+      for (nlohmann::json& item : j) strip(item);
+    }
+  };
+  strip(doc);
+  return doc;
+}
+
+// Over the activation bound a block task keeps its hidden states in spill
+// files in its attempt area (the embeddings, the float blocks an
+// independent block runs through, the previous block's output read a chunk
+// at a time) and publishes the same bytes as a task holding them in memory.
+// 40 windows of 64 tokens make two 2048-token chunks.
+TEST_F(JobTasksTest, SpilledActivationsPublishTheSameBytes) {
+  for (Propagation propagation :
+       {Propagation::kIndependent, Propagation::kSequential}) {
+    const Recipe recipe =
+        SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                    propagation, /*samples=*/40, /*seq_len=*/64);
+    const std::string name = PropagationName(propagation);
+    SCOPED_TRACE(name);
+    const JobTaskContext in_memory = Context(recipe, name + "-memory");
+    JobTaskContext spilled = Context(recipe, name + "-spilled");
+    testing::FaultInjectingFileSystem counting;
+    spilled.file_system = &counting;
+    spilled.max_activation_bytes = 0;
+    // Independent: block 2 first runs float blocks 0 and 1 itself.
+    const std::vector<int> order = propagation == Propagation::kIndependent
+                                       ? std::vector<int>{2, 0}
+                                       : std::vector<int>{0, 1, 2};
+    int64_t spilled_bytes = 0;
+    for (int block : order) {
+      const std::string tag = name + "-" + std::to_string(block);
+      ASSERT_TRUE(
+          RunBlockJobTask(in_memory, block, temp_ + "/m-" + tag, TaskControl())
+              .ok());
+      const int64_t before = counting.bytes_written();
+      const std::string attempt = temp_ + "/s-" + tag;
+      const absl::Status s =
+          RunBlockJobTask(spilled, block, attempt, TaskControl());
+      ASSERT_TRUE(s.ok()) << s;
+      spilled_bytes += counting.bytes_written() - before;
+      // Published, and the spill files went with the task.
+      EXPECT_TRUE(testing::DirectoryEntries(attempt).empty()) << attempt;
+      for (const char* suffix :
+           {".safetensors", ".cal.safetensors", ".heldout.safetensors"}) {
+        EXPECT_EQ(*ReadFileToString(BlockOutputPrefix(spilled.work_dir, block) +
+                                    suffix),
+                  *ReadFileToString(
+                      BlockOutputPrefix(in_memory.work_dir, block) + suffix))
+            << "block " << block << suffix;
+      }
+      EXPECT_EQ(LayersWithoutTimes(spilled.work_dir, block),
+                LayersWithoutTimes(in_memory.work_dir, block));
+    }
+    // The spilled run wrote more than its outputs: its spill files.
+    int64_t published = 0;
+    for (const std::string& file :
+         testing::DirectoryEntries(spilled.work_dir)) {
+      published += static_cast<int64_t>(
+          ReadFileToString(spilled.work_dir + "/" + file)->size());
+    }
+    EXPECT_GT(spilled_bytes, published + 2 * 2560 * 64 * 4);
+  }
+}
+
+// A disk that fills while a spill file is written fails the task with the
+// cause, publishes nothing and leaves no spill file behind.
+TEST_F(JobTasksTest, FullDiskWhileSpillingPublishesNothing) {
+  const Recipe recipe =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kIndependent, /*samples=*/40, /*seq_len=*/64);
+  JobTaskContext context = Context(recipe, "spill-full");
+  testing::FaultInjectingFileSystem disk;
+  context.file_system = &disk;
+  context.max_activation_bytes = 0;
+  disk.SetDiskFullAfter(1 << 20);  // Within the second spill file.
+  const std::string attempt = temp_ + "/spill-full-attempt";
+  const absl::Status s = RunBlockJobTask(context, 3, attempt, TaskControl());
+  EXPECT_TRUE(absl::IsResourceExhausted(s)) << s;
+  EXPECT_GT(disk.faults_injected(), 0);
+  EXPECT_TRUE(testing::DirectoryEntries(attempt).empty());
+  EXPECT_FALSE(
+      FileExists(BlockOutputPrefix(context.work_dir, 3) + ".layers.json"));
 }
 
 TEST_F(JobTasksTest, CancelledBlockStopsAndPublishesNothing) {

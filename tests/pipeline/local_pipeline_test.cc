@@ -204,8 +204,10 @@ class CountingObserver : public PipelineObserver {
  public:
   void OnBlockStart(int, int) override { ++computed; }
   void OnBlockResumed(int, int) override { ++resumed; }
+  void OnStage(const std::string& what) override { stages.push_back(what); }
   int computed = 0;
   int resumed = 0;
+  std::vector<std::string> stages;
 };
 
 TEST_F(LocalPipelineTest, WorkDirectoryGivesTheSameOutputAndResumes) {
@@ -252,6 +254,54 @@ TEST_F(LocalPipelineTest, WorkDirectoryGivesTheSameOutputAndResumes) {
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_FALSE(FileExists(wrong.out_dir));
+}
+
+// Over the activation bound the states between blocks stay in files (spill
+// files in a folder beside the output, removed at the end; or the work
+// directory's block outputs) and the checkpoint is the same. 40 windows of
+// 64 tokens make two chunks.
+TEST_F(LocalPipelineTest, SpilledActivationsGiveTheSameCheckpoint) {
+  const Recipe recipe =
+      SmallRecipe(QuantMethod::kAwq, 32, OutputFormat::kGptq,
+                  Propagation::kSequential, /*samples=*/40, /*seq_len=*/64);
+  auto in_memory = RunLocalQuantization(Options(recipe, "memory"));
+  ASSERT_TRUE(in_memory.ok()) << in_memory.status();
+  const std::string expected =
+      *ReadFileToString(temp_ + "/memory/model.safetensors");
+
+  LocalQuantizeOptions spill = Options(recipe, "spilled");
+  spill.max_activation_bytes = 0;
+  CountingObserver observer;
+  auto spilled = RunLocalQuantization(spill, &observer);
+  ASSERT_TRUE(spilled.ok()) << spilled.status();
+  int spill_stages = 0;
+  for (const std::string& stage : observer.stages) {
+    spill_stages += stage.find("kept in files under " + temp_ +
+                               "/spilled.activations-") != std::string::npos;
+  }
+  EXPECT_EQ(spill_stages, 1) << ::testing::PrintToString(observer.stages);
+  EXPECT_TRUE(*ReadFileToString(temp_ + "/spilled/model.safetensors") ==
+              expected);
+  EXPECT_EQ(WithoutTimes(in_memory->audit), WithoutTimes(spilled->audit));
+  // Only the two outputs are left: the spill folder went.
+  int entries = 0;
+  for (const auto& e : std::filesystem::directory_iterator(temp_)) {
+    EXPECT_EQ(e.path().filename().string().find(".activations"),
+              std::string::npos)
+        << e.path();
+    ++entries;
+  }
+  EXPECT_EQ(entries, 2);
+
+  LocalQuantizeOptions work = Options(recipe, "work-spilled");
+  work.max_activation_bytes = 0;
+  work.work_dir = temp_ + "/work";
+  auto through_work = RunLocalQuantization(work);
+  ASSERT_TRUE(through_work.ok()) << through_work.status();
+  EXPECT_TRUE(*ReadFileToString(temp_ + "/work-spilled/model.safetensors") ==
+              expected);
+  EXPECT_TRUE(
+      FileExists(BlockOutputPrefix(work.work_dir, 4) + ".cal.safetensors"));
 }
 
 TEST_F(LocalPipelineTest, EveryMethodRecordsHeldOutErrorsPerLayer) {

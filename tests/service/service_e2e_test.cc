@@ -278,7 +278,8 @@ TEST_F(ServiceE2eTest, CancelMidJobStopsTheWorkAndPublishesNothing) {
   EXPECT_NE(tasks.back().state, store::TaskState::kDone);  // No finalize.
   for (const store::Task& task : tasks) {
     EXPECT_NE(task.state, store::TaskState::kLeased)
-        << "task " << task.index << " still leased after the cancel";
+        << "task " << task.index << " still leased after the cancel"
+        << service_->Log("quantd.log");
   }
   EXPECT_FALSE(testing::PathExists(service_->dir() + "/artifacts/jobs/" +
                                    job.id() + "/checkpoint"));

@@ -477,6 +477,13 @@ TEST_F(JobStoreTest, CancelStopsLeasing) {
   EXPECT_TRUE(beat->job_cancelled);
   EXPECT_EQ(store_->CompleteTask(lease.lease_id, "x").status().code(),
             absl::StatusCode::kFailedPrecondition);
+  // The refusal ended the lease: the task is not left LEASED (a worker
+  // that finished just as the job was cancelled).
+  auto tasks = store_->ListTasks(job);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  EXPECT_EQ(tasks->at(lease.task.index).state, TaskState::kPending);
+  EXPECT_EQ(store_->Heartbeat(lease.lease_id, 0.2).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   // Job 1's block 1 is still PENDING but not handed out: job 2 goes next.
   const Lease next = MustLease();
   EXPECT_EQ(next.task.job_id, other);
