@@ -43,14 +43,17 @@ class BlockRunner {
     auto it = input_.stored_dtypes.find(name);
     return it == input_.stored_dtypes.end() ? DType::kF32 : it->second;
   }
-  LayerResult* Result(const std::string& type);
+  const LayerResult* Result(const std::string& type) const;
+  LayerResult* Result(const std::string& type) {
+    return const_cast<LayerResult*>(std::as_const(*this).Result(type));
+  }
 
   absl::Status PlanLayers();
   absl::Status CheckCancelled(const std::string& before) const;
   // One layer group: the layers to quantize and their statistics.
   struct GroupPlan {
-    std::vector<std::string> types;  // Every layer of the group.
-    std::string group;               // kAttnIn, ...
+    std::vector<std::string> types;       // Every layer of the group.
+    std::string group;                    // kAttnIn, ...
     std::vector<GroupLayerInput> layers;  // The ones to quantize.
     std::vector<std::string> quantized_types;
     GroupQuantizeOptions options;
@@ -110,8 +113,8 @@ class BlockRunner {
   std::vector<LayerResult> results_;
 };
 
-LayerResult* BlockRunner::Result(const std::string& type) {
-  for (LayerResult& r : results_) {
+const LayerResult* BlockRunner::Result(const std::string& type) const {
+  for (const LayerResult& r : results_) {
     if (r.type == type) return &r;
   }
   return nullptr;
@@ -268,18 +271,14 @@ BlockRunner::GroupPlan BlockRunner::PlanGroup(
     const std::vector<std::string>& types) const {
   GroupPlan plan;
   plan.types = types;
-  plan.group = results_.at(0).input_group;
-  for (const LayerResult& r : results_) {
-    if (r.type == types[0]) plan.group = r.input_group;
-  }
+  plan.group = Result(types[0])->input_group;
   for (const std::string& type : types) {
-    for (const LayerResult& result : results_) {
-      if (result.type != type || !result.reason.empty()) continue;
-      plan.layers.push_back(
-          {result.name, result.settings,
-           ConstRowMatrixRef(input_.weights.Linear(type).weight)});
-      plan.quantized_types.push_back(type);
-    }
+    const LayerResult* result = Result(type);
+    if (!result->reason.empty()) continue;
+    plan.layers.push_back(
+        {result->name, result->settings,
+         ConstRowMatrixRef(input_.weights.Linear(type).weight)});
+    plan.quantized_types.push_back(type);
   }
   plan.options.recipe = &recipe_;
   plan.options.awq_fold_available =
@@ -333,10 +332,9 @@ absl::Status BlockRunner::Accumulate(const HiddenStateSource& source,
        PlanChunks(source.sequences(), source.seq_len(), input_.chunk_tokens)) {
     QUANT_RETURN_IF_ERROR(CheckCancelled(plan.types.front()));
     QUANT_ASSIGN_OR_RETURN(const RowMatrixF hidden, source.Read(chunk));
-    QUANT_RETURN_IF_ERROR(
-        AddChunk(plan, GroupInput(plan.group, hidden, source.seq_len()),
-                 source.seq_len(), ChunkLengths(source.lengths(), chunk),
-                 calibration));
+    QUANT_RETURN_IF_ERROR(AddChunk(
+        plan, GroupInput(plan.group, hidden, source.seq_len()),
+        source.seq_len(), ChunkLengths(source.lengths(), chunk), calibration));
   }
   return absl::OkStatus();
 }
@@ -541,8 +539,8 @@ absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
   const int64_t hidden = config_.hidden_size;
   MemoryHiddenStateSink calibration_memory(calibration_->seq_len(),
                                            calibration_->lengths(), hidden);
-  MemoryHiddenStateSink heldout_memory(heldout_->seq_len(),
-                                       heldout_->lengths(), hidden);
+  MemoryHiddenStateSink heldout_memory(heldout_->seq_len(), heldout_->lengths(),
+                                       hidden);
   HiddenStateSink* calibration_sink = input_.calibration_sink != nullptr
                                           ? input_.calibration_sink
                                           : &calibration_memory;
