@@ -245,28 +245,24 @@ if want service; then
   echo " --local, worker_mb is the process's peak RSS)"
 fi
 
-if [ "$scaling" -eq 1 ]; then
-  layers="${QUANT_BENCH_SCALING_LAYERS:-24}"
-  samples="${QUANT_BENCH_SCALING_SAMPLES:-16}"
-  IFS=';' read -r -a runs <<<"${QUANT_BENCH_SCALING_RUNS:-1 --threads=1;2 --threads=1;1 --threads=0}"
-  echo
-  echo "== 4. scaling: synthetic Llama, hidden 1024, MLP 2816, $layers layers, 16 heads, bf16;"
-  echo "   GPTQ w4 g128, independent propagation, $samples x 128 calibration tokens"
-  synth_dir="$work/synth"
-  t0=$(date +%s.%N)
-  "$synth" --out "$synth_dir" --hidden 1024 --intermediate 2816 --layers "$layers" \
+# Sections 4 and 5: a synthetic Llama (hidden 1024, MLP 2816, 16 heads,
+# bf16) with $2 layers at $1, and their recipe (GPTQ w4 g128, act-order) at
+# $1 with propagation $2 and $3 calibration windows of 128 tokens.
+synth_model() {
+  "$synth" --out "$1" --hidden 1024 --intermediate 2816 --layers "$2" \
     --heads 16 --kv_heads 16 --vocab_from "$checkpoint" --seed 0 --dtype bf16 | sed 's/^/   /'
-  echo "   generated in $(calc %.1f "$(date +%s.%N) - $t0") s, $(du -sm "$synth_dir" | cut -f1) MiB on disk"
-  cat > "$work/scaling.yaml" <<EOF
+}
+synth_recipe() {
+  cat >"$1" <<EOF
 method: gptq
 bits: 4
 group_size: 128
 grid: sym
 damp: 0.01
 act_order: true
-propagation: independent
+propagation: $2
 calibration:
-  samples: $samples
+  samples: $3
   seq_len: 128
   heldout_count: 40
   heldout_samples: 4
@@ -277,6 +273,20 @@ gates:
   max_mean_kl: 1.0
   min_top1_agreement: 0.5
 EOF
+}
+
+if [ "$scaling" -eq 1 ]; then
+  layers="${QUANT_BENCH_SCALING_LAYERS:-24}"
+  samples="${QUANT_BENCH_SCALING_SAMPLES:-16}"
+  IFS=';' read -r -a runs <<<"${QUANT_BENCH_SCALING_RUNS:-1 --threads=1;2 --threads=1;1 --threads=0}"
+  echo
+  echo "== 4. scaling: synthetic Llama, hidden 1024, MLP 2816, $layers layers, 16 heads, bf16;"
+  echo "   GPTQ w4 g128, independent propagation, $samples x 128 calibration tokens"
+  synth_dir="$work/synth"
+  t0=$(date +%s.%N)
+  synth_model "$synth_dir" "$layers"
+  echo "   generated in $(calc %.1f "$(date +%s.%N) - $t0") s, $(du -sm "$synth_dir" | cut -f1) MiB on disk"
+  synth_recipe "$work/scaling.yaml" independent "$samples"
   printf '%-34s %7s %8s %10s %11s %10s %10s %8s\n' run wall_s block_s finalize_s other_s quantd_mb worker_mb speedup
   base=""
   for run in "${runs[@]}"; do
@@ -302,28 +312,8 @@ if [ "$activations" -eq 1 ]; then
   echo "== 5. activations: synthetic Llama, hidden 1024, MLP 2816, 2 layers, bf16;"
   echo "   GPTQ w4 g128, sequential propagation, $samples x 128 calibration tokens"
   synth_dir="$work/synth-activations"
-  "$synth" --out "$synth_dir" --hidden 1024 --intermediate 2816 --layers 2 \
-    --heads 16 --kv_heads 16 --vocab_from "$checkpoint" --seed 0 --dtype bf16 | sed 's/^/   /'
-  cat >"$work/activations.yaml" <<EOF
-method: gptq
-bits: 4
-group_size: 128
-grid: sym
-damp: 0.01
-act_order: true
-propagation: sequential
-calibration:
-  samples: $samples
-  seq_len: 128
-  heldout_count: 40
-  heldout_samples: 4
-  seed: 0
-format: compressed-tensors
-gates:
-  max_ppl_ratio: 2.0
-  max_mean_kl: 1.0
-  min_top1_agreement: 0.5
-EOF
+  synth_model "$synth_dir" 2
+  synth_recipe "$work/activations.yaml" sequential "$samples"
   echo "   calibration hidden states per block: $(calc %.1f "$samples * 128 * 1024 * 4 / 1048576") MiB"
   printf '%-28s %8s %8s  %s\n' run wall_s peak_mb output
   first=""

@@ -2,6 +2,7 @@
 #include "core/pipeline/block_task.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -536,16 +537,19 @@ absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
   }
   BlockTaskOutput output;
   output.block = input_.weights.block;
-  const int64_t hidden = config_.hidden_size;
-  MemoryHiddenStateSink calibration_memory(calibration_->seq_len(),
-                                           calibration_->lengths(), hidden);
-  MemoryHiddenStateSink heldout_memory(heldout_->seq_len(), heldout_->lengths(),
-                                       hidden);
-  HiddenStateSink* calibration_sink = input_.calibration_sink != nullptr
-                                          ? input_.calibration_sink
-                                          : &calibration_memory;
-  HiddenStateSink* heldout_sink =
-      input_.heldout_sink != nullptr ? input_.heldout_sink : &heldout_memory;
+  // Without the caller's sinks the leaving states are collected here (and
+  // only then allocated: a task streaming to files must not hold them).
+  std::optional<MemoryHiddenStateSink> calibration_memory, heldout_memory;
+  HiddenStateSink* calibration_sink = input_.calibration_sink;
+  if (calibration_sink == nullptr) {
+    calibration_sink = &calibration_memory.emplace(
+        calibration_->seq_len(), calibration_->lengths(), config_.hidden_size);
+  }
+  HiddenStateSink* heldout_sink = input_.heldout_sink;
+  if (heldout_sink == nullptr) {
+    heldout_sink = &heldout_memory.emplace(
+        heldout_->seq_len(), heldout_->lengths(), config_.hidden_size);
+  }
   if (recipe_.propagation == Propagation::kIndependent) {
     // Nothing a group's quantization does changes the next one's inputs.
     QUANT_RETURN_IF_ERROR(
@@ -564,11 +568,11 @@ absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
     QUANT_RETURN_IF_ERROR(WriteLeavingStates(*heldout_, heldout_sink));
   }
   QUANT_ASSIGN_OR_RETURN(output.tensors, BlockTensors());
-  if (input_.calibration_sink == nullptr) {
-    output.calibration_out = std::move(calibration_memory.states());
+  if (calibration_memory.has_value()) {
+    output.calibration_out = std::move(calibration_memory->states());
   }
-  if (input_.heldout_sink == nullptr) {
-    output.heldout_out = std::move(heldout_memory.states());
+  if (heldout_memory.has_value()) {
+    output.heldout_out = std::move(heldout_memory->states());
   }
   output.effective = std::move(working_);
   output.layers = std::move(results_);

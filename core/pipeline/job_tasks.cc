@@ -136,38 +136,6 @@ absl::Status EnteringStates(const JobTaskContext& context,
 
 }  // namespace
 
-namespace {
-
-// The windows' token ids, concatenated, and their layout.
-HiddenStates WindowLayout(const TokenWindows& windows,
-                          std::vector<int32_t>* ids) {
-  for (const std::vector<int32_t>& sequence : windows.sequences) {
-    ids->insert(ids->end(), sequence.begin(), sequence.end());
-  }
-  HiddenStates states;
-  states.seq_len = windows.seq_len;
-  states.lengths = windows.lengths;
-  return states;
-}
-
-}  // namespace
-
-absl::StatusOr<HiddenStates> EmbedWindows(const LlamaModel& model,
-                                          const TokenWindows& windows) {
-  std::vector<int32_t> ids;
-  HiddenStates states = WindowLayout(windows, &ids);
-  QUANT_ASSIGN_OR_RETURN(states.rows, model.Embed(ids));
-  return states;
-}
-
-absl::StatusOr<HiddenStates> EmbedWindows(const RowMatrixF& embed_tokens,
-                                          const TokenWindows& windows) {
-  std::vector<int32_t> ids;
-  HiddenStates states = WindowLayout(windows, &ids);
-  QUANT_ASSIGN_OR_RETURN(states.rows, EmbedTokens(embed_tokens, ids));
-  return states;
-}
-
 int64_t BlockStateBytes(const JobInputs& inputs) {
   const int64_t hidden = inputs.checkpoint->config().hidden_size;
   const TokenWindows& cal = inputs.split.calibration;

@@ -82,12 +82,6 @@ absl::StatusOr<JobInputs> OpenJobInputs(
     const JobTaskContext& context, const TaskControl& control,
     ModelLoading loading = ModelLoading::kWholeModel);
 
-// The embeddings of `windows`, as the hidden states entering block 0.
-absl::StatusOr<HiddenStates> EmbedWindows(const LlamaModel& model,
-                                          const TokenWindows& windows);
-absl::StatusOr<HiddenStates> EmbedWindows(const RowMatrixF& embed_tokens,
-                                          const TokenWindows& windows);
-
 // Bytes of one block's calibration and held-out hidden states (what a
 // block task compares with max_activation_bytes).
 int64_t BlockStateBytes(const JobInputs& inputs);
