@@ -6,9 +6,11 @@
 // for GPTQ the speed-up over the reference with the largest difference
 // between their dequantized weights.
 //
-// Every core runs on one thread; GEMM and GPTQ then run again with Eigen on
-// one thread and on all of them (OpenMP builds only), timed by the wall
-// clock, with the speed-up in the last column ("thr").
+// Every core runs on one thread; Hessian accumulation then runs again with
+// its tiles on a pool of one thread and of every core, timed by the wall
+// clock, with the speed-up in the last column ("thr"). (A block task's
+// other parallel work, chunks through the forward pass and a group's layers
+// side by side, is measured end to end by scripts/bench.sh --threads.)
 //
 // Default sizes fit a small CPU; `--large` adds 7B-shaped layers (4096 x
 // 4096, 11008 x 4096, 4096 x 11008) with 2048 tokens. Flop counts are
@@ -28,7 +30,7 @@
 #include <string>
 #include <vector>
 
-#include "Eigen/Core"
+#include "core/base/thread_pool.h"
 #include "core/quant/awq.h"
 #include "core/quant/gptq.h"
 #include "core/quant/gptq_reference.h"
@@ -107,23 +109,8 @@ GptqAgreement CompareGptq(int64_t n, int64_t k, int64_t t) {
   return agreement;
 }
 
-// Sets Eigen's thread count for one benchmark and restores it after.
-class ScopedEigenThreads {
- public:
-  explicit ScopedEigenThreads(int threads) : saved_(Eigen::nbThreads()) {
-    Eigen::setNbThreads(threads);
-  }
-  ~ScopedEigenThreads() { Eigen::setNbThreads(saved_); }
-
- private:
-  int saved_;
-};
-
-// Threads for the "all threads" rows: what Eigen uses by default.
-int AllThreads() {
-  static const int all = Eigen::nbThreads();
-  return all;
-}
+// Threads for the "all threads" rows.
+int AllThreads() { return ThreadPool::AvailableCores(); }
 
 // Flops per iteration, for rates over wall time: the rate counter divides
 // by the main thread's CPU time, which misses the other threads' work.
@@ -133,28 +120,34 @@ void SetWallFlops(benchmark::State& state, double flops_per_iteration) {
       benchmark::Counter::kAvgIterations);
 }
 
-// BM_EigenGemm with Eigen on range(3) threads.
-void BM_EigenGemmThreads(benchmark::State& state) {
-  ScopedEigenThreads threads(static_cast<int>(state.range(3)));
-  BM_EigenGemm(state);
-  SetWallFlops(state, 2.0 * state.range(0) * state.range(1) * state.range(2));
-}
-
-void BM_HessianAccumulate(benchmark::State& state) {
+// Batches of 512 tokens; the tiles of each on a pool of `threads`.
+void HessianAccumulateOn(benchmark::State& state, int threads) {
   const int64_t k = state.range(0);
   const int64_t t = state.range(1);
   const int64_t batch = 512;
   const RowMatrixF x = Activations(t, k);
+  ThreadPool pool(threads);
   for (auto _ : state) {
     HessianAccumulator acc(k);
     for (int64_t b = 0; b < t; b += batch) {
-      if (!acc.Add(x.middleRows(b, std::min(batch, t - b))).ok()) {
+      if (!acc.Add(x.middleRows(b, std::min(batch, t - b)), &pool).ok()) {
         state.SkipWithError("Add failed");
       }
     }
     benchmark::DoNotOptimize(acc.Finish().data());
   }
   SetRate(state, static_cast<double>(t) * k * k);
+}
+
+void BM_HessianAccumulate(benchmark::State& state) {
+  HessianAccumulateOn(state, 1);
+}
+
+// Hessian accumulation with its tiles on range(2) threads.
+void BM_HessianAccumulateThreads(benchmark::State& state) {
+  HessianAccumulateOn(state, static_cast<int>(state.range(2)));
+  SetWallFlops(state, static_cast<double>(state.range(1)) * state.range(0) *
+                          state.range(0));
 }
 
 template <bool kReference>
@@ -177,15 +170,6 @@ void BM_Gptq(benchmark::State& state) {
   }
   const double kd = static_cast<double>(k);
   SetRate(state, static_cast<double>(n) * kd * kd + kd * kd * kd);
-}
-
-// Blocked GPTQ with Eigen on range(3) threads.
-void BM_GptqThreads(benchmark::State& state) {
-  ScopedEigenThreads threads(static_cast<int>(state.range(3)));
-  BM_Gptq<false>(state);
-  const double n = static_cast<double>(state.range(0));
-  const double k = static_cast<double>(state.range(1));
-  SetWallFlops(state, n * k * k + k * k * k);
 }
 
 void BM_Awq(benchmark::State& state) {
@@ -232,12 +216,9 @@ void Register(bool large) {
   std::vector<int> thread_counts = {1};
   if (AllThreads() > 1) thread_counts.push_back(AllThreads());
   for (int threads : thread_counts) {
-    benchmark::RegisterBenchmark("EigenGemmThreads", BM_EigenGemmThreads)
-        ->Args({1024, 1024, 1024, threads})
-        ->Unit(benchmark::kMillisecond)
-        ->UseRealTime();
-    benchmark::RegisterBenchmark("GptqThreads", BM_GptqThreads)
-        ->Args({1024, 1024, 2048, threads})
+    benchmark::RegisterBenchmark("HessianAccumulateThreads",
+                                 BM_HessianAccumulateThreads)
+        ->Args({2048, 4096, threads})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
   }
@@ -333,15 +314,9 @@ class TableReporter : public benchmark::ConsoleReporter {
     std::printf("GEMM ceiling (Eigen SGEMM, same run): %.2f GFLOP/s\n",
                 ceiling);
     std::printf(
-        "Threads rows: wall time, Eigen on 1 and on %d thread(s) (OpenMP "
-        "%s); their rates are flops per wall second\n",
-        AllThreads(),
-#ifdef _OPENMP
-        "on"
-#else
-        "off"
-#endif
-    );
+        "Threads rows: wall time, the Hessian's tiles on a pool of 1 and of "
+        "%d thread(s); their rates are flops per wall second\n",
+        AllThreads());
     const GptqAgreement agreement = CompareGptq(1024, 1024, 2048);
     std::printf(
         "blocked vs reference GPTQ, 1024x1024, T=2048: %.4f%% of codes "
@@ -369,8 +344,6 @@ int main(int argc, char** argv) {
   int count = static_cast<int>(args.size());
   // Every other row runs on one thread, so its rate per CPU second is
   // comparable with the single-threaded GEMM ceiling.
-  quant::AllThreads();
-  Eigen::setNbThreads(1);
   quant::Register(large);
   benchmark::Initialize(&count, args.data());
   quant::TableReporter reporter;

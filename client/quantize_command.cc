@@ -7,12 +7,12 @@
 #include <ostream>
 #include <string>
 
-#include "Eigen/Core"
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/common_flags.h"
 #include "core/base/status_macros.h"
+#include "core/base/thread_pool.h"
 #include "core/pipeline/audit_report.h"
 #include "core/pipeline/local_pipeline.h"
 #include "core/recipe/recipe.h"
@@ -43,8 +43,10 @@ ABSL_FLAG(int64_t, max_activation_mb, quant::kDefaultMaxActivationBytes >> 20,
           "are read a chunk of sequences at a time; the output is the same. "
           "0: always in files.");
 ABSL_FLAG(int, threads, 0,
-          "Threads for the matrix products (0: all cores; Eigen runs on "
-          "several only when built with OpenMP).");
+          "Threads each block runs on: that many chunks of sequences through "
+          "the forward pass at once, the Hessian's tiles and a layer group's "
+          "layers side by side (0: every core this process may use). The "
+          "output is the same bytes for any value.");
 
 namespace quant {
 namespace {
@@ -119,7 +121,7 @@ absl::Status RunQuantize(const CommandInvocation& invocation) {
     return UsageError(
         absl::StrCat("--threads must be >= 0 (0: all cores), got ", threads));
   }
-  if (threads > 0) Eigen::setNbThreads(threads);
+  options.threads = threads > 0 ? threads : ThreadPool::AvailableCores();
   options.work_dir = absl::GetFlag(FLAGS_work_dir);
   const int64_t activation_mb = absl::GetFlag(FLAGS_max_activation_mb);
   if (activation_mb < 0) {

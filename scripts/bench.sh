@@ -2,7 +2,7 @@
 # Measures what docs/PERFORMANCE.md reports, on this machine, in one run:
 #   1. the quantization cores against Eigen's SGEMM rate (the ceiling),
 #      blocked GPTQ against the column-by-column reference (speed-up and
-#      agreement), and GEMM and GPTQ on one thread against all threads;
+#      agreement), and Hessian accumulation on one thread against all;
 #   2. `quantctl quantize --local` end to end on stories260K with the demo
 #      recipe: wall time and peak resident memory, per method;
 #   3. the same job through the service: quantd with 2 local workers of one
@@ -18,10 +18,13 @@
 #   5. with --activations: a 2-layer synthetic Llama quantized with a long
 #      calibration set (`quantize --local`, sequential propagation), with
 #      the hidden states between blocks in memory and spilled to files
-#      (--max_activation_mb=0): wall time, peak memory, identical output.
+#      (--max_activation_mb=0): wall time, peak memory, identical output;
+#   6. with --threads: the same 2-layer model (`quantize --local`,
+#      sequential propagation) on 1 thread and on every core: wall time,
+#      the block tasks' time, peak memory, identical output.
 #
-#   scripts/bench.sh [--large] [--scaling] [--activations]
-#                    [--only cores|local|service|scaling|activations]
+#   scripts/bench.sh [--large] [--scaling] [--activations] [--threads]
+#                    [--only cores|local|service|scaling|activations|threads]
 #
 #   --large     adds 7B-shaped layers to section 1 (minutes)
 #   --only S    runs one section (with --only scaling, --scaling is implied)
@@ -33,25 +36,27 @@
 # QUANT_BENCH_SCALING_RUNS lists its runs as "WORKERS WORKER_FLAG" pairs
 # separated by ';' (default "1 --threads=1;2 --threads=1;1 --threads=0").
 # QUANT_BENCH_ACTIVATION_SAMPLES (default 128 windows of 128 tokens) sizes
-# section 5.
+# section 5, QUANT_BENCH_THREAD_SAMPLES (default 64) section 6.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 large=()
 scaling=0
 activations=0
+threads=0
 only=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --large) large=(--large) ;;
     --scaling) scaling=1 ;;
     --activations) activations=1 ;;
+    --threads) threads=1 ;;
     --only)
       only="${2:-}"
       shift
       ;;
     *)
-      echo "usage: scripts/bench.sh [--large] [--scaling] [--activations] [--only cores|local|service|scaling|activations]" >&2
+      echo "usage: scripts/bench.sh [--large] [--scaling] [--activations] [--threads] [--only cores|local|service|scaling|activations|threads]" >&2
       exit 2
       ;;
   esac
@@ -61,8 +66,9 @@ case "$only" in
   "" | cores | local | service) ;;
   scaling) scaling=1 ;;
   activations) activations=1 ;;
+  threads) threads=1 ;;
   *)
-    echo "bench: --only must be cores, local, service, scaling or activations, got '$only'" >&2
+    echo "bench: --only must be cores, local, service, scaling, activations or threads, got '$only'" >&2
     exit 2
     ;;
 esac
@@ -72,7 +78,7 @@ build="${QUANT_BENCH_BUILD:-}"
 if [ -z "$build" ]; then
   bash scripts/install_deps.sh >/dev/null
   QUANT_TARGETS="quant_cores_bench quantctl quantd quant-worker quant-synth-checkpoint" \
-    bash scripts/build.sh release -DQUANT_BUILD_BENCHMARKS=ON -DQUANT_OPENMP=ON >/dev/null
+    bash scripts/build.sh release -DQUANT_BUILD_BENCHMARKS=ON >/dev/null
   build=build
 fi
 quantctl="$build/client/quantctl"
@@ -112,14 +118,17 @@ cleanup() {
 trap cleanup EXIT
 
 # `quantctl quantize --local` under /usr/bin/time; prints "wall_s rss_kib".
-# Exit 3 (gates FAIL) still measures the run.
+# Exit 3 (gates FAIL) still measures the run. The JSON summary goes to
+# $work/audit.json unless local_json is emptied (then local.log has the
+# progress lines, with each block's time).
+local_json=(--json)
 run_local() {  # checkpoint recipe out [extra quantize flags...]
   local ckpt=$1 recipe=$2 out=$3
   shift 3
   local status=0
   /usr/bin/time -f '%e %M' -o "$work/time" "$quantctl" quantize --local \
     --checkpoint "$ckpt" --calibration "$text" --recipe "$recipe" \
-    --out "$out" --json "$@" >"$work/audit.json" 2>"$work/local.log" || status=$?
+    --out "$out" "${local_json[@]}" "$@" >"$work/audit.json" 2>"$work/local.log" || status=$?
   if [ "$status" -ne 0 ] && [ "$status" -ne 3 ]; then
     echo "bench: quantize --local failed ($status)" >&2
     tail -5 "$work/local.log" >&2
@@ -331,4 +340,37 @@ if [ "$activations" -eq 1 ]; then
       "model.safetensors sha256 $sum$same"
   done
   echo "(peak_mb: the process's VmHWM, finalize included; 0 keeps every hidden state in files)"
+fi
+
+if [ "$threads" -eq 1 ]; then
+  samples="${QUANT_BENCH_THREAD_SAMPLES:-64}"
+  cores=$(nproc)
+  echo
+  echo "== 6. threads: synthetic Llama, hidden 1024, MLP 2816, 2 layers, bf16;"
+  echo "   GPTQ w4 g128, sequential propagation, $samples x 128 calibration tokens, quantize --local"
+  synth_dir="$work/synth-threads"
+  synth_model "$synth_dir" 2
+  synth_recipe "$work/threads.yaml" sequential "$samples"
+  printf '%-14s %8s %8s %8s %9s  %s\n' run wall_s block_s peak_mb speedup output
+  first="" base_wall="" base_block=""
+  counts="1"
+  [ "$cores" -gt 1 ] && counts="1 $cores"
+  local_json=()
+  for n in $counts; do
+    out="$work/threads-$n"
+    read -r wall rss < <(run_local "$synth_dir" "$work/threads.yaml" "$out" --threads="$n")
+    block_s=$(sed -n 's/^\[quantize\] block .* done in \([0-9.]*\) s$/\1/p' "$work/local.log" |
+      awk '{s += $1} END {printf "%.1f", s}')
+    sum=$(sha256sum "$out/model.safetensors" | cut -c1-16)
+    same=""
+    if [ -n "$first" ]; then
+      if [ "$sum" = "$first" ]; then same=" (identical)"; else same=" (DIFFERENT)"; fi
+    fi
+    [ -z "$first" ] && first=$sum base_wall=$wall base_block=$block_s
+    printf '%-14s %8s %8s %8s %9s  %s\n' "--threads=$n" "$wall" "$block_s" "$((rss / 1024))" \
+      "$(calc %.2f "$base_wall / $wall")x/$(calc %.2f "$base_block / $block_s")x" \
+      "model.safetensors sha256 $sum$same"
+  done
+  echo "(block_s: the block tasks' own time; speedup: wall / blocks over --threads=1; the finalize's"
+  echo " gate evaluation is not threaded)"
 fi

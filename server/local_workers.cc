@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdio>
@@ -13,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/directory_util.h"
+#include "core/base/thread_pool.h"
 
 extern char** environ;
 
@@ -74,6 +76,11 @@ absl::StatusOr<pid_t> LocalWorkers::Spawn(int slot) {
   if (!options_.tls_ca_file.empty()) {
     args.push_back(absl::StrCat("--tls_ca=", options_.tls_ca_file));
   }
+  // The machine's cores shared out, so N workers do not each take them all;
+  // a --threads in extra_args comes later and wins.
+  args.push_back(absl::StrCat(
+      "--threads=",
+      std::max(1, ThreadPool::AvailableCores() / std::max(1, options_.count))));
   for (const std::string& extra : options_.extra_args) args.push_back(extra);
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

@@ -6,7 +6,8 @@
 // after the grace period.
 //
 // The worker token reaches them in the environment (QUANT_WORKER_TOKEN),
-// never on the command line where `ps` would show it.
+// never on the command line where `ps` would show it. Each gets
+// --threads=cores/N unless the extra arguments say otherwise.
 #ifndef QUANT_SERVER_LOCAL_WORKERS_H_
 #define QUANT_SERVER_LOCAL_WORKERS_H_
 

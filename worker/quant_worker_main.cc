@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -21,11 +22,11 @@
 #include <thread>
 #include <vector>
 
-#include "Eigen/Core"
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/thread_pool.h"
 #include "core/pipeline/finalize_task.h"
 #include "core/pipeline/job_tasks.h"
 #include "server/auth.h"
@@ -45,10 +46,12 @@ ABSL_FLAG(std::string, tls_ca, "",
 ABSL_FLAG(int64_t, lease_wait_ms, 10000,
           "How long one LeaseTask call waits for a task (long poll).");
 ABSL_FLAG(int, threads, 0,
-          "Threads for the matrix products of a task (0: all cores; only in a "
-          "build configured with -DQUANT_OPENMP=ON, else one). With "
-          "several workers or slots on one machine, cores / (workers * slots) "
-          "avoids oversubscription.");
+          "Threads each task runs on: that many chunks of sequences through "
+          "the block's forward pass at once, the Hessian's tiles and a layer "
+          "group's layers side by side. 0: the cores this process may use, "
+          "divided by --slots. The results are the same bytes for any "
+          "value. With several workers on one machine, give each cores / "
+          "workers (quantd --local_workers does).");
 ABSL_FLAG(int64_t, max_activation_mb, quant::kDefaultMaxActivationBytes >> 20,
           "MiB of hidden states (the calibration and held-out activations "
           "entering a block) a task keeps in memory. Larger ones are "
@@ -134,8 +137,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "quant-worker: --threads must be >= 0, got %d\n",
                  threads);
     return 2;
-  } else if (threads > 0) {
-    Eigen::setNbThreads(threads);
+  } else {
+    options.threads = threads > 0
+                          ? threads
+                          : std::max(1, quant::ThreadPool::AvailableCores() /
+                                            std::max(1, options.slots));
   }
   quant::metrics::WorkerMetrics metrics;
   options.metrics = &metrics;

@@ -63,9 +63,10 @@ bool IsRetryable(const absl::Status& status) {
 absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
                                     const TaskProgressSink& sink,
                                     const std::atomic<bool>* cancelled,
-                                    int64_t max_activation_bytes) {
+                                    const TaskLimits& limits) {
   JobTaskContext context;
-  context.max_activation_bytes = max_activation_bytes;
+  context.max_activation_bytes = limits.max_activation_bytes;
+  context.threads = limits.threads;
   absl::StatusOr<std::string> path =
       PathOfFileUri(task.checkpoint_uri(), "checkpoint_uri");
   if (!path.ok()) return path.status();

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/pipeline/job_tasks.h"
 #include "quant/v1/worker.pb.h"
 
 namespace quant::worker {
@@ -30,15 +31,22 @@ struct TaskOutcome {
   bool passed = false;     // Finalize: the gate verdict.
 };
 
+// What the worker lends each task (see JobTaskContext).
+struct TaskLimits {
+  // Hidden states a block task holds in memory; it spills the rest to its
+  // attempt area.
+  int64_t max_activation_bytes = kDefaultMaxActivationBytes;
+  // Threads a block task runs on.
+  int threads = 1;
+};
+
 // Errors: InvalidArgument / NotFound / DataLoss for bad input and
 // ResourceExhausted for a full disk (not worth a retry), Cancelled when
-// `cancelled` was set, others as the core returns them. A block task holds
-// at most `max_activation_bytes` of hidden states in memory and spills the
-// rest to its attempt area (JobTaskContext).
+// `cancelled` was set, others as the core returns them.
 absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
                                     const TaskProgressSink& sink,
                                     const std::atomic<bool>* cancelled,
-                                    int64_t max_activation_bytes);
+                                    const TaskLimits& limits);
 
 // Whether another attempt could succeed where this one failed.
 bool IsRetryable(const absl::Status& status);

@@ -49,6 +49,10 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
     return absl::InvalidArgumentError(
         absl::StrCat("--slots: must be in 1..64, got ", options.slots));
   }
+  if (options.threads < 1 || options.threads > 1024) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads: must be in 1..1024, got ", options.threads));
+  }
   if (options.server.empty()) {
     return absl::InvalidArgumentError("--server: required (HOST:PORT)");
   }
@@ -106,7 +110,8 @@ std::string Worker::WorkerId(const std::string& stale) {
         heartbeat_ms_ = response.heartbeat_interval_ms();
       }
       Log(absl::StrCat("registered as ", worker_id_, " (", options_.slots,
-                       " slot(s), heartbeat every ", heartbeat_ms_.load(),
+                       " slot(s) of ", options_.threads,
+                       " thread(s), heartbeat every ", heartbeat_ms_.load(),
                        " ms)"));
       return worker_id_;
     }
@@ -304,7 +309,8 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
     }
   };
   absl::StatusOr<TaskOutcome> outcome =
-      RunTask(task, sink, &running.cancel, options_.max_activation_bytes);
+      RunTask(task, sink, &running.cancel,
+              TaskLimits{options_.max_activation_bytes, options_.threads});
   {
     std::lock_guard<std::mutex> lock(running.mu);
     running.finished = true;

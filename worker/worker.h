@@ -41,6 +41,8 @@ struct WorkerOptions {
   // Hidden states a block task holds in memory; beyond, it spills them to
   // its attempt area (see JobTaskContext::max_activation_bytes).
   int64_t max_activation_bytes = kDefaultMaxActivationBytes;
+  // Threads each block task runs on (>= 1).
+  int threads = 1;
   // Where to record task and core metrics; null: none. Not owned.
   metrics::WorkerMetrics* metrics = nullptr;
 };

@@ -51,9 +51,11 @@ absl::StatusOr<NextTokenMetrics> EvaluateCheckpoints(
       ++end;
     }
     QUANT_ASSIGN_OR_RETURN(const std::vector<RowMatrixF> reference_hidden,
-                           unquantized->FinalHidden(inputs));
+                           unquantized->FinalHidden(inputs, options.pool));
     QUANT_ASSIGN_OR_RETURN(const std::vector<RowMatrixF> hidden,
-                           quantized->FinalHidden(inputs));
+                           quantized->FinalHidden(inputs, options.pool));
+    // The logits one batch at a time: each is [rows, vocab], too large to
+    // hold several of (and a few percent of the work).
     for (size_t i = start; i < end; ++i) {
       const RowMatrixF reference_logits =
           unquantized->Logits(reference_hidden[i - start]);

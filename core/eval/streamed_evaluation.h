@@ -15,6 +15,7 @@
 #include <functional>
 
 #include "absl/status/statusor.h"
+#include "core/base/thread_pool.h"
 #include "core/calib/calibration_split.h"
 #include "core/eval/next_token_metrics.h"
 #include "core/model/checkpoint.h"
@@ -29,6 +30,9 @@ struct StreamedEvaluationOptions {
   int64_t max_hidden_bytes = int64_t{256} << 20;
   // Called after each chunk with (windows done, windows in all).
   std::function<void(int, int)> progress;
+  // A chunk's batches go through each block side by side on its threads
+  // (the numbers do not depend on it). Inline when null. Not owned.
+  ThreadPool* pool = nullptr;
 };
 
 // Scores `model` against `reference` on `windows` (see EvaluateWindows for

@@ -19,7 +19,7 @@ absl::StatusOr<std::unique_ptr<StreamedModel>> StreamedModel::Open(
 }
 
 absl::StatusOr<std::vector<RowMatrixF>> StreamedModel::FinalHidden(
-    const std::vector<TokenBatch>& batches) const {
+    const std::vector<TokenBatch>& batches, ThreadPool* pool) const {
   std::vector<RowMatrixF> hidden;
   hidden.reserve(batches.size());
   for (const TokenBatch& batch : batches) {
@@ -33,10 +33,10 @@ absl::StatusOr<std::vector<RowMatrixF>> StreamedModel::FinalHidden(
   for (int b = 0; b < config.num_hidden_layers; ++b) {
     QUANT_ASSIGN_OR_RETURN(const BlockWeights block,
                            LoadBlockWeights(checkpoint_, b));
-    for (size_t i = 0; i < batches.size(); ++i) {
+    ParallelFor(pool, static_cast<int64_t>(batches.size()), [&](int64_t i) {
       hidden[i] = RunBlock(config, block, rope_,
                            static_cast<int>(batches[i][0].size()), hidden[i]);
-    }
+    });
   }
   return hidden;
 }

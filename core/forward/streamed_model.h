@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/base/thread_pool.h"
 #include "core/forward/outer_weights.h"
 #include "core/forward/rope.h"
 #include "core/model/checkpoint.h"
@@ -31,11 +32,12 @@ class StreamedModel {
   const ModelConfig& config() const { return checkpoint_.config(); }
 
   // The hidden states after the last block for each batch (rows of one
-  // sequence contiguous), reading every block once for all the batches.
-  // Errors: a bad batch (FlattenBatch), an id outside the vocabulary, a
-  // block the checkpoint cannot supply.
+  // sequence contiguous), reading every block once for all the batches,
+  // which go through it side by side on `pool` (inline when null; the
+  // numbers do not depend on it). Errors: a bad batch (FlattenBatch), an id
+  // outside the vocabulary, a block the checkpoint cannot supply.
   absl::StatusOr<std::vector<RowMatrixF>> FinalHidden(
-      const std::vector<TokenBatch>& batches) const;
+      const std::vector<TokenBatch>& batches, ThreadPool* pool = nullptr) const;
 
   // Final norm then lm_head: logits [rows, vocab].
   RowMatrixF Logits(const ConstRowMatrixRef& hidden) const;

@@ -5,8 +5,10 @@
 #include <optional>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/base/thread_pool.h"
 #include "core/forward/block_forward.h"
 #include "core/forward/rope.h"
 #include "core/model/linear_layers.h"
@@ -17,8 +19,10 @@ namespace {
 
 class BlockRunner {
  public:
-  BlockRunner(const BlockTaskInput& input, const LayerProgress& progress)
+  BlockRunner(const BlockTaskInput& input, const LayerProgress& progress,
+              ThreadPool* pool)
       : input_(input),
+        pool_(pool),
         config_(*input.config),
         recipe_(*input.recipe),
         progress_(progress),
@@ -64,13 +68,23 @@ class BlockRunner {
   GroupPlan PlanGroup(const std::vector<std::string>& types) const;
   // Adds the real-token rows of a chunk's group input to the plan's
   // statistics (nothing when it quantizes no layer).
-  static absl::Status AddChunk(GroupPlan& plan, const RowMatrixF& input,
-                               int seq_len, std::vector<int> lengths,
-                               bool calibration);
+  static absl::Status AddRows(GroupPlan& plan, const RowMatrixF& rows,
+                              bool calibration);
   // The input of layer group `group` for rows of whole sequences entering
   // the block, computed with Source().
   RowMatrixF GroupInput(const std::string& group, const RowMatrixF& hidden,
                         int seq_len) const;
+  // Runs `compute` on the source's chunks, as many at once as the pool has
+  // threads, then `consume` on each result in chunk order (so sums over
+  // chunks come out the same on any number of threads). Checks for
+  // cancellation before each round, naming `before`.
+  template <typename Chunk>
+  absl::Status ForEachChunk(
+      const HiddenStateSource& source, const std::string& before,
+      absl::FunctionRef<Chunk(const RowMatrixF& hidden,
+                              const std::vector<int>& lengths)>
+          compute,
+      absl::FunctionRef<absl::Status(Chunk& chunk)> consume) const;
   // Sequential propagation: each group's statistics from its inputs
   // computed with the groups before it quantized, chunk by chunk.
   absl::Status Accumulate(const HiddenStateSource& source, bool calibration,
@@ -101,6 +115,7 @@ class BlockRunner {
   absl::StatusOr<std::vector<PackedTensor>> BlockTensors() const;
 
   const BlockTaskInput& input_;
+  ThreadPool* pool_;
   const ModelConfig& config_;
   const Recipe& recipe_;
   const LayerProgress& progress_;
@@ -282,6 +297,7 @@ BlockRunner::GroupPlan BlockRunner::PlanGroup(
     plan.quantized_types.push_back(type);
   }
   plan.options.recipe = &recipe_;
+  plan.options.pool = pool_;
   plan.options.awq_fold_available =
       plan.group != kAttnOut ||
       config_.num_key_value_heads == config_.num_attention_heads;
@@ -292,13 +308,11 @@ BlockRunner::GroupPlan BlockRunner::PlanGroup(
   return plan;
 }
 
-absl::Status BlockRunner::AddChunk(GroupPlan& plan, const RowMatrixF& input,
-                                   int seq_len, std::vector<int> lengths,
-                                   bool calibration) {
+absl::Status BlockRunner::AddRows(GroupPlan& plan, const RowMatrixF& rows,
+                                  bool calibration) {
   if (!plan.statistics.has_value()) return absl::OkStatus();
-  const RowMatrixF real = RealRows(input, seq_len, lengths);
-  return calibration ? plan.statistics->AddCalibration(real)
-                     : plan.statistics->AddHeldout(real);
+  return calibration ? plan.statistics->AddCalibration(rows)
+                     : plan.statistics->AddHeldout(rows);
 }
 
 RowMatrixF BlockRunner::GroupInput(const std::string& group,
@@ -326,18 +340,50 @@ std::vector<int> ChunkLengths(const std::vector<int>& lengths,
 
 }  // namespace
 
+template <typename Chunk>
+absl::Status BlockRunner::ForEachChunk(
+    const HiddenStateSource& source, const std::string& before,
+    absl::FunctionRef<Chunk(const RowMatrixF& hidden,
+                            const std::vector<int>& lengths)>
+        compute,
+    absl::FunctionRef<absl::Status(Chunk& chunk)> consume) const {
+  const std::vector<SequenceRange> chunks =
+      PlanChunks(source.sequences(), source.seq_len(), input_.chunk_tokens);
+  const size_t in_flight =
+      static_cast<size_t>(pool_ == nullptr ? 1 : pool_->threads());
+  for (size_t start = 0; start < chunks.size(); start += in_flight) {
+    QUANT_RETURN_IF_ERROR(CheckCancelled(before));
+    const size_t count = std::min(in_flight, chunks.size() - start);
+    std::vector<RowMatrixF> hidden(count);
+    std::vector<std::vector<int>> lengths(count);
+    for (size_t i = 0; i < count; ++i) {
+      QUANT_ASSIGN_OR_RETURN(hidden[i], source.Read(chunks[start + i]));
+      lengths[i] = ChunkLengths(source.lengths(), chunks[start + i]);
+    }
+    std::vector<Chunk> results(count);
+    ParallelFor(pool_, static_cast<int64_t>(count), [&](int64_t i) {
+      results[i] = compute(hidden[i], lengths[i]);
+      hidden[i] = RowMatrixF();
+    });
+    for (size_t i = 0; i < count; ++i) {
+      QUANT_RETURN_IF_ERROR(consume(results[i]));
+      results[i] = Chunk();
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::Status BlockRunner::Accumulate(const HiddenStateSource& source,
                                      bool calibration, GroupPlan& plan) const {
   if (!plan.statistics.has_value()) return absl::OkStatus();
-  for (const SequenceRange& chunk :
-       PlanChunks(source.sequences(), source.seq_len(), input_.chunk_tokens)) {
-    QUANT_RETURN_IF_ERROR(CheckCancelled(plan.types.front()));
-    QUANT_ASSIGN_OR_RETURN(const RowMatrixF hidden, source.Read(chunk));
-    QUANT_RETURN_IF_ERROR(AddChunk(
-        plan, GroupInput(plan.group, hidden, source.seq_len()),
-        source.seq_len(), ChunkLengths(source.lengths(), chunk), calibration));
-  }
-  return absl::OkStatus();
+  const int seq_len = source.seq_len();
+  return ForEachChunk<RowMatrixF>(
+      source, plan.types.front(),
+      [&](const RowMatrixF& hidden, const std::vector<int>& lengths) {
+        return RealRows(GroupInput(plan.group, hidden, seq_len), seq_len,
+                        lengths);
+      },
+      [&](RowMatrixF& rows) { return AddRows(plan, rows, calibration); });
 }
 
 absl::Status BlockRunner::AccumulateAll(const HiddenStateSource& source,
@@ -346,28 +392,43 @@ absl::Status BlockRunner::AccumulateAll(const HiddenStateSource& source,
                                         HiddenStateSink* sink) const {
   const BlockWeights& w = Source();
   const int seq_len = source.seq_len();
-  for (const SequenceRange& chunk :
-       PlanChunks(source.sequences(), seq_len, input_.chunk_tokens)) {
-    QUANT_RETURN_IF_ERROR(CheckCancelled(plans.front().types.front()));
-    QUANT_ASSIGN_OR_RETURN(const RowMatrixF hidden, source.Read(chunk));
-    const std::vector<int> lengths = ChunkLengths(source.lengths(), chunk);
-    // RunBlock's stages, each group's input observed on the way.
-    const RowMatrixF attention_input = AttentionInput(config_, w, hidden);
-    QUANT_RETURN_IF_ERROR(
-        AddChunk(plans[0], attention_input, seq_len, lengths, calibration));
-    const RowMatrixF context =
-        AttentionContext(config_, w, rope_, seq_len, attention_input);
-    QUANT_RETURN_IF_ERROR(
-        AddChunk(plans[1], context, seq_len, lengths, calibration));
-    const RowMatrixF residual = AttentionResidual(w, hidden, context);
-    const RowMatrixF mlp_input = MlpInput(config_, w, residual);
-    QUANT_RETURN_IF_ERROR(
-        AddChunk(plans[2], mlp_input, seq_len, lengths, calibration));
-    const RowMatrixF mlp_hidden = MlpHidden(w, mlp_input);
-    QUANT_RETURN_IF_ERROR(
-        AddChunk(plans[3], mlp_hidden, seq_len, lengths, calibration));
-    QUANT_RETURN_IF_ERROR(sink->Append(MlpResidual(w, residual, mlp_hidden)));
-  }
+  // Each group's real-token input rows (empty for a group that quantizes
+  // nothing) and the block's output, for one chunk.
+  struct ChunkActivations {
+    std::vector<RowMatrixF> group_rows;
+    RowMatrixF output;
+  };
+  QUANT_RETURN_IF_ERROR(ForEachChunk<ChunkActivations>(
+      source, plans.front().types.front(),
+      [&](const RowMatrixF& hidden, const std::vector<int>& lengths) {
+        ChunkActivations out;
+        out.group_rows.resize(plans.size());
+        auto observe = [&](size_t group, const RowMatrixF& input) {
+          if (plans[group].statistics.has_value()) {
+            out.group_rows[group] = RealRows(input, seq_len, lengths);
+          }
+        };
+        // RunBlock's stages, each group's input observed on the way.
+        const RowMatrixF attention_input = AttentionInput(config_, w, hidden);
+        observe(0, attention_input);
+        const RowMatrixF context =
+            AttentionContext(config_, w, rope_, seq_len, attention_input);
+        observe(1, context);
+        const RowMatrixF residual = AttentionResidual(w, hidden, context);
+        const RowMatrixF mlp_input = MlpInput(config_, w, residual);
+        observe(2, mlp_input);
+        const RowMatrixF mlp_hidden = MlpHidden(w, mlp_input);
+        observe(3, mlp_hidden);
+        out.output = MlpResidual(w, residual, mlp_hidden);
+        return out;
+      },
+      [&](ChunkActivations& chunk) -> absl::Status {
+        for (size_t g = 0; g < plans.size(); ++g) {
+          QUANT_RETURN_IF_ERROR(
+              AddRows(plans[g], chunk.group_rows[g], calibration));
+        }
+        return sink->Append(chunk.output);
+      }));
   return sink->Finish();
 }
 
@@ -500,12 +561,13 @@ absl::Status CheckHiddenRows(const char* what, const HiddenStates& h) {
 
 absl::Status BlockRunner::WriteLeavingStates(const HiddenStateSource& source,
                                              HiddenStateSink* sink) const {
-  for (const SequenceRange& chunk :
-       PlanChunks(source.sequences(), source.seq_len(), input_.chunk_tokens)) {
-    QUANT_ASSIGN_OR_RETURN(const RowMatrixF hidden, source.Read(chunk));
-    QUANT_RETURN_IF_ERROR(sink->Append(
-        RunBlock(config_, Source(), rope_, source.seq_len(), hidden)));
-  }
+  const int seq_len = source.seq_len();
+  QUANT_RETURN_IF_ERROR(ForEachChunk<RowMatrixF>(
+      source, "writing the block's output",
+      [&](const RowMatrixF& hidden, const std::vector<int>&) {
+        return RunBlock(config_, Source(), rope_, seq_len, hidden);
+      },
+      [&](RowMatrixF& output) { return sink->Append(output); }));
   return sink->Finish();
 }
 
@@ -600,7 +662,12 @@ absl::StatusOr<BlockTaskOutput> RunBlockTask(const BlockTaskInput& input,
   if (input.config == nullptr || input.recipe == nullptr) {
     return absl::InvalidArgumentError("block task: config and recipe needed");
   }
-  BlockRunner runner(input, progress);
+  if (input.threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block task: threads must be >= 1, got ", input.threads));
+  }
+  ThreadPool pool(input.threads);
+  BlockRunner runner(input, progress, &pool);
   return runner.Run();
 }
 

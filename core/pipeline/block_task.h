@@ -11,7 +11,9 @@
 // The states entering the block are read in chunks of whole sequences
 // (hidden_state_stream.h), once per layer group: each chunk is run through
 // the block up to the group's input, whose Hessians accumulate chunk by
-// chunk, so memory holds one chunk's activations, never a group's [T, K].
+// chunk, so memory holds one chunk's activations per thread, never a
+// group's [T, K]. With several threads, that many chunks run through the
+// forward pass at once and their statistics are then added in chunk order.
 //
 // Order inside the block: [q,k,v] -> o -> [gate,up] -> down. With sequential
 // propagation each group is calibrated on inputs computed with the groups
@@ -93,6 +95,12 @@ struct BlockTaskInput {
   // Rows per chunk (PlanChunks). The results depend on it (the order of
   // the Hessian sums), so every task of a job uses the same.
   int64_t chunk_tokens = kDefaultChunkTokens;
+  // Threads the task runs on (>= 1): as many chunks at a time through the
+  // block's forward pass, the Hessian tiles of each chunk, and a group's
+  // GPTQ/RTN layers and audits side by side. The results are identical
+  // whatever the count (fixed chunks summed in order, fixed tiles); memory
+  // grows by one chunk's activations per thread.
+  int threads = 1;
   // Checked before each layer group: when set, the task stops with
   // Cancelled (a worker told by the coordinator that the job was
   // cancelled, or shutting down).

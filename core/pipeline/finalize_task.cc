@@ -301,6 +301,8 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   StreamedEvaluationOptions eval_options;
   eval_options.batch_windows = input.eval_batch_windows;
   eval_options.max_hidden_bytes = input.eval_max_hidden_bytes;
+  ThreadPool eval_pool(input.threads);
+  eval_options.pool = &eval_pool;
   QUANT_ASSIGN_OR_RETURN(
       output.gates, EvaluateGates(*packed, *input.source, input.split->heldout,
                                   recipe.gates, eval_options));

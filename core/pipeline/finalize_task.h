@@ -57,6 +57,9 @@ struct FinalizeInput {
   int eval_batch_windows = 8;
   // Bound on the hidden states the gates' evaluation holds at once.
   int64_t eval_max_hidden_bytes = StreamedEvaluationOptions().max_hidden_bytes;
+  // Threads the gates' evaluation runs on (>= 1); the verdict and metrics
+  // do not depend on it.
+  int threads = 1;
   // Every write (files, directories, the final rename) goes through it; not
   // owned. Tests inject storage faults here.
   FileSystem* file_system = FileSystem::Default();

@@ -304,6 +304,7 @@ absl::Status RunBlockJobTask(const JobTaskContext& context, int block,
                                             std::move(weights), {}, {});
   input.calibration_source = calibration.get();
   input.heldout_source = heldout.get();
+  input.threads = context.threads;
   // The leaving states go straight to the attempt's files.
   const std::string prefix = BlockOutputPrefix(attempt_dir, block);
   const int64_t hidden = inputs.checkpoint->config().hidden_size;
@@ -369,6 +370,7 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
   finalize.tokenizer_dir = inputs.tokenizer_dir;
   finalize.out_dir = artifact_dir;
   finalize.max_shard_bytes = max_shard_bytes;
+  finalize.threads = context.threads;
   finalize.file_system = context.file_system;
   QUANT_ASSIGN_OR_RETURN(
       FinalizeOutput out,

@@ -52,6 +52,9 @@ struct JobTaskContext {
   // in the task's attempt area and read a chunk at a time; the results are
   // the same bytes either way.
   int64_t max_activation_bytes = kDefaultMaxActivationBytes;
+  // Threads a block task runs on (BlockTaskInput::threads); the published
+  // bytes do not depend on it.
+  int threads = 1;
 };
 
 // How a running task reports and learns it should stop.

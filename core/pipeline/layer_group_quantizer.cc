@@ -181,12 +181,39 @@ absl::Status QuantizeAwqLayers(const std::vector<GroupLayerInput>& layers,
   return absl::OkStatus();
 }
 
+// Audits one quantized layer of the group against RTN on both splits.
+absl::Status AuditGroupLayer(const GroupLayerInput& input,
+                             const GroupStatistics& stats, double seconds,
+                             const QuantizedGroup& group,
+                             QuantizedGroupLayer* out) {
+  // AWQ's layer is W·diag(s) quantized; the audit compares in W's units.
+  RowMatrixF effective;
+  if (out->choices.awq_alpha.has_value()) {
+    effective = out->layer.dequantized *
+                group.awq_input_scales.cwiseInverse().asDiagonal();
+  }
+  const AuditInputs audit{input.name,
+                          QuantMethodName(input.settings.method),
+                          out->layer.grid,
+                          input.weight,
+                          out->choices.awq_alpha.has_value()
+                              ? ConstRowMatrixRef(effective)
+                              : ConstRowMatrixRef(out->layer.dequantized),
+                          &*stats.calibration,
+                          &*stats.heldout,
+                          out->choices.damp_used,
+                          out->choices.damp_retries};
+  QUANT_ASSIGN_OR_RETURN(out->audit, AuditLayer(audit));
+  out->audit.seconds = seconds;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 GroupActivationStatistics::GroupActivationStatistics(
     int64_t k, const std::vector<GroupLayerInput>& layers,
     const GroupQuantizeOptions& options)
-    : k_(k), calibration_(k), heldout_(k) {
+    : k_(k), calibration_(k), heldout_(k), pool_(options.pool) {
   bool any_auto = false;
   bool any_awq = false;
   for (const GroupLayerInput& layer : layers) {
@@ -201,8 +228,8 @@ GroupActivationStatistics::GroupActivationStatistics(
 absl::Status GroupActivationStatistics::AddCalibration(
     const ConstRowMatrixRef& rows) {
   const auto start = std::chrono::steady_clock::now();
-  QUANT_RETURN_IF_ERROR(calibration_.Add(rows));
-  if (split_.has_value()) QUANT_RETURN_IF_ERROR(split_->Add(rows));
+  QUANT_RETURN_IF_ERROR(calibration_.Add(rows, pool_));
+  if (split_.has_value()) QUANT_RETURN_IF_ERROR(split_->Add(rows, pool_));
   if (mean_abs_.has_value()) QUANT_RETURN_IF_ERROR(mean_abs_->Add(rows));
   seconds_ += SecondsSince(start);
   return absl::OkStatus();
@@ -211,7 +238,7 @@ absl::Status GroupActivationStatistics::AddCalibration(
 absl::Status GroupActivationStatistics::AddHeldout(
     const ConstRowMatrixRef& rows) {
   const auto start = std::chrono::steady_clock::now();
-  QUANT_RETURN_IF_ERROR(heldout_.Add(rows));
+  QUANT_RETURN_IF_ERROR(heldout_.Add(rows, pool_));
   seconds_ += SecondsSince(start);
   return absl::OkStatus();
 }
@@ -250,22 +277,37 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
   std::vector<double> seconds(
       layers.size(), statistics_seconds / static_cast<double>(layers.size()));
   std::vector<int> awq_indices;
+  std::vector<int> single_indices;  // GPTQ and RTN: each layer on its own.
   for (size_t i = 0; i < layers.size(); ++i) {
-    if (layers[i].settings.method == QuantMethod::kAwq) {
-      awq_indices.push_back(static_cast<int>(i));
-      continue;
-    }
-    const auto layer_start = std::chrono::steady_clock::now();
-    QUANT_ASSIGN_OR_RETURN(group.layers[i],
-                           QuantizeOne(layers[i], stats, options));
-    const double layer_seconds = SecondsSince(layer_start);
-    seconds[i] += layer_seconds;
-    if (layers[i].settings.method == QuantMethod::kGptq) {
-      const double n = static_cast<double>(layers[i].weight.rows());
-      const double kk = static_cast<double>(k);
-      group.layers[i].choices.gptq_flops = 2.0 * n * kk * kk + kk * kk * kk;
-      group.layers[i].choices.gptq_seconds = layer_seconds;
-    }
+    (layers[i].settings.method == QuantMethod::kAwq ? awq_indices
+                                                    : single_indices)
+        .push_back(static_cast<int>(i));
+  }
+  std::vector<absl::Status> layer_status(layers.size());
+  ParallelFor(options.pool, static_cast<int64_t>(single_indices.size()),
+              [&](int64_t j) {
+                const int i = single_indices[j];
+                const auto layer_start = std::chrono::steady_clock::now();
+                absl::StatusOr<QuantizedGroupLayer> quantized =
+                    QuantizeOne(layers[i], stats, options);
+                if (!quantized.ok()) {
+                  layer_status[i] = quantized.status();
+                  return;
+                }
+                group.layers[i] = *std::move(quantized);
+                const double layer_seconds = SecondsSince(layer_start);
+                seconds[i] += layer_seconds;
+                if (layers[i].settings.method == QuantMethod::kGptq) {
+                  const double n = static_cast<double>(layers[i].weight.rows());
+                  const double kk = static_cast<double>(k);
+                  group.layers[i].choices.gptq_flops =
+                      2.0 * n * kk * kk + kk * kk * kk;
+                  group.layers[i].choices.gptq_seconds = layer_seconds;
+                }
+              });
+  // The first failure in layer order, whatever thread met it first.
+  for (const absl::Status& status : layer_status) {
+    QUANT_RETURN_IF_ERROR(status);
   }
   if (!awq_indices.empty()) {
     const auto awq_start = std::chrono::steady_clock::now();
@@ -287,27 +329,14 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
     choices.hessian_seconds =
         statistics_seconds / static_cast<double>(layers.size());
   }
-  for (size_t i = 0; i < layers.size(); ++i) {
-    QuantizedGroupLayer& out = group.layers[i];
-    // AWQ's layer is W·diag(s) quantized; the audit compares in W's units.
-    RowMatrixF effective;
-    if (out.choices.awq_alpha.has_value()) {
-      effective = out.layer.dequantized *
-                  group.awq_input_scales.cwiseInverse().asDiagonal();
-    }
-    const AuditInputs audit{layers[i].name,
-                            QuantMethodName(layers[i].settings.method),
-                            out.layer.grid,
-                            layers[i].weight,
-                            out.choices.awq_alpha.has_value()
-                                ? ConstRowMatrixRef(effective)
-                                : ConstRowMatrixRef(out.layer.dequantized),
-                            &*stats.calibration,
-                            &*stats.heldout,
-                            out.choices.damp_used,
-                            out.choices.damp_retries};
-    QUANT_ASSIGN_OR_RETURN(out.audit, AuditLayer(audit));
-    out.audit.seconds = seconds[i];
+  std::vector<absl::Status> audit_status(layers.size());
+  ParallelFor(options.pool, static_cast<int64_t>(layers.size()),
+              [&](int64_t i) {
+                audit_status[i] = AuditGroupLayer(layers[i], stats, seconds[i],
+                                                  group, &group.layers[i]);
+              });
+  for (const absl::Status& status : audit_status) {
+    QUANT_RETURN_IF_ERROR(status);
   }
   return group;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/base/thread_pool.h"
 #include "core/quant/audit.h"
 #include "core/quant/grid.h"
 #include "core/quant/hessian.h"
@@ -44,6 +45,9 @@ struct GroupQuantizeOptions {
   bool awq_fold_available = true;
   // Fraction of the calibration tokens that validate damp: auto.
   double auto_damp_validation_fraction = 0.25;
+  // Spreads the Hessian tiles and the group's layers over its threads;
+  // inline when null. The results do not depend on it. Not owned.
+  ThreadPool* pool = nullptr;
 };
 
 // What the method chose for one layer, for the audit.
@@ -116,11 +120,13 @@ class GroupActivationStatistics {
   HessianAccumulator heldout_;
   std::optional<SplitHessianAccumulator> split_;        // damp: auto.
   std::optional<ActivationStatsAccumulator> mean_abs_;  // AWQ.
+  ThreadPool* pool_;
   double seconds_ = 0.0;
 };
 
 // Every layer in `layers` is quantized (callers leave out the ones kept
-// unquantized) from `statistics`, gathered for these layers. Errors: layers
+// unquantized) from `statistics`, gathered for these layers; the GPTQ and
+// RTN layers and the audits run on options.pool's threads. Errors: layers
 // of one group disagreeing on K, AWQ layers with different grids, and what
 // the cores report (naming the layer).
 absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(

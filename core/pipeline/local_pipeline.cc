@@ -151,6 +151,7 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
         MakeBlockTaskInput(inputs, recipe, b, inputs.model->block(b), {}, {});
     input.calibration_source = calibration.get();
     input.heldout_source = heldout.get();
+    input.threads = options.threads;
     // Files: the leaving states go straight to them.
     std::unique_ptr<HiddenStateFileWriter> calibration_out, heldout_out;
     if (use_files || spill) {
@@ -217,6 +218,7 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
   finalize.out_dir = options.out_dir;
   finalize.max_shard_bytes = options.max_shard_bytes;
   finalize.eval_batch_windows = options.eval_batch_windows;
+  finalize.threads = options.threads;
   QUANT_ASSIGN_OR_RETURN(
       FinalizeOutput out,
       RunFinalizeTask(std::move(finalize),

@@ -36,6 +36,9 @@ struct LocalQuantizeOptions {
   // outputs, else a folder beside out_dir removed at the end) and are read
   // a chunk at a time; the results are the same bytes either way.
   int64_t max_activation_bytes = kDefaultMaxActivationBytes;
+  // Threads each block task runs on (BlockTaskInput::threads); the output
+  // does not depend on it.
+  int threads = 1;
 };
 
 // Receives progress; every method has a default that ignores it.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,7 +29,8 @@ absl::Status CheckBatch(const ConstRowMatrixRef& batch, int64_t k,
 HessianAccumulator::HessianAccumulator(int64_t k)
     : k_(k), lower_(Eigen::MatrixXf::Zero(k, k)) {}
 
-absl::Status HessianAccumulator::Add(const ConstRowMatrixRef& batch) {
+absl::Status HessianAccumulator::Add(const ConstRowMatrixRef& batch,
+                                     ThreadPool* pool) {
   if (absl::Status s = CheckBatch(batch, k_, "HessianAccumulator::Add");
       !s.ok()) {
     return s;
@@ -39,7 +41,28 @@ absl::Status HessianAccumulator::Add(const ConstRowMatrixRef& batch) {
   Eigen::Map<const Eigen::MatrixXf, 0, Eigen::OuterStride<>> xt(
       batch.data(), k_, batch.rows(),
       Eigen::OuterStride<>(batch.outerStride()));
-  lower_.selfadjointView<Eigen::Lower>().rankUpdate(xt, 1.0f);
+  // Tile (r, c), r >= c, is rows [r·B, ...) x columns [c·B, ...) of the
+  // lower triangle: XᵣXcᵀ, or a rank update of its own triangle when r = c.
+  const int64_t blocks = (k_ + kHessianTile - 1) / kHessianTile;
+  std::vector<std::pair<int64_t, int64_t>> tiles;
+  tiles.reserve(blocks * (blocks + 1) / 2);
+  for (int64_t r = 0; r < blocks; ++r) {
+    for (int64_t c = 0; c <= r; ++c) tiles.emplace_back(r, c);
+  }
+  ParallelFor(pool, static_cast<int64_t>(tiles.size()), [&](int64_t i) {
+    const int64_t row = tiles[i].first * kHessianTile;
+    const int64_t col = tiles[i].second * kHessianTile;
+    const int64_t rows = std::min(kHessianTile, k_ - row);
+    const int64_t cols = std::min(kHessianTile, k_ - col);
+    if (row == col) {
+      lower_.block(row, row, rows, rows)
+          .selfadjointView<Eigen::Lower>()
+          .rankUpdate(xt.middleRows(row, rows), 1.0f);
+    } else {
+      lower_.block(row, col, rows, cols).noalias() +=
+          xt.middleRows(row, rows) * xt.middleRows(col, cols).transpose();
+    }
+  });
   tokens_ += batch.rows();
   return absl::OkStatus();
 }
@@ -66,7 +89,8 @@ SplitHessianAccumulator::SplitHessianAccumulator(int64_t k,
       train_(k),
       validation_(k) {}
 
-absl::Status SplitHessianAccumulator::Add(const ConstRowMatrixRef& batch) {
+absl::Status SplitHessianAccumulator::Add(const ConstRowMatrixRef& batch,
+                                          ThreadPool* pool) {
   if (absl::Status s =
           CheckBatch(batch, train_.k(), "SplitHessianAccumulator::Add");
       !s.ok()) {
@@ -79,12 +103,12 @@ absl::Status SplitHessianAccumulator::Add(const ConstRowMatrixRef& batch) {
         std::floor(static_cast<double>(seen_) * fraction_);
     (to_validation ? validation_rows : train_rows).push_back(r);
   }
-  auto add_rows = [&batch](const std::vector<int64_t>& rows,
-                           HessianAccumulator* acc) -> absl::Status {
+  auto add_rows = [&batch, pool](const std::vector<int64_t>& rows,
+                                 HessianAccumulator* acc) -> absl::Status {
     if (rows.empty()) return absl::OkStatus();
     RowMatrixF part(static_cast<int64_t>(rows.size()), batch.cols());
     for (size_t i = 0; i < rows.size(); ++i) part.row(i) = batch.row(rows[i]);
-    return acc->Add(part);
+    return acc->Add(part, pool);
   };
   if (absl::Status s = add_rows(train_rows, &train_); !s.ok()) return s;
   return add_rows(validation_rows, &validation_);

@@ -10,17 +10,25 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "core/base/thread_pool.h"
 #include "core/quant/matrix_types.h"
 
 namespace quant {
+
+// The lower triangle is updated in square tiles of this many rows and
+// columns, one tile per pool iteration. The tiling is the same whatever the
+// thread count, so the sums (and every result computed from them) are
+// identical on 1 thread and on 64.
+inline constexpr int64_t kHessianTile = 256;
 
 class HessianAccumulator {
  public:
   explicit HessianAccumulator(int64_t k);
 
-  // Adds a batch [t, K] as a symmetric rank-t update of one triangle.
-  // InvalidArgument if the width is not K or the batch is not finite.
-  absl::Status Add(const ConstRowMatrixRef& batch);
+  // Adds a batch [t, K] as a symmetric rank-t update of one triangle, its
+  // tiles spread over `pool` (inline when null). InvalidArgument if the
+  // width is not K or the batch is not finite.
+  absl::Status Add(const ConstRowMatrixRef& batch, ThreadPool* pool = nullptr);
   // Adds another accumulator's sums (same K).
   absl::Status Merge(const HessianAccumulator& other);
 
@@ -46,7 +54,7 @@ class SplitHessianAccumulator {
  public:
   SplitHessianAccumulator(int64_t k, double validation_fraction);
 
-  absl::Status Add(const ConstRowMatrixRef& batch);
+  absl::Status Add(const ConstRowMatrixRef& batch, ThreadPool* pool = nullptr);
 
   const HessianAccumulator& train() const { return train_; }
   const HessianAccumulator& validation() const { return validation_; }

@@ -200,12 +200,17 @@ class EvalPackedCheckpointTest : public ::testing::Test {
         EvaluateWindows(model, &float_model, windows, /*batch_windows=*/3);
     ASSERT_TRUE(whole.ok()) << whole.status();
     EXPECT_GT(whole->mean_kl, 0.0);
-    // One batch per chunk; then everything in one chunk.
-    for (const int64_t bound : {int64_t{1}, int64_t{1} << 30}) {
-      SCOPED_TRACE(absl::StrCat("max_hidden_bytes ", bound));
+    // One batch per chunk; then everything in one chunk, its 4 batches on
+    // 1 and on 3 threads: the same numbers.
+    for (const auto& [bound, threads] : std::vector<std::pair<int64_t, int>>{
+             {1, 1}, {int64_t{1} << 30, 1}, {int64_t{1} << 30, 3}}) {
+      SCOPED_TRACE(absl::StrCat("max_hidden_bytes ", bound, ", ", threads,
+                                " thread(s)"));
+      ThreadPool pool(threads);
       StreamedEvaluationOptions options;
       options.batch_windows = 3;
       options.max_hidden_bytes = bound;
+      options.pool = &pool;
       std::vector<std::pair<int, int>> calls;
       options.progress = [&](int done, int total) {
         calls.emplace_back(done, total);

@@ -306,6 +306,53 @@ TEST_F(BlockTaskTest, ChunksFromFilesEqualChunksInMemory) {
   }
 }
 
+// Several threads: chunks through the forward pass side by side, the
+// group's layers side by side. Every output byte is the one-thread result.
+TEST_F(BlockTaskTest, ThreadsGiveTheSameBytes) {
+  Recipe gptq = SmallRecipe(QuantMethod::kGptq, 32, OutputFormat::kGptq,
+                            Propagation::kSequential);
+  gptq.damp.automatic = true;
+  Recipe awq =
+      SmallRecipe(QuantMethod::kAwq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kIndependent);
+  for (const Recipe* recipe : {&gptq, &awq}) {
+    SCOPED_TRACE(QuantMethodName(recipe->method));
+    Run(*recipe);
+    BlockTaskInput input = input_;
+    input.chunk_tokens = 64;  // 8 chunks: 3 rounds on 3 threads, 2 on 5.
+    auto one = RunBlockTask(input);
+    ASSERT_TRUE(one.ok()) << one.status();
+    for (int threads : {3, 5}) {
+      SCOPED_TRACE(threads);
+      input.threads = threads;
+      auto many = RunBlockTask(input);
+      ASSERT_TRUE(many.ok()) << many.status();
+      ASSERT_EQ(many->tensors.size(), one->tensors.size());
+      for (size_t i = 0; i < one->tensors.size(); ++i) {
+        EXPECT_EQ(many->tensors[i].bytes, one->tensors[i].bytes)
+            << one->tensors[i].name;
+      }
+      ASSERT_EQ(many->layers.size(), one->layers.size());
+      for (size_t i = 0; i < one->layers.size(); ++i) {
+        const LayerAudit& a = many->layers[i].audit;
+        const LayerAudit& b = one->layers[i].audit;
+        EXPECT_EQ(a.method_heldout.relative_error,
+                  b.method_heldout.relative_error);
+        EXPECT_EQ(a.rtn_heldout.relative_error, b.rtn_heldout.relative_error);
+        EXPECT_EQ(many->layers[i].choices.damp_used,
+                  one->layers[i].choices.damp_used);
+        EXPECT_EQ(many->layers[i].choices.awq_alpha,
+                  one->layers[i].choices.awq_alpha);
+      }
+      EXPECT_EQ(many->calibration_out.rows, one->calibration_out.rows);
+      EXPECT_EQ(many->heldout_out.rows, one->heldout_out.rows);
+    }
+  }
+  input_.threads = 0;
+  EXPECT_EQ(RunBlockTask(input_).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(BlockTaskTest, RefusesHiddenStatesOfTheWrongShape) {
   Recipe recipe =
       SmallRecipe(QuantMethod::kRtn, 0, OutputFormat::kCompressedTensors,

@@ -304,6 +304,35 @@ TEST_F(LocalPipelineTest, SpilledActivationsGiveTheSameCheckpoint) {
       FileExists(BlockOutputPrefix(work.work_dir, 4) + ".cal.safetensors"));
 }
 
+// Block tasks and the gates' evaluation on 3 threads: the same checkpoint,
+// audit and gate metrics as on one.
+TEST_F(LocalPipelineTest, ThreadsGiveTheSameCheckpoint) {
+  Recipe gptq =
+      SmallRecipe(QuantMethod::kGptq, 32, OutputFormat::kGptq,
+                  Propagation::kSequential, /*samples=*/40, /*seq_len=*/64);
+  gptq.damp.automatic = true;
+  const Recipe awq =
+      SmallRecipe(QuantMethod::kAwq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kIndependent, /*samples=*/40, /*seq_len=*/64);
+  for (const Recipe* recipe : std::vector<const Recipe*>{&gptq, &awq}) {
+    const std::string name = QuantMethodName(recipe->method);
+    SCOPED_TRACE(name);
+    LocalQuantizeOptions one = Options(*recipe, name + "-1");
+    one.threads = 1;
+    auto single = RunLocalQuantization(one);
+    ASSERT_TRUE(single.ok()) << single.status();
+    LocalQuantizeOptions three = Options(*recipe, name + "-3");
+    three.threads = 3;
+    auto threaded = RunLocalQuantization(three);
+    ASSERT_TRUE(threaded.ok()) << threaded.status();
+    EXPECT_TRUE(
+        *ReadFileToString(temp_ + "/" + name + "-1/model.safetensors") ==
+        *ReadFileToString(temp_ + "/" + name + "-3/model.safetensors"));
+    EXPECT_EQ(WithoutTimes(single->audit), WithoutTimes(threaded->audit));
+    EXPECT_EQ(single->audit["gates"], threaded->audit["gates"]);
+  }
+}
+
 TEST_F(LocalPipelineTest, EveryMethodRecordsHeldOutErrorsPerLayer) {
   for (QuantMethod method : {QuantMethod::kRtn, QuantMethod::kAwq}) {
     const Recipe recipe = SmallRecipe(

@@ -24,6 +24,36 @@ TEST(HessianTest, BatchesEqualXtXAtOnce) {
   EXPECT_TRUE(h.isApprox(h.transpose(), 0.0f));  // exactly symmetric
 }
 
+// K = 600 spans 3 x 3 tiles, the last ones partial: the tiled sum is XᵀX,
+// and it is the same bytes on 1, 2 and 5 threads.
+TEST(HessianTest, TilesGiveXtXAndTheSameBytesOnAnyThreadCount) {
+  const int64_t k = 2 * kHessianTile + 88;
+  const RowMatrixF x = testing::CorrelatedActivations(700, k, 11);
+  const RowMatrixD expected = x.cast<double>().transpose() * x.cast<double>();
+  RowMatrixF one_thread;
+  for (int threads : {1, 2, 5}) {
+    SCOPED_TRACE(threads);
+    ThreadPool pool(threads);
+    HessianAccumulator acc(k);
+    SplitHessianAccumulator split(k, 0.25);
+    for (int64_t begin = 0; begin < 700; begin += 350) {
+      ASSERT_TRUE(acc.Add(x.middleRows(begin, 350), &pool).ok());
+      ASSERT_TRUE(split.Add(x.middleRows(begin, 350), &pool).ok());
+    }
+    const RowMatrixF h = acc.Finish();
+    EXPECT_LT((h.cast<double>() - expected).norm() / expected.norm(), 1e-6);
+    EXPECT_TRUE(h.isApprox(h.transpose(), 0.0f));
+    const RowMatrixF both =
+        split.train().Finish() + split.validation().Finish();
+    EXPECT_LT((both.cast<double>() - expected).norm() / expected.norm(), 1e-6);
+    if (threads == 1) {
+      one_thread = h;
+    } else {
+      EXPECT_EQ(h, one_thread);  // Bit for bit.
+    }
+  }
+}
+
 TEST(HessianTest, MergeAddsSums) {
   const RowMatrixF x = testing::RandomNormal(50, 8, 2);
   HessianAccumulator a(8), b(8), all(8);

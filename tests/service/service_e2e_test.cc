@@ -93,6 +93,8 @@ class ServiceE2eTest : public ::testing::Test {
 TEST_F(ServiceE2eTest, SameCheckpointAsLocalRunAndWatchSeesEveryLayer) {
   std::vector<std::string> args = service_->QuantdArgs("127.0.0.1:0");
   args.push_back("--local-workers=2");
+  // Tasks on 3 threads; the local run below uses one: same bytes.
+  args.push_back("--worker_args=--threads=3");
   ASSERT_NO_FATAL_FAILURE(StartQuantd(args));
   const v1::Job job = Create("e2e-1");
   ASSERT_FALSE(job.id().empty());
@@ -136,6 +138,10 @@ TEST_F(ServiceE2eTest, SameCheckpointAsLocalRunAndWatchSeesEveryLayer) {
   EXPECT_EQ(report.gates().verdict(),
             final_job.verdict() == v1::VERDICT_PASS ? "PASS" : "FAIL");
   StopQuantd();
+  // The --threads given in --worker_args won over quantd's default share.
+  EXPECT_NE(service_->Log("quantd.log").find("slot(s) of 3 thread(s)"),
+            std::string::npos)
+      << service_->Log("quantd.log");
 
   // The same job in one process.
   LocalQuantizeOptions local;
@@ -145,6 +151,7 @@ TEST_F(ServiceE2eTest, SameCheckpointAsLocalRunAndWatchSeesEveryLayer) {
   auto recipe = LoadRecipe(testing::SmallRecipePath());
   ASSERT_TRUE(recipe.ok());
   local.recipe = *recipe;
+  local.threads = 1;
   auto result = RunLocalQuantization(local);
   ASSERT_TRUE(result.ok()) << result.status();
   auto service_tensors = ReadFileToString(artifact + "/model.safetensors");

@@ -1,0 +1,105 @@
+// ThreadPool: see thread_pool.h.
+#include "core/base/thread_pool.h"
+
+#include <sched.h>
+
+#include <algorithm>
+
+namespace quant {
+namespace {
+
+// The pool whose iteration this thread is running, if any: a ParallelFor
+// on it from here runs inline.
+thread_local const ThreadPool* current_pool = nullptr;
+
+}  // namespace
+
+ThreadPool::ThreadPool(int threads) {
+  const int started = std::max(threads, 1) - 1;
+  workers_.reserve(started);
+  for (int i = 0; i < started; ++i) {
+    workers_.emplace_back([this] { WorkerLoop(); });
+  }
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  work_ready_.notify_all();
+  for (std::thread& worker : workers_) worker.join();
+}
+
+void ThreadPool::RunIterations(absl::FunctionRef<void(int64_t)> fn, int64_t n) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (next_ < n) {
+    const int64_t i = next_++;
+    lock.unlock();
+    fn(i);
+    lock.lock();
+  }
+}
+
+void ThreadPool::WorkerLoop() {
+  current_pool = this;
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+    if (stopping_) return;
+    seen = generation_;
+    const absl::FunctionRef<void(int64_t)> fn = *fn_;
+    const int64_t n = n_;
+    lock.unlock();
+    RunIterations(fn, n);
+    lock.lock();
+    if (--busy_workers_ == 0) work_done_.notify_one();
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
+  if (n <= 0) return;
+  if (workers_.empty() || n == 1 || current_pool == this) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::lock_guard<std::mutex> call(call_mutex_);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    fn_ = &fn;
+    n_ = n;
+    next_ = 0;
+    busy_workers_ = static_cast<int>(workers_.size());
+    ++generation_;
+  }
+  work_ready_.notify_all();
+  const ThreadPool* saved = current_pool;
+  current_pool = this;
+  RunIterations(fn, n);
+  current_pool = saved;
+  std::unique_lock<std::mutex> lock(mutex_);
+  work_done_.wait(lock, [&] { return busy_workers_ == 0; });
+  fn_ = nullptr;
+  n_ = 0;
+}
+
+int ThreadPool::AvailableCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    return std::max(CPU_COUNT(&set), 1);
+  }
+  return std::max(static_cast<int>(std::thread::hardware_concurrency()), 1);
+}
+
+void ParallelFor(ThreadPool* pool, int64_t n,
+                 absl::FunctionRef<void(int64_t)> fn) {
+  if (pool == nullptr) {
+    for (int64_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  pool->ParallelFor(n, fn);
+}
+
+}  // namespace quant
