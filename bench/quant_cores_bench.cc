@@ -13,13 +13,17 @@
 // side by side, is measured end to end by scripts/bench.sh --threads.)
 //
 // Default sizes fit a small CPU; `--large` adds 7B-shaped layers (4096 x
-// 4096, 11008 x 4096, 4096 x 11008) with 2048 tokens. Flop counts are
-// nominal:
+// 4096, 11008 x 4096, 4096 x 11008) with 2048 and 8192 tokens, the
+// reference GPTQ on each shape, and the agreement check at 4096 x 4096. Flop
+// counts are nominal:
 //   Hessian  T·K²            (one triangle of XᵀX, 2 flops per multiply-add)
 //   GPTQ     N·K² + K³       (error propagation; Cholesky K³/3 and the rows
 //                            of U by triangular solves 2K³/3)
 //   AWQ      20 · 2·T·K·R    (output error of each α candidate on R rows,
 //                            T < K; R = N, or 512 for AwqRowSubset)
+// Packing (GPTQ's qweight of a 4096 x 11008 layer, 4- and 3-bit) has no
+// flops: its rows show seconds and the speed-up over the one-code-at-a-time
+// reference packer.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -28,9 +32,11 @@
 #include <map>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/base/thread_pool.h"
+#include "core/pack/bit_packing.h"
 #include "core/quant/awq.h"
 #include "core/quant/gptq.h"
 #include "core/quant/gptq_reference.h"
@@ -197,6 +203,38 @@ void BM_Awq(benchmark::State& state) {
   SetRate(state, per_alpha * options.alpha_grid.size());
 }
 
+// GPTQ's qweight for an [N, K] layer of 4-bit codes (rows packed along K,
+// stored transposed), by the fast packer or one code at a time. Rated in
+// Gcodes/s (no flops; no share of the GEMM rate).
+template <bool kReference>
+void BM_PackRowsTransposed(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int64_t k = state.range(1);
+  const int bits = static_cast<int>(state.range(2));
+  std::vector<uint8_t> codes(static_cast<size_t>(n * k));
+  std::mt19937 rng(5);
+  for (uint8_t& c : codes) c = static_cast<uint8_t>(rng() & ((1u << bits) - 1));
+  const int64_t words = PackedWordCount(k, bits, PackLayout::kBitstream);
+  for (auto _ : state) {
+    std::vector<uint32_t> packed;
+    if (kReference) {
+      packed.resize(static_cast<size_t>(words * n));
+      for (int64_t r = 0; r < n; ++r) {
+        PackLineReference(codes.data() + r * k, k, 1, bits,
+                          PackLayout::kBitstream, packed.data() + r, n);
+      }
+    } else {
+      packed =
+          PackRowsTransposed(codes.data(), n, k, bits, PackLayout::kBitstream);
+    }
+    benchmark::DoNotOptimize(packed.data());
+  }
+  state.counters["Gcodes/s"] =
+      benchmark::Counter(static_cast<double>(n * k) * 1e-9 *
+                             static_cast<double>(state.iterations()),
+                         benchmark::Counter::kIsRate);
+}
+
 void Register(bool large) {
   auto* gemm = benchmark::RegisterBenchmark("EigenGemm", BM_EigenGemm);
   gemm->Args({1024, 1024, 1024})->Unit(benchmark::kMillisecond);
@@ -212,6 +250,16 @@ void Register(bool large) {
   awq->Args({1024, 1024, 512, 0})->Unit(benchmark::kMillisecond);
   auto* awq_subset = benchmark::RegisterBenchmark("AwqRowSubset", BM_Awq);
   awq_subset->Args({1024, 1024, 512, 256})->Unit(benchmark::kMillisecond);
+  for (const int bits : {4, 3}) {
+    benchmark::RegisterBenchmark("PackRowsTransposed",
+                                 BM_PackRowsTransposed<false>)
+        ->Args({4096, 11008, bits})
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark("PackRowsTransposedReference",
+                                 BM_PackRowsTransposed<true>)
+        ->Args({4096, 11008, bits})
+        ->Unit(benchmark::kMillisecond);
+  }
   // Wall-clock time: CPU time of the main thread misses the others' work.
   std::vector<int> thread_counts = {1};
   if (AllThreads() > 1) thread_counts.push_back(AllThreads());
@@ -223,21 +271,32 @@ void Register(bool large) {
         ->UseRealTime();
   }
   if (large) {
+    // A 7B model's layers, [N, K]: q/k/v/o 4096 x 4096, gate/up
+    // 11008 x 4096, down 4096 x 11008; 2048 and 8192 calibration tokens.
+    const std::vector<std::pair<int64_t, int64_t>> shapes = {
+        {4096, 4096}, {11008, 4096}, {4096, 11008}};
     gemm->Args({2048, 4096, 4096})->Iterations(1);
-    hessian->Args({4096, 2048})->Iterations(1);
-    hessian->Args({11008, 2048})->Iterations(1);
-    gptq->Args({4096, 4096, 2048})->Iterations(1);
-    gptq->Args({11008, 4096, 2048})->Iterations(1);
-    gptq->Args({4096, 11008, 2048})->Iterations(1);
-    awq->Args({4096, 4096, 2048, 0})->Iterations(1);
-    awq_subset->Args({4096, 4096, 2048, 512})->Iterations(1);
-    reference->Args({2048, 2048, 2048})->Iterations(1);
+    for (const int64_t t : {2048, 8192}) {
+      hessian->Args({4096, t})->Iterations(1);
+      hessian->Args({11008, t})->Iterations(1);
+      for (const auto& [n, k] : shapes) {
+        gptq->Args({n, k, t})->Iterations(1);
+        awq_subset->Args({n, k, t, 512})->Iterations(1);
+      }
+      awq->Args({4096, 4096, t, 0})->Iterations(1);
+    }
+    for (const auto& [n, k] : shapes) {
+      reference->Args({n, k, 2048})->Iterations(1);
+    }
   }
 }
 
 // Keeps every run for the closing table while printing as usual.
 class TableReporter : public benchmark::ConsoleReporter {
  public:
+  // `large`: the agreement check also runs at 4096 x 4096.
+  explicit TableReporter(bool large) : large_(large) {}
+
   struct Row {
     std::string name;
     double seconds = 0.0;
@@ -293,8 +352,12 @@ class TableReporter : public benchmark::ConsoleReporter {
           speedup = text;
         }
       }
-      if (row.name.rfind("Gptq/", 0) == 0) {
-        auto ref = gptq_seconds.find("GptqReference/" + row.name.substr(5));
+      // "X/args" against "XReference/args": speed-up over the reference.
+      const size_t slash = row.name.find('/');
+      if (slash != std::string::npos &&
+          row.name.find("Reference") == std::string::npos) {
+        auto ref = gptq_seconds.find(row.name.substr(0, slash) + "Reference" +
+                                     row.name.substr(slash));
         if (ref != gptq_seconds.end() && row.seconds > 0.0) {
           char text[32];
           std::snprintf(text, sizeof(text), "%.2fx", ref->second / row.seconds);
@@ -304,7 +367,7 @@ class TableReporter : public benchmark::ConsoleReporter {
       // Threaded rows are per wall second: no share of the CPU-time ceiling.
       const bool wall_rate = row.name.find("Threads/") != std::string::npos;
       char share[16] = "-";
-      if (!wall_rate && ceiling > 0.0) {
+      if (!wall_rate && ceiling > 0.0 && row.gflops > 0.0) {
         std::snprintf(share, sizeof(share), "%.0f%%",
                       100.0 * row.gflops / ceiling);
       }
@@ -317,14 +380,19 @@ class TableReporter : public benchmark::ConsoleReporter {
         "Threads rows: wall time, the Hessian's tiles on a pool of 1 and of "
         "%d thread(s); their rates are flops per wall second\n",
         AllThreads());
-    const GptqAgreement agreement = CompareGptq(1024, 1024, 2048);
-    std::printf(
-        "blocked vs reference GPTQ, 1024x1024, T=2048: %.4f%% of codes "
-        "differ; output error ratio %.6f\n",
-        100.0 * agreement.differing, agreement.error_ratio);
+    for (const int64_t size : {int64_t{1024}, int64_t{4096}}) {
+      if (size > 1024 && !large_) break;
+      const GptqAgreement agreement = CompareGptq(size, size, 2048);
+      std::printf(
+          "blocked vs reference GPTQ, %lldx%lld, T=2048: %.4f%% of codes "
+          "differ; output error ratio %.6f\n",
+          static_cast<long long>(size), static_cast<long long>(size),
+          100.0 * agreement.differing, agreement.error_ratio);
+    }
   }
 
  private:
+  bool large_;
   std::vector<Row> rows_;
 };
 
@@ -346,7 +414,7 @@ int main(int argc, char** argv) {
   // comparable with the single-threaded GEMM ceiling.
   quant::Register(large);
   benchmark::Initialize(&count, args.data());
-  quant::TableReporter reporter;
+  quant::TableReporter reporter(large);
   benchmark::RunSpecifiedBenchmarks(&reporter);
   reporter.PrintTable();
   benchmark::Shutdown();

@@ -122,18 +122,9 @@ absl::StatusOr<PackedGptqLayer> PackGptqV1(const QuantizedLayer& layer,
   packed.scales = std::move(scales.values);
   packed.max_scale_rounding = scales.max_relative_change;
 
-  // Column n of qweight is row n of the codes, packed along K: pack rows
-  // contiguously, then transpose (strided writes would miss the cache).
-  const int64_t word_rows = PackedWordCount(k, bits, PackLayout::kBitstream);
-  const std::vector<uint32_t> by_row =
-      PackRows(layer.codes.data(), n, k, bits, PackLayout::kBitstream);
-  packed.qweight.resize(static_cast<size_t>(word_rows * n));
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t w = 0; w < word_rows; ++w) {
-      packed.qweight[static_cast<size_t>(w * n + r)] =
-          by_row[static_cast<size_t>(r * word_rows + w)];
-    }
-  }
+  // Column n of qweight is row n of the codes, packed along K.
+  packed.qweight = PackRowsTransposed(layer.codes.data(), n, k, bits,
+                                      PackLayout::kBitstream);
   packed.qzeros = PackRows(stored_zeros.data(), packed.num_groups, n, bits,
                            PackLayout::kBitstream);
   packed.g_idx = layer.g_idx;

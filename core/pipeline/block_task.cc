@@ -94,8 +94,12 @@ class BlockRunner {
   absl::Status AccumulateAll(const HiddenStateSource& source, bool calibration,
                              std::vector<GroupPlan>& plans,
                              HiddenStateSink* sink) const;
-  // Quantizes the group from its statistics and applies the result.
-  absl::Status QuantizeGroup(GroupPlan& plan);
+  // Quantizes the group's layers from its statistics; reads only the
+  // plan and the input weights, so groups can run side by side.
+  absl::StatusOr<QuantizedGroup> QuantizeLayers(const GroupPlan& plan) const;
+  // Applies a group's result: packs, records, folds AWQ scales into the
+  // producing op (which may belong to an earlier group).
+  absl::Status ApplyGroup(GroupPlan& plan, QuantizedGroup quantized);
   // The block's output on one split, chunk by chunk into `sink`.
   absl::Status WriteLeavingStates(const HiddenStateSource& source,
                                   HiddenStateSink* sink) const;
@@ -432,17 +436,19 @@ absl::Status BlockRunner::AccumulateAll(const HiddenStateSource& source,
   return sink->Finish();
 }
 
-absl::Status BlockRunner::QuantizeGroup(GroupPlan& plan) {
+absl::StatusOr<QuantizedGroup> BlockRunner::QuantizeLayers(
+    const GroupPlan& plan) const {
   QUANT_RETURN_IF_ERROR(CheckCancelled(plan.types.front()));
+  if (!plan.statistics.has_value()) return QuantizedGroup();
+  return QuantizeLayerGroup(plan.layers, *plan.statistics, plan.options);
+}
+
+absl::Status BlockRunner::ApplyGroup(GroupPlan& plan,
+                                     QuantizedGroup quantized) {
   const std::vector<std::string>& types = plan.types;
   const std::vector<std::string>& quantized_types = plan.quantized_types;
   const std::string& group = plan.group;
   const GroupQuantizeOptions& options = plan.options;
-  QuantizedGroup quantized;
-  if (plan.statistics.has_value()) {
-    QUANT_ASSIGN_OR_RETURN(
-        quantized, QuantizeLayerGroup(plan.layers, *plan.statistics, options));
-  }
   for (size_t i = 0; i < quantized_types.size(); ++i) {
     LayerResult* result = Result(quantized_types[i]);
     QuantizedGroupLayer& q = quantized.layers[i];
@@ -617,14 +623,23 @@ absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
     QUANT_RETURN_IF_ERROR(
         AccumulateAll(*calibration_, true, plans, calibration_sink));
     QUANT_RETURN_IF_ERROR(AccumulateAll(*heldout_, false, plans, heldout_sink));
-    for (GroupPlan& plan : plans) QUANT_RETURN_IF_ERROR(QuantizeGroup(plan));
+    // The groups side by side (each one's layers then run on its thread),
+    // their results applied in block order: folds reach earlier groups.
+    std::vector<absl::StatusOr<QuantizedGroup>> quantized(plans.size());
+    ParallelFor(pool_, static_cast<int64_t>(plans.size()),
+                [&](int64_t i) { quantized[i] = QuantizeLayers(plans[i]); });
+    for (size_t i = 0; i < plans.size(); ++i) {
+      QUANT_RETURN_IF_ERROR(quantized[i].status());
+      QUANT_RETURN_IF_ERROR(ApplyGroup(plans[i], *std::move(quantized[i])));
+    }
   } else {
     // Each group's inputs are computed with the groups before it
     // quantized, so each needs its own pass.
     for (GroupPlan& plan : plans) {
       QUANT_RETURN_IF_ERROR(Accumulate(*calibration_, true, plan));
       QUANT_RETURN_IF_ERROR(Accumulate(*heldout_, false, plan));
-      QUANT_RETURN_IF_ERROR(QuantizeGroup(plan));
+      QUANT_ASSIGN_OR_RETURN(QuantizedGroup quantized, QuantizeLayers(plan));
+      QUANT_RETURN_IF_ERROR(ApplyGroup(plan, std::move(quantized)));
     }
     QUANT_RETURN_IF_ERROR(WriteLeavingStates(*calibration_, calibration_sink));
     QUANT_RETURN_IF_ERROR(WriteLeavingStates(*heldout_, heldout_sink));

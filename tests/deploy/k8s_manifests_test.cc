@@ -395,6 +395,11 @@ TEST_F(K8sManifestsTest, WorkersShareTheArtifactClaimAndReachTheCoordinator) {
         << dir << " in the workers";
   }
 
+  // A task's threads match the CPU the pod requests (it would otherwise
+  // size itself by the node's cores).
+  EXPECT_EQ(FlagValue(worker_args, "threads"),
+            ScalarAt(wc, "resources.requests.cpu"));
+
   // --server names the quantd Service and a port of it that leads to
   // quantd's --listen port.
   const std::string server = FlagValue(worker_args, "server");

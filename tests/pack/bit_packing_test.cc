@@ -3,6 +3,7 @@
 #include "core/pack/bit_packing.h"
 
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -85,6 +86,56 @@ TEST(BitPackingTest, RoundTripsEveryWidthLayoutAndLength) {
         std::vector<uint8_t> back(count);
         UnpackLine(words.data(), 1, count, bits, layout, back.data(), 1);
         EXPECT_EQ(back, codes) << "bits " << bits << " count " << count;
+      }
+    }
+  }
+}
+
+// The fast paths (8-byte loads, word at a time, the row sweep, the tiled
+// transpose) against the one-code-at-a-time reference, word for word.
+TEST(BitPackingTest, FastPathsEqualTheReference) {
+  std::mt19937 rng(11);
+  for (int bits : {2, 3, 4, 8}) {
+    for (PackLayout layout :
+         {PackLayout::kBitstream, PackLayout::kWholeCodes}) {
+      std::uniform_int_distribution<int> dist(0, 255);  // High bits masked.
+      for (int64_t count : {1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 100, 515}) {
+        for (int64_t stride : {1, 3}) {
+          std::vector<uint8_t> codes(count * stride);
+          for (auto& c : codes) c = static_cast<uint8_t>(dist(rng));
+          const int64_t words = PackedWordCount(count, bits, layout);
+          std::vector<uint32_t> fast(words * 2, 0xDEADBEEFu);
+          std::vector<uint32_t> slow(words * 2, 0xDEADBEEFu);
+          PackLine(codes.data(), count, stride, bits, layout, fast.data(), 2);
+          PackLineReference(codes.data(), count, stride, bits, layout,
+                            slow.data(), 2);
+          EXPECT_EQ(fast, slow)
+              << "bits " << bits << " count " << count << " stride " << stride;
+        }
+      }
+      for (const auto& [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{
+               {1, 1}, {33, 5}, {64, 130}, {97, 64}, {130, 7}}) {
+        std::vector<uint8_t> codes(rows * cols);
+        for (auto& c : codes) c = static_cast<uint8_t>(dist(rng));
+        // Along columns: each column a line.
+        const int64_t word_rows = PackedWordCount(rows, bits, layout);
+        std::vector<uint32_t> expected(word_rows * cols);
+        for (int64_t c = 0; c < cols; ++c) {
+          PackLineReference(codes.data() + c, rows, cols, bits, layout,
+                            expected.data() + c, cols);
+        }
+        EXPECT_EQ(PackColumns(codes.data(), rows, cols, bits, layout), expected)
+            << "bits " << bits << " [" << rows << ", " << cols << "]";
+        // Rows as lines, stored transposed.
+        const int64_t word_cols = PackedWordCount(cols, bits, layout);
+        std::vector<uint32_t> transposed(word_cols * rows);
+        for (int64_t r = 0; r < rows; ++r) {
+          PackLineReference(codes.data() + r * cols, cols, 1, bits, layout,
+                            transposed.data() + r, rows);
+        }
+        EXPECT_EQ(PackRowsTransposed(codes.data(), rows, cols, bits, layout),
+                  transposed)
+            << "bits " << bits << " [" << rows << ", " << cols << "]";
       }
     }
   }
