@@ -371,8 +371,13 @@ class TableReporter : public benchmark::ConsoleReporter {
         std::snprintf(share, sizeof(share), "%.0f%%",
                       100.0 * row.gflops / ceiling);
       }
-      std::printf("%-44s %10.4f %9.2f %9s %10s\n", row.name.c_str(),
-                  row.seconds, row.gflops, share, speedup.c_str());
+      // Packing rows have no flops.
+      char rate[16] = "-";
+      if (row.gflops > 0.0) {
+        std::snprintf(rate, sizeof(rate), "%.2f", row.gflops);
+      }
+      std::printf("%-44s %10.4f %9s %9s %10s\n", row.name.c_str(), row.seconds,
+                  rate, share, speedup.c_str());
     }
     std::printf("GEMM ceiling (Eigen SGEMM, same run): %.2f GFLOP/s\n",
                 ceiling);
