@@ -6,11 +6,12 @@
 // for GPTQ the speed-up over the reference with the largest difference
 // between their dequantized weights.
 //
-// Every core runs on one thread; Hessian accumulation then runs again with
-// its tiles on a pool of one thread and of every core, timed by the wall
-// clock, with the speed-up in the last column ("thr"). (A block task's
-// other parallel work, chunks through the forward pass and a group's layers
-// side by side, is measured end to end by scripts/bench.sh --threads.)
+// Every core runs on one thread; Hessian accumulation and blocked GPTQ then
+// run again with their tiles on a pool of one thread and of every core,
+// timed by the wall clock, with the speed-up in the last column ("thr"). (A
+// block task's other parallel work, chunks through the forward pass and a
+// group's layers side by side, is measured end to end by scripts/bench.sh
+// --threads.)
 //
 // Default sizes fit a small CPU; `--large` adds 7B-shaped layers (4096 x
 // 4096, 11008 x 4096, 4096 x 11008) with 2048 and 8192 tokens, the
@@ -156,8 +157,10 @@ void BM_HessianAccumulateThreads(benchmark::State& state) {
                           state.range(0));
 }
 
-template <bool kReference>
-void BM_Gptq(benchmark::State& state) {
+// Blocked (or reference) GPTQ, its solves and later-column updates on a
+// pool of `threads`.
+void GptqOn(benchmark::State& state, bool reference, int threads) {
+  ThreadPool pool(threads);
   const int64_t n = state.range(0);
   const int64_t k = state.range(1);
   const int64_t t = state.range(2);
@@ -168,14 +171,27 @@ void BM_Gptq(benchmark::State& state) {
   GptqOptions options;
   options.grid = {GridKind::kSym, 4, 128};
   options.act_order = true;
+  options.pool = &pool;
   for (auto _ : state) {
-    auto r = kReference ? QuantizeGptqReference(w, h, options)
-                        : QuantizeGptq(w, h, options);
+    auto r = reference ? QuantizeGptqReference(w, h, options)
+                       : QuantizeGptq(w, h, options);
     if (!r.ok()) state.SkipWithError("GPTQ failed");
     benchmark::DoNotOptimize(r->layer.dequantized.data());
   }
   const double kd = static_cast<double>(k);
   SetRate(state, static_cast<double>(n) * kd * kd + kd * kd * kd);
+}
+
+template <bool kReference>
+void BM_Gptq(benchmark::State& state) {
+  GptqOn(state, kReference, 1);
+}
+
+void BM_GptqThreads(benchmark::State& state) {
+  GptqOn(state, false, static_cast<int>(state.range(3)));
+  const double n = static_cast<double>(state.range(0));
+  const double k = static_cast<double>(state.range(1));
+  SetWallFlops(state, n * k * k + k * k * k);
 }
 
 void BM_Awq(benchmark::State& state) {
@@ -269,6 +285,12 @@ void Register(bool large) {
         ->Args({2048, 4096, threads})
         ->Unit(benchmark::kMillisecond)
         ->UseRealTime();
+    auto* gptq_threads =
+        benchmark::RegisterBenchmark("GptqThreads", BM_GptqThreads)
+            ->Args({1024, 1024, 2048, threads})
+            ->Unit(benchmark::kMillisecond)
+            ->UseRealTime();
+    if (large) gptq_threads->Args({4096, 11008, 2048, threads})->Iterations(1);
   }
   if (large) {
     // A 7B model's layers, [N, K]: q/k/v/o 4096 x 4096, gate/up
@@ -309,6 +331,13 @@ class TableReporter : public benchmark::ConsoleReporter {
       if (run.error_occurred) continue;
       Row row;
       row.name = run.benchmark_name();
+      // "/iterations:1" (the --large rows) is not part of a row's shape.
+      if (const size_t at = row.name.find("/iterations:");
+          at != std::string::npos) {
+        const size_t end = row.name.find('/', at + 1);
+        row.name.erase(at,
+                       end == std::string::npos ? std::string::npos : end - at);
+      }
       row.seconds = run.GetAdjustedRealTime() /
                     benchmark::GetTimeUnitMultiplier(run.time_unit);
       auto it = run.counters.find("GFLOP/s");
@@ -382,8 +411,9 @@ class TableReporter : public benchmark::ConsoleReporter {
     std::printf("GEMM ceiling (Eigen SGEMM, same run): %.2f GFLOP/s\n",
                 ceiling);
     std::printf(
-        "Threads rows: wall time, the Hessian's tiles on a pool of 1 and of "
-        "%d thread(s); their rates are flops per wall second\n",
+        "Threads rows: wall time, the Hessian's tiles and GPTQ's solves and "
+        "updates on a pool of 1 and of %d thread(s); their rates are flops "
+        "per wall second\n",
         AllThreads());
     for (const int64_t size : {int64_t{1024}, int64_t{4096}}) {
       if (size > 1024 && !large_) break;

@@ -98,7 +98,8 @@ struct BlockTaskInput {
   // Threads the task runs on (>= 1): as many chunks at a time through the
   // block's forward pass, the Hessian tiles of each chunk, and a group's
   // GPTQ/RTN layers and audits side by side (under independent
-  // propagation, the four groups side by side). The results are identical
+  // propagation, the four groups side by side; a GPTQ sweep running alone
+  // splits its solves and updates into fixed tiles). The results are identical
   // whatever the count (fixed chunks summed in order, fixed tiles); memory
   // grows by one chunk's activations per thread.
   int threads = 1;

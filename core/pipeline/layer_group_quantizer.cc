@@ -101,6 +101,7 @@ absl::StatusOr<QuantizedGroupLayer> QuantizeOne(
   gptq.act_order = recipe.act_order;
   gptq.static_groups = recipe.static_groups;
   gptq.layer_name = input.name;
+  gptq.pool = options.pool;  // Used when the group runs one layer at a time.
   if (input.settings.damp.automatic) {
     if (stats.split == nullptr) {
       return absl::InternalError(

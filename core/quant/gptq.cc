@@ -37,7 +37,7 @@ absl::StatusOr<GptqResult> QuantizeGptq(const ConstRowMatrixRef& weights,
 
   for (int64_t i1 = 0; i1 < k; i1 += block) {
     const int64_t i2 = std::min(i1 + block, k);
-    UpperFactorRows(ws.l, i1, i2 - i1, &u);
+    UpperFactorRows(ws.l, i1, i2 - i1, &u, options.pool);
     for (int64_t j = i1; j < i2; ++j) {
       const int64_t i = j - i1;
       if (static_groups) {
@@ -79,8 +79,14 @@ absl::StatusOr<GptqResult> QuantizeGptq(const ConstRowMatrixRef& weights,
       }
     }
     if (i2 < k) {
-      w.rightCols(k - i2).noalias() -=
-          err.leftCols(i2 - i1) * u.rightCols(k - i2);
+      // The later columns, in fixed tiles of rows (rows are independent).
+      const int64_t tiles = (n + kGptqRowTile - 1) / kGptqRowTile;
+      ParallelFor(options.pool, tiles, [&](int64_t tile) {
+        const int64_t row = tile * kGptqRowTile;
+        const int64_t rows = std::min(kGptqRowTile, n - row);
+        w.block(row, i2, rows, k - i2).noalias() -=
+            err.block(row, 0, rows, i2 - i1) * u.rightCols(k - i2);
+      });
     }
   }
 

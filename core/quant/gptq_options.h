@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/base/thread_pool.h"
 #include "core/quant/grid.h"
 #include "core/quant/quantized_layer.h"
 
@@ -33,7 +34,16 @@ struct GptqOptions {
   // double tolerates nearly singular H with tiny damping.
   bool factor_in_double = false;
   std::string layer_name;  // For error messages.
+  // Spreads each block's triangular solves (by fixed tiles of right-hand
+  // sides) and its update of the later columns (by fixed tiles of rows)
+  // over its threads; inline when null. The tiles are the same whatever
+  // the thread count, so are the results. Not owned.
+  ThreadPool* pool = nullptr;
 };
+
+// Fixed tiles of GPTQ's parallel work (see GptqOptions::pool).
+inline constexpr int64_t kGptqSolveTile = 32;  // Right-hand sides.
+inline constexpr int64_t kGptqRowTile = 512;   // Rows of W.
 
 struct GptqResult {
   QuantizedLayer layer;

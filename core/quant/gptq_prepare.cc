@@ -55,15 +55,22 @@ bool FactorReversed(const Eigen::MatrixXf& h, double damping,
 }  // namespace
 
 void UpperFactorRows(const Eigen::MatrixXf& l, int64_t first, int64_t count,
-                     Eigen::MatrixXf* rows) {
+                     Eigen::MatrixXf* rows, ThreadPool* pool) {
   const int64_t k = l.rows();
   const int64_t m = k - first;
   // Rows a = K-1-first-t of L⁻¹ (t < count) are the columns of X solving
   // L[:m,:m]ᵀ X = [0; I_count] (rows of L⁻¹ vanish right of the diagonal).
   Eigen::MatrixXf x = Eigen::MatrixXf::Zero(m, count);
   x.bottomRows(count).setIdentity();
-  l.topLeftCorner(m, m).transpose().triangularView<Eigen::Upper>().solveInPlace(
-      x);
+  const int64_t tiles = (count + kGptqSolveTile - 1) / kGptqSolveTile;
+  ParallelFor(pool, tiles, [&](int64_t tile) {
+    const int64_t begin = tile * kGptqSolveTile;
+    const int64_t width = std::min(kGptqSolveTile, count - begin);
+    l.topLeftCorner(m, m)
+        .transpose()
+        .triangularView<Eigen::Upper>()
+        .solveInPlace(x.middleCols(begin, width));
+  });
   *rows = x.reverse().transpose();
   // Exact zeros left of the diagonal (the solve leaves rounding there only
   // if L were not triangular; it is, but keep the contract explicit).

@@ -44,9 +44,10 @@ absl::StatusOr<GptqWorkspace> PrepareGptq(const ConstRowMatrixRef& weights,
 // Rows [first, first + count) of U restricted to columns [first, K): a
 // count x (K - first) matrix, `rows(t, c)` = U(first + t, first + c). Entries
 // left of the diagonal are zero. For a diagonal H every off-diagonal entry is
-// exactly zero.
+// exactly zero. The solves run in fixed tiles of kGptqSolveTile rows of U,
+// spread over `pool` (inline when null).
 void UpperFactorRows(const Eigen::MatrixXf& l, int64_t first, int64_t count,
-                     Eigen::MatrixXf* rows);
+                     Eigen::MatrixXf* rows, ThreadPool* pool = nullptr);
 
 // Codes [N, K] and per-group parameters [groups, N], both in quantization
 // order (groups by position p / group_size, or static groups), turned into a
