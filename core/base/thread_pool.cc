@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "core/kernels/dispatch.h"
+
 namespace quant {
 namespace {
 
@@ -51,8 +53,11 @@ void ThreadPool::WorkerLoop() {
     seen = generation_;
     const absl::FunctionRef<void(int64_t)> fn = *fn_;
     const int64_t n = n_;
+    const kernels::KernelTable* table = kernels_;
     lock.unlock();
+    kernels::SetThreadOverride(table);
     RunIterations(fn, n);
+    kernels::SetThreadOverride(nullptr);
     lock.lock();
     if (--busy_workers_ == 0) work_done_.notify_one();
   }
@@ -68,6 +73,7 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     fn_ = &fn;
+    kernels_ = &kernels::CurrentKernels();
     n_ = n;
     next_ = 0;
     busy_workers_ = static_cast<int>(workers_.size());
@@ -81,6 +87,7 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
   std::unique_lock<std::mutex> lock(mutex_);
   work_done_.wait(lock, [&] { return busy_workers_ == 0; });
   fn_ = nullptr;
+  kernels_ = nullptr;
   n_ = 0;
 }
 

@@ -11,6 +11,9 @@
 // inline and starts no thread. A ParallelFor issued from inside one of the
 // pool's iterations runs inline on that thread (no deadlock, no
 // oversubscription).
+//
+// Every iteration runs at the kernel level (core/kernels/dispatch.h) of the
+// thread that called ParallelFor, whichever thread runs it.
 #ifndef QUANT_CORE_BASE_THREAD_POOL_H_
 #define QUANT_CORE_BASE_THREAD_POOL_H_
 
@@ -23,6 +26,9 @@
 #include "absl/functional/function_ref.h"
 
 namespace quant {
+namespace kernels {
+struct KernelTable;
+}  // namespace kernels
 
 class ThreadPool {
  public:
@@ -54,6 +60,8 @@ class ThreadPool {
   std::condition_variable work_done_;
   // The current loop (set while a ParallelFor runs) and its next index.
   const absl::FunctionRef<void(int64_t)>* fn_ = nullptr;
+  // The caller's kernels, which the helper threads run the loop with.
+  const kernels::KernelTable* kernels_ = nullptr;
   int64_t n_ = 0;
   int64_t next_ = 0;
   uint64_t generation_ = 0;
