@@ -55,6 +55,7 @@ FloatTensor ToTensor(const RowMatrixF& matrix) {
 }
 
 absl::Status RunCapture(const CommandInvocation& invocation) {
+  QUANT_RETURN_IF_ERROR(ApplyIsaFlag());
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint);
   const std::string text_path = absl::GetFlag(FLAGS_text);
   const std::string layer_name = absl::GetFlag(FLAGS_layer);
@@ -142,7 +143,8 @@ Command CaptureCommand() {
       "--layer model.layers.2.mlp.down_proj --out /tmp/down2 && "
       "quantctl lab --weight /tmp/down2.weight.npy --cal /tmp/down2.cal.npy "
       "--heldout /tmp/down2.heldout.npy";
-  command.flags = {&absl::GetFlagReflectionHandle(FLAGS_checkpoint),
+  command.flags = {&absl::GetFlagReflectionHandle(FLAGS_isa),
+                   &absl::GetFlagReflectionHandle(FLAGS_checkpoint),
                    &absl::GetFlagReflectionHandle(FLAGS_text),
                    &absl::GetFlagReflectionHandle(FLAGS_layer),
                    &absl::GetFlagReflectionHandle(FLAGS_out),

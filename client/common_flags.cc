@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "absl/flags/flag.h"
+#include "client/command.h"
+#include "core/kernels/dispatch.h"
 
 ABSL_FLAG(bool, json, false,
           "Print the result as one JSON document on stdout instead of text.");
@@ -22,3 +24,27 @@ ABSL_FLAG(std::string, out, "",
 ABSL_FLAG(std::vector<std::string>, label, {},
           "KEY=VALUE label; repeat the flag (or separate with ',') for more. "
           "submit: attached to the job. list: only jobs carrying it.");
+
+ABSL_FLAG(std::string, isa, "",
+          "Kernel level the numerical work runs at: auto (the highest this "
+          "CPU runs), v2 (x86-64-v2, SSE4.2), v3 (AVX2, FMA) or v4 "
+          "(AVX-512). Default: the QUANT_ISA environment variable, else "
+          "auto. Results are the same bytes on any thread count at one "
+          "level and may differ in the last bits between levels; the "
+          "manifest records the level.");
+
+namespace quant {
+
+absl::Status ApplyIsaFlag() {
+  absl::Status status = kernels::InitProcessIsa(absl::GetFlag(FLAGS_isa));
+  if (!status.ok()) return UsageError(status.message());
+  return absl::OkStatus();
+}
+
+nlohmann::json KernelsJson() {
+  const kernels::IsaLevel level = kernels::ProcessIsa();
+  return {{"isa", std::string(kernels::IsaName(level))},
+          {"description", std::string(kernels::IsaDescription(level))}};
+}
+
+}  // namespace quant

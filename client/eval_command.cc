@@ -228,6 +228,7 @@ std::function<void(int, int)> ProgressLine() {
 }
 
 absl::Status RunEval(const CommandInvocation& invocation) {
+  QUANT_RETURN_IF_ERROR(ApplyIsaFlag());
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint);
   const std::string text_path = absl::GetFlag(FLAGS_text);
   const std::string reference_dir = absl::GetFlag(FLAGS_reference);
@@ -331,6 +332,7 @@ absl::Status RunEval(const CommandInvocation& invocation) {
                            max_new_tokens));
   if (absl::GetFlag(FLAGS_json)) {
     json result = EvaluationToJson(evaluation, file, options, evaluated);
+    result["kernels"] = KernelsJson();
     if (!prompts.empty()) {
       result["continuations"] =
           ContinuationsToJson(continuations, evaluated.has_reference);
@@ -395,7 +397,8 @@ Command EvalCommand() {
       "quantctl eval --checkpoint ../shared/models/stories260K/hf-bf16 "
       "--reference ../shared/models/stories260K/hf-f32 "
       "--text ../shared/data/tinystories_val.txt --max_documents 300";
-  command.flags = {&absl::GetFlagReflectionHandle(FLAGS_checkpoint),
+  command.flags = {&absl::GetFlagReflectionHandle(FLAGS_isa),
+                   &absl::GetFlagReflectionHandle(FLAGS_checkpoint),
                    &absl::GetFlagReflectionHandle(FLAGS_text),
                    &absl::GetFlagReflectionHandle(FLAGS_reference),
                    &absl::GetFlagReflectionHandle(FLAGS_seq_len),

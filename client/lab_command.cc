@@ -482,6 +482,7 @@ std::string RenderTable(const std::vector<MethodRun>& runs, bool has_heldout,
 }
 
 absl::Status RunLab(const CommandInvocation& invocation) {
+  QUANT_RETURN_IF_ERROR(ApplyIsaFlag());
   QUANT_ASSIGN_OR_RETURN(const LabSettings settings, ParseSettings());
   QUANT_ASSIGN_OR_RETURN(const LabInputs in, LoadInputs());
   const ConstMap w = AsMatrix(in.weight);
@@ -559,7 +560,8 @@ absl::Status RunLab(const CommandInvocation& invocation) {
                    {"bits", settings.grid.bits},
                    {"group", settings.grid.group_size},
                    {"n", in.weight.shape[0]},
-                   {"k", in.weight.shape[1]}};
+                   {"k", in.weight.shape[1]},
+                   {"kernels", KernelsJson()}};
     *invocation.out << result.dump(2) << "\n";
   } else {
     *invocation.out << RenderTable(runs, has_heldout, settings.grid,
@@ -635,7 +637,8 @@ Command LabCommand() {
   command.example =
       "quantctl lab --weight w.npy --cal xcal.npy --heldout xheld.npy "
       "--bits 4 --group 32 --damp auto --awq_grid 0,0.25,0.5 --json";
-  command.flags = {&absl::GetFlagReflectionHandle(FLAGS_weight),
+  command.flags = {&absl::GetFlagReflectionHandle(FLAGS_isa),
+                   &absl::GetFlagReflectionHandle(FLAGS_weight),
                    &absl::GetFlagReflectionHandle(FLAGS_cal),
                    &absl::GetFlagReflectionHandle(FLAGS_heldout),
                    &absl::GetFlagReflectionHandle(FLAGS_hessian),

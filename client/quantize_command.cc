@@ -13,6 +13,7 @@
 #include "client/common_flags.h"
 #include "core/base/status_macros.h"
 #include "core/base/thread_pool.h"
+#include "core/kernels/dispatch.h"
 #include "core/pipeline/audit_report.h"
 #include "core/pipeline/local_pipeline.h"
 #include "core/recipe/recipe.h"
@@ -96,6 +97,7 @@ absl::Status RunQuantize(const CommandInvocation& invocation) {
         "--local is required: this version runs jobs in-process only "
         "(quantd is not available yet)");
   }
+  QUANT_RETURN_IF_ERROR(ApplyIsaFlag());
   LocalQuantizeOptions options;
   options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint);
   options.calibration_path = absl::GetFlag(FLAGS_calibration);
@@ -133,6 +135,10 @@ absl::Status RunQuantize(const CommandInvocation& invocation) {
 
   const bool json_output = absl::GetFlag(FLAGS_json);
   ProgressPrinter printer(invocation.err);
+  if (!json_output) {
+    printer.OnStage(
+        absl::StrCat("kernels ", kernels::DescribeIsa(kernels::ProcessIsa())));
+  }
   QUANT_ASSIGN_OR_RETURN(
       LocalQuantizeResult result,
       RunLocalQuantization(options, json_output ? nullptr : &printer));
@@ -141,13 +147,15 @@ absl::Status RunQuantize(const CommandInvocation& invocation) {
     nlohmann::json out = result.audit;
     out["output"] = options.out_dir;
     out["warnings"] = result.warnings;
+    out["kernels"] = KernelsJson();
     *invocation.out << out.dump(2) << "\n";
   } else {
     for (const std::string& w : result.warnings) {
       *invocation.out << "warning: " << w << "\n";
     }
     *invocation.out << FormatAuditTable(result.audit)
-                    << "packed checkpoint: " << options.out_dir << "\n";
+                    << "packed checkpoint: " << options.out_dir << " (kernels "
+                    << kernels::IsaName(kernels::ProcessIsa()) << ")\n";
   }
   if (!result.passed) {
     return GateFailedError(absl::StrCat(
@@ -168,7 +176,7 @@ Command QuantizeCommand() {
   command.usage =
       "quantize --local --checkpoint DIR --calibration FILE --recipe FILE "
       "--out DIR [--work_dir DIR] [--max_shard_mb N] [--max_activation_mb N] "
-      "[--threads N] [--json]";
+      "[--threads N] [--isa LEVEL] [--json]";
   command.description =
       "Runs the job block by block in this process: the calibration set is "
       "split into calibration and held-out documents, each decoder block's "
@@ -193,6 +201,7 @@ Command QuantizeCommand() {
       &absl::GetFlagReflectionHandle(FLAGS_max_shard_mb),
       &absl::GetFlagReflectionHandle(FLAGS_max_activation_mb),
       &absl::GetFlagReflectionHandle(FLAGS_threads),
+      &absl::GetFlagReflectionHandle(FLAGS_isa),
       &absl::GetFlagReflectionHandle(FLAGS_json),
   };
   command.run = RunQuantize;

@@ -100,6 +100,7 @@ absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
     (*out.mutable_labels())[key] = value;
   }
   out.set_request_id(job.request_id);
+  out.set_isa(job.isa);
   for (const std::string& warning : spec->warnings) out.add_warnings(warning);
   for (const std::string& warning : job.audit_warnings) {
     out.add_warnings(warning);

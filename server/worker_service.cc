@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/kernels/isa.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/grpc_status.h"
 #include "server/job_events.h"
@@ -16,6 +17,34 @@ namespace quant::server {
 namespace {
 
 using google::protobuf::util::TimeUtil;
+
+// A worker's kernel levels, checked: known names ("v4", also "x86-64-v4")
+// given in their canonical form, lowest first, at most a handful.
+absl::StatusOr<std::vector<std::string>> ValidIsaLevels(
+    const google::protobuf::RepeatedPtrField<std::string>& levels) {
+  if (levels.size() > 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("isa_levels: at most 8, got ", levels.size()));
+  }
+  std::vector<std::string> out;
+  int previous = -1;
+  for (int i = 0; i < levels.size(); ++i) {
+    absl::StatusOr<kernels::IsaLevel> level =
+        kernels::ParseIsaName(levels.Get(i));
+    if (!level.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("isa_levels[", i, "]: ", level.status().message()));
+    }
+    if (static_cast<int>(*level) <= previous) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "isa_levels[", i, "]: ", levels.Get(i),
+          " is not above the level before it; list the levels lowest first"));
+    }
+    previous = static_cast<int>(*level);
+    out.emplace_back(kernels::IsaName(*level));
+  }
+  return out;
+}
 
 int64_t NowMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -78,10 +107,14 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerServiceImpl::DoRegister(
     return absl::InvalidArgumentError(
         absl::StrCat("slots: must be in 1..1024, got ", request.slots()));
   }
+  absl::StatusOr<std::vector<std::string>> levels =
+      ValidIsaLevels(request.isa_levels());
+  if (!levels.ok()) return levels.status();
   WorkerInfo info;
   info.name = request.name();
   info.slots = request.slots();
   info.version = request.version();
+  info.isa_levels = *std::move(levels);
   info.last_seen_ms = NowMs();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -120,6 +153,7 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
   out.set_attempt_uri(
       artifacts.AttemptUri(task.job_id, task.index, task.attempts));
   out.set_artifact_uri(artifacts.CheckpointUri(task.job_id));
+  out.set_isa(lease.job_isa);
   return out;
 }
 
@@ -137,6 +171,9 @@ absl::StatusOr<v1::LeaseTaskResponse> WorkerServiceImpl::DoLeaseTask(
                        "\" (the coordinator restarted?); register again"));
     }
   }
+  absl::StatusOr<std::vector<std::string>> levels =
+      ValidIsaLevels(request.isa_levels());
+  if (!levels.ok()) return levels.status();
   Touch(request.worker_id(), 0);
   const int64_t wait_ms =
       std::clamp<int64_t>(request.wait_ms(), 0, options_.max_wait_ms);
@@ -146,7 +183,8 @@ absl::StatusOr<v1::LeaseTaskResponse> WorkerServiceImpl::DoLeaseTask(
   while (true) {
     const uint64_t seen = signal.generation();
     absl::StatusOr<std::optional<store::Lease>> lease =
-        lifecycle_->store().LeaseTask(request.worker_id(), options_.lease_ms);
+        lifecycle_->store().LeaseTask(request.worker_id(), options_.lease_ms,
+                                      *levels);
     if (!lease.ok()) return lease.status();
     if (lease->has_value()) {
       const store::Lease& got = **lease;

@@ -38,6 +38,7 @@ struct WorkerInfo {
   std::string name;
   int slots = 1;
   std::string version;
+  std::vector<std::string> isa_levels;  // lowest first; the last its choice
   int64_t last_seen_ms = 0;
   int leased = 0;  // Tasks leased and not yet ended through this service.
 };

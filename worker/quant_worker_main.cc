@@ -26,7 +26,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/base/thread_pool.h"
+#include "core/kernels/dispatch.h"
 #include "core/pipeline/finalize_task.h"
 #include "core/pipeline/job_tasks.h"
 #include "server/auth.h"
@@ -61,6 +63,12 @@ ABSL_FLAG(int64_t, max_activation_mb, quant::kDefaultMaxActivationBytes >> 20,
 ABSL_FLAG(bool, log_heartbeats, false,
           "Log every heartbeat quantd acknowledged (task, layers done) on "
           "stderr.");
+ABSL_FLAG(std::string, isa, "",
+          "Kernel level: auto (the highest this CPU runs), v2 (x86-64-v2, "
+          "SSE4.2), v3 (AVX2, FMA) or v4 (AVX-512). Default: QUANT_ISA, "
+          "else auto. The worker takes tasks of jobs at this level or below "
+          "(or of jobs not started yet, which then run at this level) and "
+          "runs each at its job's level.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT to serve Prometheus /metrics on (IPv4 or localhost; "
           "port 0 picks one, printed on stderr). Empty: not served.");
@@ -96,7 +104,19 @@ int main(int argc, char** argv) {
   signal(SIGXFSZ, SIG_IGN);
   ExitWithParentIfAsked();
 
+  if (absl::Status isa =
+          quant::kernels::InitProcessIsa(absl::GetFlag(FLAGS_isa));
+      !isa.ok()) {
+    std::fprintf(stderr, "quant-worker: %s\n",
+                 std::string(isa.message()).c_str());
+    return 2;
+  }
   quant::worker::WorkerOptions options;
+  for (quant::kernels::IsaLevel level : quant::kernels::SupportedLevels()) {
+    if (level <= quant::kernels::ProcessIsa()) {
+      options.isa_levels.emplace_back(quant::kernels::IsaName(level));
+    }
+  }
   options.server = absl::GetFlag(FLAGS_server);
   options.slots = absl::GetFlag(FLAGS_slots);
   options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
@@ -144,6 +164,8 @@ int main(int argc, char** argv) {
                                             std::max(1, options.slots));
   }
   quant::metrics::WorkerMetrics metrics;
+  metrics.SetKernelLevels(quant::kernels::IsaName(quant::kernels::ProcessIsa()),
+                          absl::StrJoin(options.isa_levels, ","));
   options.metrics = &metrics;
   std::unique_ptr<quant::metrics::MetricsEndpoint> endpoint;
   if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen);

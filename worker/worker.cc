@@ -10,8 +10,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/time/time.h"
 #include "core/base/file_util.h"
+#include "core/kernels/dispatch.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "server/worker_task_counts.h"
@@ -101,6 +103,9 @@ std::string Worker::WorkerId(const std::string& stale) {
     request.set_name(options_.name);
     request.set_slots(options_.slots);
     request.set_version(options_.version);
+    for (const std::string& level : options_.isa_levels) {
+      request.add_isa_levels(level);
+    }
     v1::RegisterWorkerResponse response;
     grpc::Status status =
         stub_->RegisterWorker(Context(10'000).get(), request, &response);
@@ -109,10 +114,14 @@ std::string Worker::WorkerId(const std::string& stale) {
       if (response.heartbeat_interval_ms() > 0) {
         heartbeat_ms_ = response.heartbeat_interval_ms();
       }
-      Log(absl::StrCat("registered as ", worker_id_, " (", options_.slots,
-                       " slot(s) of ", options_.threads,
-                       " thread(s), heartbeat every ", heartbeat_ms_.load(),
-                       " ms)"));
+      Log(absl::StrCat(
+          "registered as ", worker_id_, " (", options_.slots, " slot(s) of ",
+          options_.threads, " thread(s), kernels ",
+          kernels::DescribeIsa(kernels::ProcessIsa()), "; runs jobs at ",
+          options_.isa_levels.empty()
+              ? std::string(kernels::IsaName(kernels::ProcessIsa()))
+              : absl::StrJoin(options_.isa_levels, ", "),
+          "; heartbeat every ", heartbeat_ms_.load(), " ms)"));
       return worker_id_;
     }
     if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
@@ -153,6 +162,9 @@ void Worker::SlotLoop(int /*slot*/) {
     v1::LeaseTaskRequest request;
     request.set_worker_id(id);
     request.set_wait_ms(options_.lease_wait_ms);
+    for (const std::string& level : options_.isa_levels) {
+      request.add_isa_levels(level);
+    }
     v1::LeaseTaskResponse response;
     const auto started = Clock::now();
     grpc::Status status = stub_->LeaseTask(
@@ -194,7 +206,32 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
   const v1::Task& task = leased.task();
   const std::string& lease_id = leased.lease_id();
   const std::string what = Describe(task);
-  Log(absl::StrCat("running ", what, " (attempt ", task.attempt(), ")"));
+  // The job's level, exactly (results differ in the last bits between
+  // levels); a coordinator that pins none leaves the worker's own.
+  kernels::IsaLevel level = kernels::ProcessIsa();
+  if (!task.isa().empty()) {
+    absl::StatusOr<kernels::IsaLevel> wanted =
+        kernels::ParseIsaName(task.isa());
+    if (!wanted.ok() || !kernels::CanRun(*wanted)) {
+      const std::string error =
+          absl::StrCat("worker ", options_.name, " cannot run ", what,
+                       " at kernel level ", task.isa(), ": ",
+                       wanted.ok() ? kernels::DescribeIsa(kernels::ProcessIsa())
+                                   : std::string(wanted.status().message()));
+      Log(error);
+      v1::FailTaskRequest fail;
+      fail.set_lease_id(lease_id);
+      fail.set_error(error);
+      fail.set_retryable(true);
+      v1::FailTaskResponse ignored;
+      stub_->FailTask(Context(10'000).get(), fail, &ignored);
+      failed_.fetch_add(1);
+      return;
+    }
+    level = *wanted;
+  }
+  Log(absl::StrCat("running ", what, " (attempt ", task.attempt(), ") with ",
+                   kernels::IsaName(level), " kernels"));
   const auto started = Clock::now();
   const metrics::TaskKind kind = task.kind() == v1::TASK_KIND_BLOCK
                                      ? metrics::TaskKind::kBlock
@@ -308,9 +345,12 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
           .IgnoreError();
     }
   };
-  absl::StatusOr<TaskOutcome> outcome =
-      RunTask(task, sink, &running.cancel,
-              TaskLimits{options_.max_activation_bytes, options_.threads});
+  absl::StatusOr<TaskOutcome> outcome = [&] {
+    // This thread and the task's thread pool run at the job's level.
+    kernels::ScopedIsa scoped(level);
+    return RunTask(task, sink, &running.cancel,
+                   TaskLimits{options_.max_activation_bytes, options_.threads});
+  }();
   {
     std::lock_guard<std::mutex> lock(running.mu);
     running.finished = true;

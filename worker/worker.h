@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -43,6 +44,11 @@ struct WorkerOptions {
   int64_t max_activation_bytes = kDefaultMaxActivationBytes;
   // Threads each block task runs on (>= 1).
   int threads = 1;
+  // Kernel levels (core/kernels/isa.h names) this worker runs, lowest
+  // first; the last is its own (the process level, from --isa). quantd
+  // leases it only tasks of jobs at one of them, and each task runs at its
+  // job's level. Empty: the process level only, not told to quantd.
+  std::vector<std::string> isa_levels;
   // Where to record task and core metrics; null: none. Not owned.
   metrics::WorkerMetrics* metrics = nullptr;
 };

@@ -12,6 +12,7 @@
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
+#include "core/kernels/dispatch.h"
 #include "core/pack/checkpoint_config.h"
 #include "core/pack/compressed_tensors_format.h"
 #include "core/pack/gptq_format.h"
@@ -320,6 +321,12 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   output.manifest = {
       {"format_version", 1},
       {"tool", ToolVersion()},
+      // Every block and the gates ran at this level (the block outputs say
+      // so; ReadBlockOutput refuses a mix).
+      {"kernels",
+       {{"isa", std::string(kernels::IsaName(kernels::CurrentIsa()))},
+        {"description",
+         std::string(kernels::IsaDescription(kernels::CurrentIsa()))}}},
       {"recipe", json::parse(RecipeToJson(recipe), nullptr, false)},
       {"source", std::move(source)},
       {"calibration", SplitJson(*input.split)},

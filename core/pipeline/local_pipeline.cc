@@ -11,6 +11,7 @@
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/calib/calibration_split.h"
+#include "core/kernels/dispatch.h"
 #include "core/model/checkpoint.h"
 #include "core/pipeline/job_tasks.h"
 #include "core/pipeline/task_io.h"
@@ -19,7 +20,7 @@ namespace quant {
 namespace {
 
 // What identifies a job's block outputs: a work directory is only reused
-// for the same source, recipe and calibration set.
+// for the same source, recipe, calibration set and kernel level.
 nlohmann::json JobIdentity(const Checkpoint& checkpoint, const Recipe& recipe,
                            const CalibrationSplit& split) {
   std::vector<std::string> files;
@@ -29,7 +30,8 @@ nlohmann::json JobIdentity(const Checkpoint& checkpoint, const Recipe& recipe,
   return {{"tool", ToolVersion()},
           {"source_files", files},
           {"recipe", RecipeToJson(recipe)},
-          {"calibration_sha256", split.calibration_hash}};
+          {"calibration_sha256", split.calibration_hash},
+          {"isa", std::string(kernels::IsaName(kernels::CurrentIsa()))}};
 }
 
 absl::Status PrepareWorkDir(const std::string& dir,
@@ -44,10 +46,19 @@ absl::Status PrepareWorkDir(const std::string& dir,
   }
   QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
   if (nlohmann::json::parse(text, nullptr, false) != identity) {
+    const nlohmann::json stored = nlohmann::json::parse(text, nullptr, false);
+    if (stored.is_object() && stored.contains("isa") &&
+        stored["isa"] != identity["isa"]) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "work directory ", dir, " holds blocks computed with ",
+          stored["isa"].dump(), " kernels, this run uses ",
+          identity["isa"].dump(),
+          ": rerun with that --isa to resume, or use a new work directory"));
+    }
     return absl::FailedPreconditionError(absl::StrCat(
         "work directory ", dir,
-        " holds another job's blocks (source, recipe, calibration set or "
-        "tool version differ); use a new one"));
+        " holds another job's blocks (source, recipe, calibration set, "
+        "kernel level or tool version differ); use a new one"));
   }
   return absl::OkStatus();
 }

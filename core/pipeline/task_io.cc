@@ -10,6 +10,7 @@
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/io/safetensors.h"
+#include "core/kernels/dispatch.h"
 #include "core/quant/grid.h"
 
 namespace quant {
@@ -319,9 +320,15 @@ absl::Status WriteBlockOutput(const std::string& dir,
     layers.push_back(LayerResultToTaskJson(l));
   }
   // Last: its presence means the block's other files are complete.
+  // The level matters to every later reader: results differ in the last
+  // bits between levels, and a job's blocks must not mix them.
   return WriteFileAtomically(
       prefix + ".layers.json",
-      json{{"block", output.block}, {"layers", std::move(layers)}}.dump(1), fs);
+      json{{"block", output.block},
+           {"isa", std::string(kernels::IsaName(kernels::CurrentIsa()))},
+           {"layers", std::move(layers)}}
+          .dump(1),
+      fs);
 }
 
 absl::Status PublishBlockOutput(const std::string& attempt_dir,
@@ -353,6 +360,17 @@ absl::StatusOr<StoredBlockOutput> ReadBlockOutput(const std::string& dir,
       !doc["block"].is_number_integer() || doc["block"].get<int>() != block) {
     return absl::InvalidArgumentError(
         absl::StrCat(prefix, ".layers.json: not the layers of block ", block));
+  }
+  if (doc.contains("isa")) {
+    const std::string running(kernels::IsaName(kernels::CurrentIsa()));
+    if (!doc["isa"].is_string() || doc["isa"].get<std::string>() != running) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          prefix, ".layers.json: block ", block, " was computed with ",
+          doc["isa"].is_string() ? doc["isa"].get<std::string>() : "unknown",
+          " kernels, this run uses ", running,
+          ": a job runs at one kernel level (--isa / QUANT_ISA)"));
+    }
+    out.isa = running;
   }
   for (const json& layer : doc["layers"]) {
     absl::StatusOr<LayerResult> result = LayerResultFromTaskJson(layer);

@@ -61,7 +61,10 @@ absl::Status PublishBlockOutput(const std::string& attempt_dir,
 struct StoredBlockOutput {
   std::vector<PackedTensor> tensors;
   std::vector<LayerResult> layers;
+  std::string isa;  // The kernel level it was computed at ("" if unrecorded).
 };
+// FailedPrecondition when the block was computed at another kernel level
+// than the calling thread's (core/kernels/dispatch.h).
 absl::StatusOr<StoredBlockOutput> ReadBlockOutput(const std::string& dir,
                                                   int block);
 

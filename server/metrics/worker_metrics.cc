@@ -76,7 +76,13 @@ WorkerMetrics::WorkerMetrics()
                  .Name("quant_worker_slots")
                  .Help("Task attempts this worker runs at once.")
                  .Register(*registry_)
-                 .Add({})) {
+                 .Add({})),
+      kernel_info_(prometheus::BuildGauge()
+                       .Name("quant_worker_kernel_info")
+                       .Help("1, labelled with the kernel level this worker "
+                             "chose (isa) and the levels it runs (runs): a "
+                             "job runs at the level of its first task.")
+                       .Register(*registry_)) {
   for (TaskKind kind : kTaskKinds) {
     for (TaskOutcome outcome : kOutcomes) {
       tasks_.Add({{"kind", TaskKindLabel(kind)},
@@ -90,6 +96,15 @@ WorkerMetrics::WorkerMetrics()
 }
 
 void WorkerMetrics::SetSlots(int slots) { slots_.Set(slots); }
+
+void WorkerMetrics::SetKernelLevels(absl::string_view isa,
+                                    absl::string_view runs) {
+  absl::MutexLock lock(&mu_);
+  if (kernel_info_series_ != nullptr) kernel_info_.Remove(kernel_info_series_);
+  kernel_info_series_ = &kernel_info_.Add(
+      {{"isa", std::string(isa)}, {"runs", std::string(runs)}});
+  kernel_info_series_->Set(1);
+}
 
 absl::Status WorkerMetrics::OnTaskStarted(absl::string_view job_id,
                                           int task_index) {

@@ -57,6 +57,11 @@ class WorkerMetrics {
   // quant_worker_slots: tasks the worker runs at once.
   void SetSlots(int slots);
 
+  // quant_worker_kernel_info{isa,runs} = 1: the kernel level the worker
+  // chose (core/kernels/isa.h name) and every level it runs, lowest first
+  // ("v2,v3,v4"). A second call replaces the series.
+  void SetKernelLevels(absl::string_view isa, absl::string_view runs);
+
   // The attempt of task `task_index` of `job_id` started: sets
   // quant_worker_current_task{job_id,task} to 1 and counts it in
   // quant_worker_busy_slots. InvalidArgument for an empty job_id or a
@@ -86,8 +91,10 @@ class WorkerMetrics {
   prometheus::Family<prometheus::Gauge>& current_task_;
   prometheus::Gauge& busy_slots_;
   prometheus::Gauge& slots_;
+  prometheus::Family<prometheus::Gauge>& kernel_info_;
 
   absl::Mutex mu_;
+  prometheus::Gauge* kernel_info_series_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Running attempts by (job, task index), with their current_task series.
   std::map<std::pair<std::string, int>, prometheus::Gauge*> running_
       ABSL_GUARDED_BY(mu_);

@@ -66,6 +66,11 @@ struct Job {
   // What the audit showed that the submitter should know (layers whose
   // calibration had fewer tokens than inputs); set when the job succeeds.
   std::vector<std::string> audit_warnings;
+  // The kernel level (core/kernels/isa.h name: "v2", "v3", "v4") every task
+  // of the job runs at: the level of the worker that leased its first task,
+  // "" before that. Results differ in the last bits between levels, so a
+  // job's tasks never mix them.
+  std::string isa;
   int64_t created_ms = 0;
   int64_t updated_ms = 0;
 };
@@ -119,6 +124,8 @@ struct Lease {
   Task task;
   std::string job_spec_json;
   bool job_started = false;  // This lease moved the job QUEUED -> RUNNING.
+  std::string job_isa;       // The level the task must run at.
+  bool isa_chosen = false;   // This lease set the job's level.
 };
 
 struct HeartbeatResult {
@@ -192,10 +199,17 @@ class JobStore {
       const std::string& job_id) = 0;
 
   // The next runnable task (PENDING, every dependency DONE, job QUEUED or
-  // RUNNING), oldest job first, lowest index first; nullopt when none.
-  // Expired leases are requeued first.
+  // RUNNING) that the worker can run, oldest job first, lowest index first;
+  // nullopt when none. Expired leases are requeued first.
+  //
+  // `worker_levels` are the kernel levels the worker runs, lowest first,
+  // the last its own choice: it gets tasks of jobs whose level is one of
+  // them or not chosen yet, and leasing a job's first task sets the job's
+  // level to the last. Empty: a worker that does not say (older ones);
+  // it gets any task and sets no level.
   virtual absl::StatusOr<std::optional<Lease>> LeaseTask(
-      const std::string& worker_id, int64_t lease_ms) = 0;
+      const std::string& worker_id, int64_t lease_ms,
+      const std::vector<std::string>& worker_levels = {}) = 0;
   virtual absl::StatusOr<HeartbeatResult> Heartbeat(const std::string& lease_id,
                                                     double progress) = 0;
   virtual absl::StatusOr<CompleteTaskResult> CompleteTask(
@@ -223,8 +237,9 @@ class JobStore {
   virtual absl::StatusOr<Job> FailJob(const std::string& job_id,
                                       const std::string& error) = 0;
   // FAILED -> QUEUED, in one transaction: error, verdict and artifact_uri
-  // cleared; every task not DONE goes back to PENDING with a fresh attempt
-  // budget (a lease still held on one is superseded, so its result is
+  // cleared (and the kernel level when no task is DONE, since no result
+  // binds the job to it); every task not DONE goes back to PENDING with a fresh
+  // attempt budget (a lease still held on one is superseded, so its result is
   // refused); DONE tasks are kept. When every task is DONE (the job failed
   // while being finished), the finalize task runs again. FailedPrecondition
   // naming the state for a job that is not FAILED.

@@ -90,6 +90,11 @@ ALTER TABLE tasks ADD COLUMN budget_start INTEGER NOT NULL DEFAULT 0;
     R"sql(
 ALTER TABLE jobs ADD COLUMN audit_warnings TEXT NOT NULL DEFAULT '[]';
 )sql",
+    // 3 -> 4: the kernel level a job's tasks run at ('' until its first
+    // task is leased).
+    R"sql(
+ALTER TABLE jobs ADD COLUMN isa TEXT NOT NULL DEFAULT '';
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

@@ -414,8 +414,9 @@ absl::StatusOr<RetryJobResult> SqliteJobStore::RetryJob(
       Statement reopen,
       db_->Prepare("UPDATE jobs SET state = 'QUEUED', verdict = '', "
                    "artifact_uri = '', error = '', audit_warnings = '[]', "
-                   "updated_ms = ?2 "
-                   "WHERE seq = ?1"));
+                   "updated_ms = ?2, isa = CASE WHEN EXISTS (SELECT 1 FROM "
+                   "tasks WHERE job_seq = ?1 AND state = 'DONE') THEN isa "
+                   "ELSE '' END WHERE seq = ?1"));
   QUANT_RETURN_IF_ERROR(reopen.BindAll(row.seq, now).Run());
   QUANT_RETURN_IF_ERROR(RecomputeProgress(row.seq, now));
   RetryJobResult result;

@@ -59,8 +59,9 @@ class SqliteJobStore : public JobStore {
   absl::StatusOr<std::vector<Task>> ListTasks(
       const std::string& job_id) override;
 
-  absl::StatusOr<std::optional<Lease>> LeaseTask(const std::string& worker_id,
-                                                 int64_t lease_ms) override;
+  absl::StatusOr<std::optional<Lease>> LeaseTask(
+      const std::string& worker_id, int64_t lease_ms,
+      const std::vector<std::string>& worker_levels = {}) override;
   absl::StatusOr<HeartbeatResult> Heartbeat(const std::string& lease_id,
                                             double progress) override;
   absl::StatusOr<CompleteTaskResult> CompleteTask(

@@ -283,7 +283,8 @@ absl::StatusOr<int64_t> SqliteJobStore::CountRunnableTasks() {
 }
 
 absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
-    const std::string& worker_id, int64_t lease_ms) {
+    const std::string& worker_id, int64_t lease_ms,
+    const std::vector<std::string>& worker_levels) {
   if (worker_id.empty())
     return absl::InvalidArgumentError("worker_id is empty");
   if (lease_ms <= 0) {
@@ -294,7 +295,8 @@ absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   const int64_t now = clock_->NowMs();
   QUANT_RETURN_IF_ERROR(ExpireLeasesLocked(now).status());
-  // Runnable: PENDING, job QUEUED/RUNNING, no dependency that is not DONE.
+  // Runnable: PENDING, job QUEUED/RUNNING, no dependency that is not DONE,
+  // and the job's kernel level one the worker runs (or not chosen yet).
   QUANT_ASSIGN_OR_RETURN(
       Statement next,
       db_->Prepare(
@@ -302,8 +304,10 @@ absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
           "t.job_seq WHERE t.state = 'PENDING' AND j.state IN ('QUEUED', "
           "'RUNNING') AND NOT EXISTS (SELECT 1 FROM task_deps d JOIN tasks u "
           "ON u.job_seq = d.job_seq AND u.idx = d.dep_idx WHERE d.job_seq = "
-          "t.job_seq AND d.idx = t.idx AND u.state != 'DONE') "
+          "t.job_seq AND d.idx = t.idx AND u.state != 'DONE') AND (?1 = 0 OR "
+          "j.isa = '' OR j.isa IN (SELECT value FROM json_each(?2))) "
           "ORDER BY t.job_seq, t.idx LIMIT 1"));
+  next.BindAll(worker_levels.empty() ? 0 : 1, WarningsToJson(worker_levels));
   QUANT_ASSIGN_OR_RETURN(bool found, next.Step());
   if (!found) {
     QUANT_RETURN_IF_ERROR(txn->Commit());
@@ -322,6 +326,15 @@ absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
                                      lease_ms, now + lease_ms, now)
                             .Run());
   QUANT_ASSIGN_OR_RETURN(JobRow before, FindJobBySeq(job_seq));
+  std::string job_isa = before.job.isa;
+  const bool isa_chosen = job_isa.empty() && !worker_levels.empty();
+  if (isa_chosen) {
+    job_isa = worker_levels.back();
+    QUANT_ASSIGN_OR_RETURN(
+        Statement choose,
+        db_->Prepare("UPDATE jobs SET isa = ?2 WHERE seq = ?1 AND isa = ''"));
+    QUANT_RETURN_IF_ERROR(choose.BindAll(job_seq, job_isa).Run());
+  }
   QUANT_ASSIGN_OR_RETURN(
       Statement start,
       db_->Prepare("UPDATE jobs SET state = 'RUNNING', updated_ms = ?2 "
@@ -329,9 +342,13 @@ absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
   QUANT_RETURN_IF_ERROR(start.BindAll(job_seq, now).Run());
   QUANT_ASSIGN_OR_RETURN(TaskRow row, TaskAt(job_seq, index));
   QUANT_RETURN_IF_ERROR(txn->Commit());
-  return Lease{lease_id, now + lease_ms, std::move(row.task),
+  return Lease{lease_id,
+               now + lease_ms,
+               std::move(row.task),
                std::move(before.job.spec_json),
-               before.job.state == JobState::kQueued};
+               before.job.state == JobState::kQueued,
+               std::move(job_isa),
+               isa_chosen};
 }
 
 absl::StatusOr<HeartbeatResult> SqliteJobStore::Heartbeat(

@@ -80,6 +80,7 @@ absl::StatusOr<JobRow> ReadJobRow(const Statement& stmt) {
   row.planned = stmt.ColumnInt64(11) != 0;
   QUANT_ASSIGN_OR_RETURN(job.audit_warnings,
                          ParseWarnings(stmt.ColumnText(12), job.id));
+  job.isa = stmt.ColumnText(13);
   return row;
 }
 

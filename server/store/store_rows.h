@@ -32,7 +32,7 @@ struct TaskRow {
 // Selected from `jobs`, in the order ReadJobRow expects.
 inline constexpr char kJobColumns[] =
     "seq, id, request_id, spec_json, state, verdict, artifact_uri, error, "
-    "progress, created_ms, updated_ms, planned, audit_warnings";
+    "progress, created_ms, updated_ms, planned, audit_warnings, isa";
 absl::StatusOr<JobRow> ReadJobRow(const Statement& stmt);
 
 // jobs.audit_warnings: a JSON array of strings.

@@ -394,6 +394,94 @@ TEST_F(JobStoreTest, RetryRunsAFailedJobAgainKeepingFinishedTasks) {
   EXPECT_EQ(finished->state, JobState::kSucceeded);
 }
 
+// A job runs at the kernel level of the worker that leased its first task;
+// its other tasks go only to workers that can run that level, at any time,
+// also after a reopen.
+TEST_F(JobStoreTest, AJobsTasksRunAtTheLevelOfItsFirstLease) {
+  const std::vector<std::string> v4_worker = {"v2", "v3", "v4"};
+  const std::vector<std::string> v3_worker = {"v2", "v3"};
+  const std::string job = NewPlannedJob("req-a", 2, false);
+
+  auto first = store_->LeaseTask("w-v4", kLeaseMs, v4_worker);
+  ASSERT_TRUE(first.ok() && first->has_value()) << first.status();
+  EXPECT_EQ((*first)->job_isa, "v4");
+  EXPECT_TRUE((*first)->isa_chosen);
+  EXPECT_EQ(store_->GetJob(job)->isa, "v4");
+
+  // Block 1 is runnable, but not on a v3-only worker.
+  auto v3 = store_->LeaseTask("w-v3", kLeaseMs, v3_worker);
+  ASSERT_TRUE(v3.ok()) << v3.status();
+  EXPECT_FALSE(v3->has_value());
+  // A job submitted later has no level yet: the v3 worker takes it, at v3.
+  const std::string other = NewPlannedJob("req-b", 1, false);
+  auto other_lease = store_->LeaseTask("w-v3", kLeaseMs, v3_worker);
+  ASSERT_TRUE(other_lease.ok() && other_lease->has_value());
+  EXPECT_EQ((*other_lease)->task.job_id, other);
+  EXPECT_EQ((*other_lease)->job_isa, "v3");
+
+  Reopen();
+  EXPECT_EQ(store_->GetJob(job)->isa, "v4");
+  auto still = store_->LeaseTask("w-v3", kLeaseMs, v3_worker);
+  ASSERT_TRUE(still.ok());
+  EXPECT_FALSE(still->has_value());
+  // A v4 worker gets block 1 at the job's level; a worker that says
+  // nothing (older) gets any task and changes no level.
+  auto second = store_->LeaseTask("w-v4b", kLeaseMs, v4_worker);
+  ASSERT_TRUE(second.ok() && second->has_value());
+  EXPECT_EQ((*second)->task.job_id, job);
+  EXPECT_EQ((*second)->task.index, 1);
+  EXPECT_EQ((*second)->job_isa, "v4");
+  EXPECT_FALSE((*second)->isa_chosen);
+  // The v3 job's finalize is not runnable yet; the v4 one's neither.
+  EXPECT_TRUE(NothingToLease());
+
+  // A v4-capable worker takes the v3 job's work and runs it at v3.
+  ASSERT_TRUE(
+      store_->CompleteTask((*other_lease)->lease_id, "file:///b0").ok());
+  auto finalize = store_->LeaseTask("w-v4", kLeaseMs, v4_worker);
+  ASSERT_TRUE(finalize.ok() && finalize->has_value());
+  EXPECT_EQ((*finalize)->task.job_id, other);
+  EXPECT_EQ((*finalize)->job_isa, "v3");
+  EXPECT_EQ(store_->GetJob(other)->isa, "v3");
+}
+
+TEST_F(JobStoreTest, RetryForgetsTheLevelOnlyWhenNoTaskIsDone) {
+  SqliteJobStoreOptions options;
+  options.max_attempts = 1;
+  Reopen(options);
+  const std::vector<std::string> v4_worker = {"v2", "v3", "v4"};
+  const std::string fresh = NewPlannedJob("req-a", 1, false);
+  auto lease = store_->LeaseTask("w", kLeaseMs, v4_worker);
+  ASSERT_TRUE(lease.ok() && lease->has_value());
+  ASSERT_TRUE(store_->FailTask((*lease)->lease_id, "bad").ok());
+  ASSERT_EQ(store_->GetJob(fresh)->state, JobState::kFailed);
+  auto retried = store_->RetryJob(fresh);
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->job.isa, "");  // nothing computed binds it to v4
+
+  const std::string half = NewPlannedJob("req-b", 2, true);
+  // The first job (retried, at no level) is leased first; finish it.
+  auto again = store_->LeaseTask("w", kLeaseMs, {"v2", "v3"});
+  ASSERT_TRUE(again.ok() && again->has_value());
+  EXPECT_EQ((*again)->task.job_id, fresh);
+  EXPECT_EQ((*again)->job_isa, "v3");
+  ASSERT_TRUE(store_->CompleteTask((*again)->lease_id, "file:///b").ok());
+  auto fin = store_->LeaseTask("w", kLeaseMs, {"v2", "v3"});
+  ASSERT_TRUE(fin.ok() && fin->has_value());
+  ASSERT_TRUE(store_->CompleteTask((*fin)->lease_id, "file:///c").ok());
+
+  auto b0 = store_->LeaseTask("w", kLeaseMs, v4_worker);
+  ASSERT_TRUE(b0.ok() && b0->has_value());
+  EXPECT_EQ((*b0)->task.job_id, half);
+  ASSERT_TRUE(store_->CompleteTask((*b0)->lease_id, "file:///b0").ok());
+  auto b1 = store_->LeaseTask("w", kLeaseMs, v4_worker);
+  ASSERT_TRUE(b1.ok() && b1->has_value());
+  ASSERT_TRUE(store_->FailTask((*b1)->lease_id, "bad").ok());
+  auto kept = store_->RetryJob(half);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->job.isa, "v4");  // block 0 was computed at v4
+}
+
 TEST_F(JobStoreTest, FinishedJobKeepsItsAuditWarningsAcrossReopen) {
   const std::string job = NewPlannedJob("req", 1, false);
   ASSERT_TRUE(store_->CompleteTask(MustLease().lease_id, "file:///b0").ok());
@@ -695,6 +783,7 @@ TEST(JobStoreFileTest, MigratesAVersion1Database) {
     ASSERT_TRUE((*db)->Exec("ALTER TABLE tasks DROP COLUMN budget_start").ok());
     ASSERT_TRUE(
         (*db)->Exec("ALTER TABLE jobs DROP COLUMN audit_warnings").ok());
+    ASSERT_TRUE((*db)->Exec("ALTER TABLE jobs DROP COLUMN isa").ok());
     ASSERT_TRUE((*db)
                     ->Exec("UPDATE meta SET value = 1 WHERE key = "
                            "'schema_version'")
@@ -709,6 +798,7 @@ TEST(JobStoreFileTest, MigratesAVersion1Database) {
   auto job = (*store)->GetJob(job_id);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_TRUE(job->audit_warnings.empty());
+  EXPECT_EQ(job->isa, "");
   ASSERT_TRUE((*store)->FailJob(job_id, "boom").ok());
   EXPECT_TRUE((*store)->RetryJob(job_id).ok());
 }
