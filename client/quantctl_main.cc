@@ -10,6 +10,7 @@
 #include "client/command.h"
 #include "client/eval_command.h"
 #include "client/inspect_command.h"
+#include "client/kernels_command.h"
 #include "client/lab_command.h"
 #include "client/quantize_command.h"
 #include "client/recipe_command.h"
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
       quant::InspectCommand(),  quant::TokenizeCommand(),
       quant::EvalCommand(),     quant::CaptureCommand(),
       quant::LabCommand(),      quant::RecipeCommand(),
-      quant::QuantizeCommand(),
+      quant::QuantizeCommand(), quant::KernelsCommand(),
 #ifdef QUANT_CLIENT_SERVICE
       quant::CalibCommand(),    quant::SubmitCommand(),
       quant::StatusCommand(),   quant::ListCommand(),

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command: installs what is missing, builds, runs every test.
 #
-#   scripts/test.sh            release build, all tests
+#   scripts/test.sh            release build, all tests at every kernel
+#                              level this CPU runs (QUANT_ISA=v2, v3, ...)
 #   scripts/test.sh --asan     the same tests under ASan + UBSan
 #   scripts/test.sh --fuzz S   builds the libFuzzer targets, runs each S seconds
 #
@@ -16,6 +17,17 @@ mode="${1:---release}"
 case "$mode" in
   --release)
     bash scripts/build.sh release
+    # The whole suite at every kernel level this CPU runs below its best
+    # (QUANT_ISA forces it in every test and the programs they start), then
+    # at the best one, whose summary closes the log.
+    levels=$(build/client/quantctl kernels --supported_names)
+    best="${levels##* }"
+    for level in $levels; do
+      [ "$level" = "$best" ] && continue
+      echo "== tests at kernel level $level (QUANT_ISA=$level)"
+      QUANT_ISA="$level" ctest --test-dir build --output-on-failure -j "$(nproc)"
+    done
+    echo "== tests at kernel level $best (auto)"
     ctest --test-dir build --output-on-failure -j "$(nproc)"
     ;;
   --asan)
