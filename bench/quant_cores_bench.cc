@@ -1,10 +1,14 @@
 // Throughput of the quantization cores: Hessian accumulation, blocked GPTQ,
 // the column-by-column reference GPTQ, and AWQ's α search, as GFLOP/s, next
-// to this machine's own single-precision GEMM rate measured by Eigen in the
-// same run (the practical ceiling). After the usual benchmark output it
-// prints a table: core, shape, seconds, GFLOP/s, share of the GEMM rate, and
-// for GPTQ the speed-up over the reference with the largest difference
-// between their dequantized weights.
+// to this machine's real single-precision GEMM ceiling measured in the same
+// run: Eigen compiled for this CPU (-march=native) and OpenBLAS when
+// installed (bench/ceiling), neither of them the project's own kernels.
+// The project's SGEMM at every kernel level this CPU runs is measured too
+// (Sgemm/v2 is the baseline, x86-64-v2). The cores run at the level --isa
+// (or QUANT_ISA, else auto) selects, printed in the header. After the usual
+// benchmark output it prints a table: core, shape, seconds, GFLOP/s, share
+// of the native ceiling, and for GPTQ the speed-up over the reference with
+// the largest difference between their dequantized weights.
 //
 // Every core runs on one thread; Hessian accumulation and blocked GPTQ then
 // run again with their tiles on a pool of one thread and of every core,
@@ -36,7 +40,11 @@
 #include <utility>
 #include <vector>
 
+#include "bench/ceiling/reference_gemm.h"
 #include "core/base/thread_pool.h"
+#include "core/kernels/dispatch.h"
+#include "core/kernels/isa.h"
+#include "core/kernels/kernel_table.h"
 #include "core/pack/bit_packing.h"
 #include "core/quant/awq.h"
 #include "core/quant/gptq.h"
@@ -68,9 +76,9 @@ void SetRate(benchmark::State& state, double flops_per_iteration) {
       benchmark::Counter::kIsRate);
 }
 
-// C = A·B with A [m, k], B [k, n]: 2·m·n·k flops, the ceiling every core is
-// compared with.
-void BM_EigenGemm(benchmark::State& state) {
+// C = A·B with A [m, k], B [k, n] row-major: 2·m·n·k flops, by a
+// reference SGEMM (the ceiling every core is compared with).
+void BM_ReferenceSgemm(benchmark::State& state, bench::RowMajorSgemm sgemm) {
   const int64_t m = state.range(0);
   const int64_t n = state.range(1);
   const int64_t k = state.range(2);
@@ -78,7 +86,27 @@ void BM_EigenGemm(benchmark::State& state) {
   const RowMatrixF b = RandomMatrix(k, n, 4);
   RowMatrixF c(m, n);
   for (auto _ : state) {
-    c.noalias() = a * b;
+    sgemm(static_cast<int>(m), static_cast<int>(n), static_cast<int>(k),
+          a.data(), b.data(), c.data());
+    benchmark::DoNotOptimize(c.data());
+  }
+  SetRate(state, 2.0 * m * n * k);
+}
+
+// The same product by the project's SGEMM at one kernel level, called
+// through that level's table: row-major C = A·B is column-major
+// Cᵀ = Bᵀ·Aᵀ.
+void BM_LevelSgemm(benchmark::State& state, kernels::IsaLevel level) {
+  const int m = static_cast<int>(state.range(0));
+  const int n = static_cast<int>(state.range(1));
+  const int k = static_cast<int>(state.range(2));
+  const RowMatrixF a = RandomMatrix(m, k, 3);
+  const RowMatrixF b = RandomMatrix(k, n, 4);
+  RowMatrixF c(m, n);
+  const kernels::KernelTable& table = kernels::KernelsFor(level);
+  for (auto _ : state) {
+    table.s.gemm('N', 'N', n, m, k, 1.0f, b.data(), n, a.data(), k, 0.0f,
+                 c.data(), n);
     benchmark::DoNotOptimize(c.data());
   }
   SetRate(state, 2.0 * m * n * k);
@@ -252,8 +280,27 @@ void BM_PackRowsTransposed(benchmark::State& state) {
 }
 
 void Register(bool large) {
-  auto* gemm = benchmark::RegisterBenchmark("EigenGemm", BM_EigenGemm);
-  gemm->Args({1024, 1024, 1024})->Unit(benchmark::kMillisecond);
+  // The ceiling: Eigen for this CPU and OpenBLAS; then the project's SGEMM
+  // at every level this CPU runs. Same shapes for all.
+  std::vector<benchmark::internal::Benchmark*> gemms;
+  if (bench::RowMajorSgemm native = bench::NativeEigenSgemm()) {
+    gemms.push_back(benchmark::RegisterBenchmark("SgemmNativeEigen",
+                                                 BM_ReferenceSgemm, native));
+  }
+  std::string openblas_core;
+  if (bench::RowMajorSgemm openblas = bench::OpenBlasSgemm(&openblas_core)) {
+    benchmark::AddCustomContext("openblas_core", openblas_core);
+    gemms.push_back(benchmark::RegisterBenchmark("SgemmOpenBLAS",
+                                                 BM_ReferenceSgemm, openblas));
+  }
+  for (kernels::IsaLevel level : kernels::SupportedLevels()) {
+    gemms.push_back(benchmark::RegisterBenchmark(
+        ("Sgemm_" + std::string(kernels::IsaName(level))).c_str(),
+        BM_LevelSgemm, level));
+  }
+  for (auto* gemm : gemms) {
+    gemm->Args({1024, 1024, 1024})->Unit(benchmark::kMillisecond);
+  }
   auto* hessian =
       benchmark::RegisterBenchmark("HessianAccumulate", BM_HessianAccumulate);
   hessian->Args({1024, 2048})->Unit(benchmark::kMillisecond);
@@ -297,7 +344,10 @@ void Register(bool large) {
     // 11008 x 4096, down 4096 x 11008; 2048 and 8192 calibration tokens.
     const std::vector<std::pair<int64_t, int64_t>> shapes = {
         {4096, 4096}, {11008, 4096}, {4096, 11008}};
-    gemm->Args({2048, 4096, 4096})->Iterations(1);
+    for (auto* gemm : gemms) {
+      gemm->Args({2048, 4096, 4096})->Iterations(1);
+      gemm->Args({4096, 4096, 4096})->Iterations(1);
+    }
     for (const int64_t t : {2048, 8192}) {
       hessian->Args({4096, t})->Iterations(1);
       hessian->Args({11008, t})->Iterations(1);
@@ -352,16 +402,24 @@ class TableReporter : public benchmark::ConsoleReporter {
   }
 
   void PrintTable() const {
+    // The ceiling: the best reference SGEMM of this run (Eigen for this CPU,
+    // OpenBLAS); the project's own per level, beside it.
     double ceiling = 0.0;
+    std::map<std::string, double> level_gemm;
     std::map<std::string, double> gptq_seconds;
     for (const Row& row : rows_) {
-      if (row.name.rfind("EigenGemm/", 0) == 0) {
+      if (row.name.rfind("SgemmNativeEigen/", 0) == 0 ||
+          row.name.rfind("SgemmOpenBLAS/", 0) == 0) {
         ceiling = std::max(ceiling, row.gflops);
+      }
+      if (row.name.rfind("Sgemm_", 0) == 0) {
+        const std::string level = row.name.substr(6, row.name.find('/') - 6);
+        level_gemm[level] = std::max(level_gemm[level], row.gflops);
       }
       gptq_seconds[row.name] = row.seconds;
     }
     std::printf("\n%-44s %10s %9s %9s %10s\n", "core/args", "seconds",
-                "GFLOP/s", "of GEMM", "speed-up");
+                "GFLOP/s", "of native", "speed-up");
     // Rates are per CPU second of the benchmark thread; seconds are wall.
     for (const Row& row : rows_) {
       std::string speedup = "";
@@ -408,8 +466,30 @@ class TableReporter : public benchmark::ConsoleReporter {
       std::printf("%-44s %10.4f %9s %9s %10s\n", row.name.c_str(), row.seconds,
                   rate, share, speedup.c_str());
     }
-    std::printf("GEMM ceiling (Eigen SGEMM, same run): %.2f GFLOP/s\n",
-                ceiling);
+    std::printf(
+        "native SGEMM ceiling (best of Eigen -march=native and OpenBLAS, same "
+        "run): %.2f GFLOP/s\n",
+        ceiling);
+    for (const auto& [level, rate] : level_gemm) {
+      std::printf("project SGEMM at %s: %.2f GFLOP/s (%.0f%% of native)%s\n",
+                  level.c_str(), rate, ceiling > 0 ? 100.0 * rate / ceiling : 0,
+                  level == kernels::IsaName(kernels::CurrentIsa())
+                      ? "  <- the cores above ran at this level"
+                      : "");
+    }
+    // The goal of GPTQ on a 4096 x 4096 layer: within 2x one 4096^3 SGEMM.
+    const auto gptq = gptq_seconds.find("Gptq/4096/4096/2048");
+    for (const char* name :
+         {"SgemmNativeEigen/4096/4096/4096", "SgemmOpenBLAS/4096/4096/4096"}) {
+      const auto gemm = gptq_seconds.find(name);
+      if (gptq != gptq_seconds.end() && gemm != gptq_seconds.end() &&
+          gemm->second > 0) {
+        std::printf(
+            "GPTQ 4096x4096 (T=2048, g128, act-order) takes %.2fx the "
+            "time of %s\n",
+            gptq->second / gemm->second, name);
+      }
+    }
     std::printf(
         "Threads rows: wall time, the Hessian's tiles and GPTQ's solves and "
         "updates on a pool of 1 and of %d thread(s); their rates are flops "
@@ -436,14 +516,28 @@ class TableReporter : public benchmark::ConsoleReporter {
 
 int main(int argc, char** argv) {
   bool large = false;
+  std::string isa;
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--large") == 0) {
       large = true;
+    } else if (std::strncmp(argv[i], "--isa=", 6) == 0) {
+      isa = argv[i] + 6;
     } else {
       args.push_back(argv[i]);
     }
   }
+  if (absl::Status s = quant::kernels::InitProcessIsa(isa); !s.ok()) {
+    std::fprintf(stderr, "quant_cores_bench: %s\n",
+                 std::string(s.message()).c_str());
+    return 2;
+  }
+  const std::string kernels =
+      quant::kernels::DescribeIsa(quant::kernels::ProcessIsa());
+  std::printf("kernels: %s\n", kernels.c_str());
+  benchmark::AddCustomContext("kernels", kernels);
+  benchmark::AddCustomContext("native_sgemm",
+                              quant::bench::NativeEigenDescription());
   int count = static_cast<int>(args.size());
   // Every other row runs on one thread, so its rate per CPU second is
   // comparable with the single-threaded GEMM ceiling.

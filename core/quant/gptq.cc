@@ -37,7 +37,7 @@ absl::StatusOr<GptqResult> QuantizeGptq(const ConstRowMatrixRef& weights,
 
   for (int64_t i1 = 0; i1 < k; i1 += block) {
     const int64_t i2 = std::min(i1 + block, k);
-    UpperFactorRows(ws.l, i1, i2 - i1, &u, options.pool);
+    UpperFactorRows(ws.l_inverse, i1, i2 - i1, &u);
     for (int64_t j = i1; j < i2; ++j) {
       const int64_t i = j - i1;
       if (static_groups) {

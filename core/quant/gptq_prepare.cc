@@ -39,10 +39,9 @@ bool FactorReversed(const Eigen::MatrixXf& h, double damping,
   reversed.diagonal().array() += static_cast<Scalar>(damping);
   Eigen::LLT<Eigen::Ref<Matrix>> llt(reversed);  // in place
   if (llt.info() != Eigen::Success) return false;
-  if (!reversed.template triangularView<Eigen::Lower>()
-           .toDenseMatrix()
-           .allFinite()) {
-    return false;
+  const Eigen::Index n = reversed.rows();
+  for (Eigen::Index c = 0; c < n; ++c) {
+    if (!reversed.col(c).tail(n - c).allFinite()) return false;
   }
   if constexpr (std::is_same_v<Scalar, float>) {
     *l = std::move(reversed);
@@ -54,27 +53,58 @@ bool FactorReversed(const Eigen::MatrixXf& h, double damping,
 
 }  // namespace
 
-void UpperFactorRows(const Eigen::MatrixXf& l, int64_t first, int64_t count,
-                     Eigen::MatrixXf* rows, ThreadPool* pool) {
-  const int64_t k = l.rows();
+void InvertLowerTriangularInPlace(Eigen::MatrixXf* l, ThreadPool* pool) {
+  const int64_t k = l->rows();
+  if (k == 0) return;
+  const int64_t last = ((k - 1) / kInverseBlock) * kInverseBlock;
+  for (int64_t j = last; j >= 0; j -= kInverseBlock) {
+    const int64_t jb = std::min(kInverseBlock, k - j);
+    const int64_t rest = k - j - jb;
+    if (rest > 0) {
+      // With L = [L11 0; L21 L22] and L22⁻¹ already in place:
+      // (L⁻¹)21 = -L22⁻¹ · L21 · L11⁻¹.
+      const auto l22_inverse = l->block(j + jb, j + jb, rest, rest);
+      const int64_t column_tiles = (jb + kGptqSolveTile - 1) / kGptqSolveTile;
+      ParallelFor(pool, column_tiles, [&](int64_t tile) {
+        const int64_t c = tile * kGptqSolveTile;
+        auto a21 =
+            l->block(j + jb, j + c, rest, std::min(kGptqSolveTile, jb - c));
+        a21 = l22_inverse.triangularView<Eigen::Lower>() * a21;
+      });
+      const auto l11 = l->block(j, j, jb, jb);
+      const int64_t row_tiles = (rest + kGptqRowTile - 1) / kGptqRowTile;
+      ParallelFor(pool, row_tiles, [&](int64_t tile) {
+        const int64_t r = tile * kGptqRowTile;
+        auto a21 =
+            l->block(j + jb + r, j, std::min(kGptqRowTile, rest - r), jb);
+        l11.triangularView<Eigen::Lower>().solveInPlace<Eigen::OnTheRight>(a21);
+        a21 = -a21;
+      });
+    }
+    // The diagonal block last: the solve above needed L11 itself.
+    auto l11 = l->block(j, j, jb, jb);
+    Eigen::MatrixXf inverse = Eigen::MatrixXf::Identity(jb, jb);
+    l11.triangularView<Eigen::Lower>().solveInPlace(inverse);
+    l11.triangularView<Eigen::Lower>() = inverse;
+  }
+}
+
+void UpperFactorRows(const Eigen::MatrixXf& l_inverse, int64_t first,
+                     int64_t count, Eigen::MatrixXf* rows) {
+  const int64_t k = l_inverse.rows();
   const int64_t m = k - first;
-  // Rows a = K-1-first-t of L⁻¹ (t < count) are the columns of X solving
-  // L[:m,:m]ᵀ X = [0; I_count] (rows of L⁻¹ vanish right of the diagonal).
-  Eigen::MatrixXf x = Eigen::MatrixXf::Zero(m, count);
-  x.bottomRows(count).setIdentity();
-  const int64_t tiles = (count + kGptqSolveTile - 1) / kGptqSolveTile;
-  ParallelFor(pool, tiles, [&](int64_t tile) {
-    const int64_t begin = tile * kGptqSolveTile;
-    const int64_t width = std::min(kGptqSolveTile, count - begin);
-    l.topLeftCorner(m, m)
-        .transpose()
-        .triangularView<Eigen::Upper>()
-        .solveInPlace(x.middleCols(begin, width));
-  });
-  *rows = x.reverse().transpose();
-  // Exact zeros left of the diagonal (the solve leaves rounding there only
-  // if L were not triangular; it is, but keep the contract explicit).
-  for (int64_t t = 0; t < count; ++t) rows->row(t).head(t).setZero();
+  // rows(t, c) = U(first + t, first + c) = L⁻¹(K-1-first-t, K-1-first-c):
+  // column c of `rows` is column K-1-first-c of L⁻¹ read upwards from row
+  // K-1-first, contiguous in memory; zero below the diagonal of `rows`.
+  rows->resize(count, m);
+  const float* base = l_inverse.data();
+  for (int64_t c = 0; c < m; ++c) {
+    const float* column = base + (k - 1 - first - c) * k;
+    float* out = rows->col(c).data();
+    const int64_t filled = std::min(count, c + 1);
+    for (int64_t t = 0; t < filled; ++t) out[t] = column[k - 1 - first - t];
+    for (int64_t t = filled; t < count; ++t) out[t] = 0.0f;
+  }
 }
 
 absl::StatusOr<GptqWorkspace> PrepareGptq(const ConstRowMatrixRef& weights,
@@ -165,8 +195,8 @@ absl::StatusOr<GptqWorkspace> PrepareGptq(const ConstRowMatrixRef& weights,
   for (int attempt = 0;; ++attempt) {
     const double added = damp * mean_diag;
     const bool factored = options.factor_in_double
-                              ? FactorReversed<double>(hp, added, &ws.l)
-                              : FactorReversed<float>(hp, added, &ws.l);
+                              ? FactorReversed<double>(hp, added, &ws.l_inverse)
+                              : FactorReversed<float>(hp, added, &ws.l_inverse);
     if (factored) break;
     if (attempt >= options.max_damp_retries) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -178,6 +208,7 @@ absl::StatusOr<GptqWorkspace> PrepareGptq(const ConstRowMatrixRef& weights,
     ++ws.damp_retries;
   }
   ws.damp_used = damp;
+  InvertLowerTriangularInPlace(&ws.l_inverse, options.pool);
   return ws;
 }
 

@@ -3,12 +3,12 @@
 // with retries and the Cholesky factorization; the rows of U (Uᵀ U = H_γ⁻¹)
 // on demand; and the step after the loop, writing codes in storage order.
 //
-// U without an explicit inverse: with J the reversal permutation and
-// J H J = L Lᵀ, U = J L⁻¹ J. Row i of U is row K-1-i of L⁻¹ reversed, the
-// solution of a triangular system with Lᵀ's leading (K-i) x (K-i) block, so a
-// block of rows costs (K-i)²·rows and all of U K³/3 — the same as the
-// reference's second Cholesky, without its explicit inverse (K³) and without
-// ever holding U whole.
+// U without H⁻¹: with J the reversal permutation and J H J = L Lᵀ,
+// U = J L⁻¹ J, so row i of U is row K-1-i of L⁻¹ reversed. L⁻¹ replaces L in
+// place by a blocked triangular inversion (LAPACK's xTRTRI order, K³/3, as
+// triangular products and solves that run at GEMM speed): the same work as
+// the reference's second Cholesky, without its explicit inverse (K³) and
+// with no second K x K matrix.
 #ifndef QUANT_CORE_QUANT_GPTQ_PREPARE_H_
 #define QUANT_CORE_QUANT_GPTQ_PREPARE_H_
 
@@ -25,9 +25,9 @@ struct GptqWorkspace {
   // [N, K] column-major working weights in quantization order, dead columns
   // zeroed.
   Eigen::MatrixXf w;
-  // [K, K] lower Cholesky factor of J H_γ J in quantization order (only the
-  // lower triangle is meaningful).
-  Eigen::MatrixXf l;
+  // [K, K] L⁻¹, the inverse of the lower Cholesky factor of J H_γ J, in
+  // quantization order (only the lower triangle is meaningful).
+  Eigen::MatrixXf l_inverse;
   std::vector<int32_t> order;  // order[p] = storage column quantized p-th.
   // Static groups only: [groups, N] parameters from the unpermuted weights.
   RowMatrixF static_scales;
@@ -42,12 +42,22 @@ absl::StatusOr<GptqWorkspace> PrepareGptq(const ConstRowMatrixRef& weights,
                                           const GptqOptions& options);
 
 // Rows [first, first + count) of U restricted to columns [first, K): a
-// count x (K - first) matrix, `rows(t, c)` = U(first + t, first + c). Entries
-// left of the diagonal are zero. For a diagonal H every off-diagonal entry is
-// exactly zero. The solves run in fixed tiles of kGptqSolveTile rows of U,
-// spread over `pool` (inline when null).
-void UpperFactorRows(const Eigen::MatrixXf& l, int64_t first, int64_t count,
-                     Eigen::MatrixXf* rows, ThreadPool* pool = nullptr);
+// count x (K - first) matrix, `rows(t, c)` = U(first + t, first + c), read
+// from L⁻¹. Entries left of the diagonal are zero. For a diagonal H every
+// off-diagonal entry is exactly zero.
+void UpperFactorRows(const Eigen::MatrixXf& l_inverse, int64_t first,
+                     int64_t count, Eigen::MatrixXf* rows);
+
+// The lower triangle of *l (a lower-triangular factor with a non-zero
+// diagonal) becomes its inverse; its upper triangle is left undefined. The
+// trailing inverse is built first, then one block column of kInverseBlock
+// columns at a time from the right; each block column's triangular product
+// runs in fixed tiles of kGptqSolveTile columns and its solve in fixed
+// tiles of kGptqRowTile rows over `pool` (inline when null), so the result
+// is the same on any thread count.
+inline constexpr int64_t kInverseBlock = 128;
+void InvertLowerTriangularInPlace(Eigen::MatrixXf* l,
+                                  ThreadPool* pool = nullptr);
 
 // Codes [N, K] and per-group parameters [groups, N], both in quantization
 // order (groups by position p / group_size, or static groups), turned into a

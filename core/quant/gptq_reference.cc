@@ -27,7 +27,7 @@ absl::StatusOr<GptqResult> QuantizeGptqReference(
   RowMatrixF zeros =
       options.static_groups ? ws.static_zeros : RowMatrixF(groups, n);
   Eigen::MatrixXf u;  // All of U, the seeds' way.
-  UpperFactorRows(ws.l, 0, k, &u);
+  UpperFactorRows(ws.l_inverse, 0, k, &u);
   std::vector<GroupParams> params(n);
   Eigen::VectorXf err(n);
   for (int64_t j = 0; j < k; ++j) {

@@ -2,6 +2,7 @@
 // reference, the RTN limits, group bookkeeping, edge cases and failure paths.
 #include "core/quant/gptq.h"
 
+#include <Eigen/Cholesky>
 #include <cmath>
 #include <cstring>
 #include <ostream>
@@ -9,6 +10,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/quant/gptq_prepare.h"
 #include "core/quant/gptq_reference.h"
 #include "core/quant/output_error.h"
 #include "core/quant/rtn.h"
@@ -336,6 +338,45 @@ TEST(GptqTest, DoublePrecisionFactorizationAgreesWithFloat) {
 // More rows than one row tile and three column blocks (128, 128, 44), so
 // both the solves and the later-column updates are split; the same bytes
 // on 1, 2 and 3 threads, and the same as the reference within tolerance.
+// The blocked in-place inverse of a lower-triangular factor: L⁻¹·L = I
+// across several blocks and a partial one, the same bits on any thread
+// count, and an exactly diagonal factor gives an exactly diagonal inverse.
+TEST(GptqTest, BlockedTriangularInverseIsTheInverse) {
+  const int64_t k = 2 * kInverseBlock + 45;
+  const RowMatrixF x = testing::CorrelatedActivations(3 * k, k, 21);
+  Eigen::MatrixXf l = testing::GramOf(x);
+  l.diagonal().array() += 1.0f;
+  Eigen::LLT<Eigen::Ref<Eigen::MatrixXf>> llt(l);
+  ASSERT_EQ(llt.info(), Eigen::Success);
+  const Eigen::MatrixXf factor = l.triangularView<Eigen::Lower>();
+  Eigen::MatrixXf inverse = l;
+  InvertLowerTriangularInPlace(&inverse);
+  const Eigen::MatrixXf lower = inverse.triangularView<Eigen::Lower>();
+  const Eigen::MatrixXd product = lower.cast<double>() * factor.cast<double>();
+  EXPECT_LT((product - Eigen::MatrixXd::Identity(k, k)).cwiseAbs().maxCoeff(),
+            1e-4);
+  for (int threads : {2, 3}) {
+    ThreadPool pool(threads);
+    Eigen::MatrixXf again = l;
+    InvertLowerTriangularInPlace(&again, &pool);
+    const Eigen::MatrixXf again_lower = again.triangularView<Eigen::Lower>();
+    EXPECT_TRUE(BitEqual(RowMatrixF(again_lower), RowMatrixF(lower)))
+        << threads << " threads";
+  }
+  Eigen::MatrixXf diagonal = Eigen::MatrixXf::Zero(k, k);
+  diagonal.diagonal() = Eigen::VectorXf::LinSpaced(k, 0.5f, 3.0f);
+  InvertLowerTriangularInPlace(&diagonal);
+  for (int64_t c = 0; c < k; ++c) {
+    for (int64_t r = c; r < k; ++r) {
+      if (r == c) {
+        ASSERT_FLOAT_EQ(diagonal(r, c), 1.0f / (0.5f + 2.5f * c / (k - 1)));
+      } else {
+        ASSERT_EQ(diagonal(r, c), 0.0f) << r << "," << c;
+      }
+    }
+  }
+}
+
 TEST(GptqTest, ThreadsGiveTheSameBytes) {
   const int64_t n = kGptqRowTile + 100;
   const RowMatrixF w = testing::RandomNormal(n, 300, 103, 0.1f);
