@@ -39,10 +39,11 @@ ABSL_FLAG(int64_t, max_shard_mb, 4096,
           "into model-0000i-of-0000n.safetensors with an index.");
 ABSL_FLAG(int64_t, max_activation_mb, quant::kDefaultMaxActivationBytes >> 20,
           "MiB of hidden states (calibration and held-out activations "
-          "between blocks) kept in memory. Larger ones stay in files (the "
-          "--work_dir, else a folder beside --out removed at the end) and "
-          "are read a chunk of sequences at a time; the output is the same. "
-          "0: always in files.");
+          "between blocks) kept in memory, and as much again for what a "
+          "block keeps between its layer groups. Larger ones stay in files "
+          "(the --work_dir, else a folder beside --out removed at the end) "
+          "and are read a chunk of sequences at a time; the output is the "
+          "same. 0: always in files.");
 ABSL_FLAG(int, threads, 0,
           "Threads each block runs on: that many chunks of sequences through "
           "the forward pass at once, the Hessian's tiles and a layer group's "

@@ -2,11 +2,14 @@
 #include "core/pipeline/block_task.h"
 
 #include <algorithm>
+#include <memory>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/base/thread_pool.h"
 #include "core/forward/block_forward.h"
@@ -16,6 +19,69 @@
 
 namespace quant {
 namespace {
+
+// One activation of one split kept between layer groups: [rows, width] in
+// the layout of the hidden states (hidden_state_stream.h), appended a chunk
+// at a time, then read a chunk at a time; in memory, or in a file removed
+// with this object.
+class KeptActivation {
+ public:
+  static absl::StatusOr<std::unique_ptr<KeptActivation>> Create(
+      const HiddenStateSource& layout, int64_t width, std::string path,
+      FileSystem* fs) {
+    std::unique_ptr<KeptActivation> kept(new KeptActivation());
+    kept->fs_ = fs;
+    if (path.empty()) {
+      auto memory = std::make_unique<MemoryHiddenStateSink>(
+          layout.seq_len(), layout.lengths(), width);
+      kept->memory_ = memory.get();
+      kept->sink_ = std::move(memory);
+    } else {
+      QUANT_ASSIGN_OR_RETURN(kept->sink_, HiddenStateFileWriter::Create(
+                                              path, layout.seq_len(),
+                                              layout.lengths(), width, fs));
+      kept->path_ = std::move(path);
+    }
+    return kept;
+  }
+  ~KeptActivation() {
+    source_.reset();
+    sink_.reset();
+    if (!path_.empty() && finished_) (void)fs_->RemoveFile(path_);
+  }
+
+  absl::Status Append(const RowMatrixF& rows) { return sink_->Append(rows); }
+  absl::Status Finish() {
+    QUANT_RETURN_IF_ERROR(sink_->Finish());
+    finished_ = true;
+    if (memory_ != nullptr) {
+      source_ = std::make_unique<OwnedHiddenStateSource>(
+          std::move(memory_->states()));
+      memory_ = nullptr;
+    } else {
+      QUANT_ASSIGN_OR_RETURN(source_, HiddenStateFile::Open(path_));
+    }
+    sink_.reset();
+    return absl::OkStatus();
+  }
+  const HiddenStateSource& source() const { return *source_; }
+
+ private:
+  KeptActivation() = default;
+  FileSystem* fs_ = nullptr;
+  std::string path_;
+  bool finished_ = false;
+  std::unique_ptr<HiddenStateSink> sink_;
+  MemoryHiddenStateSink* memory_ = nullptr;  // sink_, when in memory
+  std::unique_ptr<HiddenStateSource> source_;
+};
+
+// What one split keeps between the groups of a sequential block.
+struct SplitStash {
+  std::unique_ptr<KeptActivation> context;     // [q,k,v] -> attention
+  std::unique_ptr<KeptActivation> residual;    // hidden + o_proj(context)
+  std::unique_ptr<KeptActivation> mlp_hidden;  // silu(gate) * up
+};
 
 class BlockRunner {
  public:
@@ -85,6 +151,30 @@ class BlockRunner {
                               const std::vector<int>& lengths)>
           compute,
       absl::FunctionRef<absl::Status(Chunk& chunk)> consume) const;
+  // The same over several sources of one layout, read chunk by chunk side
+  // by side: compute gets each source's rows of the chunk.
+  template <typename Chunk>
+  absl::Status ForEachChunkOf(
+      const std::vector<const HiddenStateSource*>& sources,
+      const std::string& before,
+      absl::FunctionRef<Chunk(const std::vector<RowMatrixF>& inputs,
+                              const std::vector<int>& lengths)>
+          compute,
+      absl::FunctionRef<absl::Status(Chunk& chunk)> consume) const;
+  // Sequential propagation with the stash: "" to keep it in memory, a
+  // directory for files, nullopt to recompute each group's input instead.
+  std::optional<std::string> StashPlace() const;
+  // Group `g` of a sequential block on one split: its statistics, and what
+  // later groups reuse kept in `stash` (files named after `split`).
+  absl::Status StashedStage(size_t g, const HiddenStateSource& source,
+                            bool calibration, const std::string& split,
+                            GroupPlan& plan, SplitStash* stash);
+  // The block's output on one split from the stash, into `sink`.
+  absl::Status WriteLeavingFromStash(SplitStash* stash,
+                                     HiddenStateSink* sink) const;
+  absl::StatusOr<std::unique_ptr<KeptActivation>> Keep(
+      const HiddenStateSource& layout, int64_t width, const std::string& split,
+      const std::string& what) const;
   // Sequential propagation: each group's statistics from its inputs
   // computed with the groups before it quantized, chunk by chunk.
   absl::Status Accumulate(const HiddenStateSource& source, bool calibration,
@@ -120,6 +210,10 @@ class BlockRunner {
 
   const BlockTaskInput& input_;
   ThreadPool* pool_;
+  // Where the stash lives ("" memory); set for sequential runs that keep it.
+  std::string stash_dir_;
+  // Ops an AWQ fold changed after their outputs may have been kept.
+  std::set<std::string> folded_ops_;
   const ModelConfig& config_;
   const Recipe& recipe_;
   const LayerProgress& progress_;
@@ -258,9 +352,11 @@ absl::Status BlockRunner::FoldAwqScales(const std::string& group,
                    prefix + "post_attention_layernorm.weight");
   } else if (group == kAttnOut) {
     fold = "v_proj";
+    folded_ops_.insert(fold);
     QUANT_RETURN_IF_ERROR(DivideProducerRows("v_proj", s, "o_proj"));
   } else if (group == kMlpOut) {
     fold = "up_proj";
+    folded_ops_.insert(fold);
     QUANT_RETURN_IF_ERROR(DivideProducerRows("up_proj", s, "down_proj"));
   } else {
     return absl::InternalError(absl::StrCat("unknown input group ", group));
@@ -375,6 +471,179 @@ absl::Status BlockRunner::ForEachChunk(
     }
   }
   return absl::OkStatus();
+}
+
+template <typename Chunk>
+absl::Status BlockRunner::ForEachChunkOf(
+    const std::vector<const HiddenStateSource*>& sources,
+    const std::string& before,
+    absl::FunctionRef<Chunk(const std::vector<RowMatrixF>& inputs,
+                            const std::vector<int>& lengths)>
+        compute,
+    absl::FunctionRef<absl::Status(Chunk& chunk)> consume) const {
+  const HiddenStateSource& layout = *sources.front();
+  const std::vector<SequenceRange> chunks =
+      PlanChunks(layout.sequences(), layout.seq_len(), input_.chunk_tokens);
+  const size_t in_flight =
+      static_cast<size_t>(pool_ == nullptr ? 1 : pool_->threads());
+  for (size_t start = 0; start < chunks.size(); start += in_flight) {
+    QUANT_RETURN_IF_ERROR(CheckCancelled(before));
+    const size_t count = std::min(in_flight, chunks.size() - start);
+    std::vector<std::vector<RowMatrixF>> inputs(count);
+    std::vector<std::vector<int>> lengths(count);
+    for (size_t i = 0; i < count; ++i) {
+      for (const HiddenStateSource* source : sources) {
+        QUANT_ASSIGN_OR_RETURN(RowMatrixF rows,
+                               source->Read(chunks[start + i]));
+        inputs[i].push_back(std::move(rows));
+      }
+      lengths[i] = ChunkLengths(layout.lengths(), chunks[start + i]);
+    }
+    std::vector<Chunk> results(count);
+    ParallelFor(pool_, static_cast<int64_t>(count), [&](int64_t i) {
+      results[i] = compute(inputs[i], lengths[i]);
+      inputs[i].clear();
+    });
+    for (size_t i = 0; i < count; ++i) {
+      QUANT_RETURN_IF_ERROR(consume(results[i]));
+      results[i] = Chunk();
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::optional<std::string> BlockRunner::StashPlace() const {
+  const int64_t rows = (calibration_->sequences() * calibration_->seq_len()) +
+                       (heldout_->sequences() * heldout_->seq_len());
+  if (BlockStashBytes(config_, rows) <= input_.max_stash_bytes) return "";
+  if (!input_.stash_dir.empty()) return input_.stash_dir;
+  return std::nullopt;
+}
+
+absl::StatusOr<std::unique_ptr<KeptActivation>> BlockRunner::Keep(
+    const HiddenStateSource& layout, int64_t width, const std::string& split,
+    const std::string& what) const {
+  std::string path;
+  if (!stash_dir_.empty()) {
+    path = JoinPath(stash_dir_,
+                    absl::StrCat("stash-block-", input_.weights.block, ".",
+                                 split, ".", what, ".safetensors"));
+  }
+  return KeptActivation::Create(layout, width, std::move(path),
+                                input_.file_system);
+}
+
+// The stashed stages. Each computes exactly what GroupInput would for its
+// group (same functions, same weights, same chunks), so the bytes are
+// those of recomputing.
+absl::Status BlockRunner::StashedStage(size_t g,
+                                       const HiddenStateSource& source,
+                                       bool calibration,
+                                       const std::string& split,
+                                       GroupPlan& plan, SplitStash* stash) {
+  const BlockWeights& w = Source();
+  const int seq_len = source.seq_len();
+  const bool observe = plan.statistics.has_value();
+  // A chunk's statistics rows (real tokens of the group's input) and the
+  // activation kept for later groups.
+  struct Chunk {
+    RowMatrixF rows;
+    RowMatrixF kept;
+  };
+  auto add = [&](Chunk& chunk, KeptActivation* keep) -> absl::Status {
+    if (observe) QUANT_RETURN_IF_ERROR(AddRows(plan, chunk.rows, calibration));
+    return keep == nullptr ? absl::OkStatus() : keep->Append(chunk.kept);
+  };
+  const std::string& before = plan.types.front();
+  switch (g) {
+    case 0:  // [q,k,v]: the normalised input; nothing to keep.
+      if (!observe) return absl::OkStatus();
+      return ForEachChunkOf<Chunk>(
+          {&source}, before,
+          [&](const std::vector<RowMatrixF>& in, const std::vector<int>& len) {
+            return Chunk{
+                RealRows(AttentionInput(config_, w, in[0]), seq_len, len), {}};
+          },
+          [&](Chunk& c) { return add(c, nullptr); });
+    case 1: {  // o: the attention context, kept.
+      QUANT_ASSIGN_OR_RETURN(stash->context,
+                             Keep(source, config_.q_size(), split, "context"));
+      QUANT_RETURN_IF_ERROR(ForEachChunkOf<Chunk>(
+          {&source}, before,
+          [&](const std::vector<RowMatrixF>& in, const std::vector<int>& len) {
+            Chunk c;
+            c.kept = AttentionContext(config_, w, rope_, seq_len,
+                                      AttentionInput(config_, w, in[0]));
+            if (observe) c.rows = RealRows(c.kept, seq_len, len);
+            return c;
+          },
+          [&](Chunk& c) { return add(c, stash->context.get()); }));
+      return stash->context->Finish();
+    }
+    case 2: {  // [gate,up]: the residual stream, kept; the context dropped.
+      // o_proj's AWQ fold changed v_proj: the kept context is stale.
+      const bool fresh = folded_ops_.count("v_proj") == 0;
+      std::vector<const HiddenStateSource*> inputs = {&source};
+      if (fresh) inputs.push_back(&stash->context->source());
+      QUANT_ASSIGN_OR_RETURN(stash->residual, Keep(source, config_.hidden_size,
+                                                   split, "residual"));
+      QUANT_RETURN_IF_ERROR(ForEachChunkOf<Chunk>(
+          inputs, before,
+          [&](const std::vector<RowMatrixF>& in, const std::vector<int>& len) {
+            Chunk c;
+            c.kept =
+                fresh
+                    ? AttentionResidual(w, in[0], in[1])
+                    : AttentionResidual(
+                          w, in[0],
+                          AttentionContext(config_, w, rope_, seq_len,
+                                           AttentionInput(config_, w, in[0])));
+            if (observe) {
+              c.rows = RealRows(MlpInput(config_, w, c.kept), seq_len, len);
+            }
+            return c;
+          },
+          [&](Chunk& c) { return add(c, stash->residual.get()); }));
+      stash->context.reset();
+      return stash->residual->Finish();
+    }
+    case 3: {  // down: the MLP's hidden state, kept.
+      QUANT_ASSIGN_OR_RETURN(
+          stash->mlp_hidden,
+          Keep(source, config_.intermediate_size, split, "mlp_hidden"));
+      QUANT_RETURN_IF_ERROR(ForEachChunkOf<Chunk>(
+          {&stash->residual->source()}, before,
+          [&](const std::vector<RowMatrixF>& in, const std::vector<int>& len) {
+            Chunk c;
+            c.kept = MlpHidden(w, MlpInput(config_, w, in[0]));
+            if (observe) c.rows = RealRows(c.kept, seq_len, len);
+            return c;
+          },
+          [&](Chunk& c) { return add(c, stash->mlp_hidden.get()); }));
+      return stash->mlp_hidden->Finish();
+    }
+  }
+  return absl::InternalError(absl::StrCat("no layer group ", g));
+}
+
+absl::Status BlockRunner::WriteLeavingFromStash(SplitStash* stash,
+                                                HiddenStateSink* sink) const {
+  const BlockWeights& w = Source();
+  // down_proj's AWQ fold changed up_proj: the kept MLP state is stale.
+  const bool fresh = folded_ops_.count("up_proj") == 0;
+  std::vector<const HiddenStateSource*> inputs = {&stash->residual->source()};
+  if (fresh) inputs.push_back(&stash->mlp_hidden->source());
+  QUANT_RETURN_IF_ERROR(ForEachChunkOf<RowMatrixF>(
+      inputs, "writing the block's output",
+      [&](const std::vector<RowMatrixF>& in, const std::vector<int>&) {
+        return fresh ? MlpResidual(w, in[0], in[1])
+                     : MlpResidual(w, in[0],
+                                   MlpHidden(w, MlpInput(config_, w, in[0])));
+      },
+      [&](RowMatrixF& output) { return sink->Append(output); }));
+  stash->residual.reset();
+  stash->mlp_hidden.reset();
+  return sink->Finish();
 }
 
 absl::Status BlockRunner::Accumulate(const HiddenStateSource& source,
@@ -632,9 +901,27 @@ absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
       QUANT_RETURN_IF_ERROR(quantized[i].status());
       QUANT_RETURN_IF_ERROR(ApplyGroup(plans[i], *std::move(quantized[i])));
     }
-  } else {
+  } else if (const std::optional<std::string> place = StashPlace();
+             place.has_value()) {
     // Each group's inputs are computed with the groups before it
-    // quantized, so each needs its own pass.
+    // quantized; what later groups reuse is kept, so every layer runs once.
+    stash_dir_ = *place;
+    SplitStash calibration_stash, heldout_stash;
+    for (size_t g = 0; g < plans.size(); ++g) {
+      GroupPlan& plan = plans[g];
+      QUANT_RETURN_IF_ERROR(StashedStage(g, *calibration_, true, "cal", plan,
+                                         &calibration_stash));
+      QUANT_RETURN_IF_ERROR(
+          StashedStage(g, *heldout_, false, "heldout", plan, &heldout_stash));
+      QUANT_ASSIGN_OR_RETURN(QuantizedGroup quantized, QuantizeLayers(plan));
+      QUANT_RETURN_IF_ERROR(ApplyGroup(plan, std::move(quantized)));
+    }
+    QUANT_RETURN_IF_ERROR(
+        WriteLeavingFromStash(&calibration_stash, calibration_sink));
+    QUANT_RETURN_IF_ERROR(WriteLeavingFromStash(&heldout_stash, heldout_sink));
+  } else {
+    // No room for the stash: each group's inputs are computed again from
+    // the block's input, with the groups before it quantized.
     for (GroupPlan& plan : plans) {
       QUANT_RETURN_IF_ERROR(Accumulate(*calibration_, true, plan));
       QUANT_RETURN_IF_ERROR(Accumulate(*heldout_, false, plan));
@@ -657,6 +944,15 @@ absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
 }
 
 }  // namespace
+
+int64_t BlockStashBytes(const ModelConfig& config, int64_t rows) {
+  // Peak: the residual stream with the MLP's hidden state (or, one group
+  // earlier, with the attention context), both splits at once.
+  const int64_t width =
+      config.hidden_size +
+      std::max<int64_t>(config.intermediate_size, config.q_size());
+  return rows * width * static_cast<int64_t>(sizeof(float));
+}
 
 RowMatrixF RealRows(const ConstRowMatrixRef& rows, int seq_len,
                     const std::vector<int>& lengths) {

@@ -9,11 +9,21 @@
 // hidden states leaving the block.
 //
 // The states entering the block are read in chunks of whole sequences
-// (hidden_state_stream.h), once per layer group: each chunk is run through
-// the block up to the group's input, whose Hessians accumulate chunk by
-// chunk, so memory holds one chunk's activations per thread, never a
-// group's [T, K]. With several threads, that many chunks run through the
-// forward pass at once and their statistics are then added in chunk order.
+// (hidden_state_stream.h): each chunk is run through the block up to the
+// group's input, whose Hessians accumulate chunk by chunk, so memory holds
+// one chunk's activations per thread, never a group's [T, K]. With several
+// threads, that many chunks run through the forward pass at once and their
+// statistics are then added in chunk order.
+//
+// Under sequential propagation every linear layer runs once per token: the
+// activations a later group reuses are kept between groups (the stash: the
+// attention context until the residual stream is formed, the residual
+// stream, the MLP's hidden state), in memory or, beyond max_stash_bytes, in
+// files under stash_dir, a chunk at a time. An AWQ fold into an op whose
+// output is kept (v_proj for o_proj, up_proj for down_proj) makes that
+// output stale; it is then computed again. Without a place for the stash
+// (too large for memory, no stash_dir) every group recomputes its input from
+// the block's input. All three give the same bytes.
 //
 // Order inside the block: [q,k,v] -> o -> [gate,up] -> down. With sequential
 // propagation each group is calibrated on inputs computed with the groups
@@ -103,6 +113,12 @@ struct BlockTaskInput {
   // whatever the count (fixed chunks summed in order, fixed tiles); memory
   // grows by one chunk's activations per thread.
   int threads = 1;
+  // The stash (see above): in memory up to max_stash_bytes, else in files
+  // under stash_dir (written through file_system, removed when the task
+  // ends); with no stash_dir, recomputed.
+  std::string stash_dir;
+  int64_t max_stash_bytes = int64_t{1} << 30;
+  FileSystem* file_system = FileSystem::Default();
   // Checked before each layer group: when set, the task stops with
   // Cancelled (a worker told by the coordinator that the job was
   // cancelled, or shutting down).
@@ -124,6 +140,11 @@ using LayerProgress = std::function<void(const LayerResult&)>;
 
 absl::StatusOr<BlockTaskOutput> RunBlockTask(
     const BlockTaskInput& input, const LayerProgress& progress = nullptr);
+
+// The most the stash of a sequential block task holds at once (the residual
+// stream and the MLP's hidden state of both splits), for `rows` hidden-state
+// rows (padding included) over the two splits.
+int64_t BlockStashBytes(const ModelConfig& config, int64_t rows);
 
 // The rows of real tokens (see HiddenStates).
 RowMatrixF RealRows(const ConstRowMatrixRef& rows, int seq_len,

@@ -305,6 +305,11 @@ absl::Status RunBlockJobTask(const JobTaskContext& context, int block,
   input.calibration_source = calibration.get();
   input.heldout_source = heldout.get();
   input.threads = context.threads;
+  // The block's own kept activations: in memory up to the bound, else in
+  // the attempt's area (removed with the task).
+  input.stash_dir = attempt_dir;
+  input.max_stash_bytes = context.max_activation_bytes;
+  input.file_system = context.file_system;
   // The leaving states go straight to the attempt's files.
   const std::string prefix = BlockOutputPrefix(attempt_dir, block);
   const int64_t hidden = inputs.checkpoint->config().hidden_size;

@@ -61,6 +61,7 @@ struct GroupStatistics {
   std::optional<OutputErrorEvaluator> calibration;
   std::optional<OutputErrorEvaluator> heldout;
   Eigen::VectorXf mean_abs;
+  HessianDiagnostics diagnostics;  // of the calibration H, for every layer
 };
 
 absl::StatusOr<GroupStatistics> FinishStatistics(
@@ -80,6 +81,7 @@ absl::StatusOr<GroupStatistics> FinishStatistics(
       OutputErrorEvaluator::FromHessian(accumulated.heldout().Finish(),
                                         accumulated.heldout_tokens()));
   stats.heldout.emplace(std::move(held));
+  stats.diagnostics = DiagnoseHessian(*stats.calibration);
   return stats;
 }
 
@@ -203,7 +205,8 @@ absl::Status AuditGroupLayer(const GroupLayerInput& input,
                           &*stats.calibration,
                           &*stats.heldout,
                           out->choices.damp_used,
-                          out->choices.damp_retries};
+                          out->choices.damp_retries,
+                          &stats.diagnostics};
   QUANT_ASSIGN_OR_RETURN(out->audit, AuditLayer(audit));
   out->audit.seconds = seconds;
   return absl::OkStatus();

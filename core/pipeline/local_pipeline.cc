@@ -129,8 +129,15 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
   // Over the bound, the hidden states between blocks stay in files (the
   // work directory's block outputs, or spill files) read a chunk at a time.
   const bool spill = BlockStateBytes(inputs) > options.max_activation_bytes;
+  // A block's own kept activations (block_task.h) beyond the bound go to
+  // files too: in the work directory, else the spill folder.
+  const int64_t state_rows =
+      BlockStateBytes(inputs) /
+      (static_cast<int64_t>(sizeof(float)) * config.hidden_size);
+  const bool stash_in_files =
+      BlockStashBytes(config, state_rows) > options.max_activation_bytes;
   SpillDirectory spill_dir;
-  if (spill && !use_files) {
+  if ((spill || stash_in_files) && !use_files) {
     QUANT_RETURN_IF_ERROR(spill_dir.Create(options.out_dir));
   }
   const std::string& files_dir =
@@ -163,6 +170,8 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
     input.calibration_source = calibration.get();
     input.heldout_source = heldout.get();
     input.threads = options.threads;
+    input.stash_dir = use_files ? options.work_dir : spill_dir.path();
+    input.max_stash_bytes = options.max_activation_bytes;
     // Files: the leaving states go straight to them.
     std::unique_ptr<HiddenStateFileWriter> calibration_out, heldout_out;
     if (use_files || spill) {

@@ -15,16 +15,26 @@
 namespace quant {
 namespace {
 
-SplitErrors Errors(const OutputErrorEvaluator& eval, const ConstRowMatrixRef& w,
-                   const ConstRowMatrixRef& q) {
-  const double ref = eval.SquaredNorm(w);
-  const double err = eval.SquaredError(w, q);
+// One split's errors of the method and of RTN: ‖XWᵀ‖² once for both.
+struct SplitPair {
+  SplitErrors method;
+  SplitErrors rtn;
+};
+
+SplitErrors FromSquares(double ref, double err, double count) {
   SplitErrors s;
   s.relative_error = ref > 0.0 ? std::sqrt(err / ref) : 0.0;
-  const double count =
-      static_cast<double>(eval.token_count()) * static_cast<double>(w.rows());
   s.output_mse = count > 0.0 ? err / count : 0.0;
   return s;
+}
+
+SplitPair Errors(const OutputErrorEvaluator& eval, const ConstRowMatrixRef& w,
+                 const ConstRowMatrixRef& q, const ConstRowMatrixRef& rtn) {
+  const double ref = eval.SquaredNorm(w);
+  const double count =
+      static_cast<double>(eval.token_count()) * static_cast<double>(w.rows());
+  return {FromSquares(ref, eval.SquaredError(w, q), count),
+          FromSquares(ref, eval.SquaredError(w, rtn), count)};
 }
 
 double Ratio(double num, double den) {
@@ -99,6 +109,26 @@ double BitsPerWeight(const GridSpec& grid, int64_t k, int scale_bits,
   return grid.bits + (scale_bits + zero_bits) * groups / static_cast<double>(k);
 }
 
+HessianDiagnostics DiagnoseHessian(const OutputErrorEvaluator& calibration) {
+  const int64_t k = calibration.k();
+  RowMatrixF gram;
+  const RowMatrixF* h = calibration.hessian();
+  if (h == nullptr) {
+    gram = calibration.GramBlock(0, k);
+    h = &gram;
+  }
+  HessianDiagnostics d;
+  d.tokens = calibration.token_count();
+  d.k = k;
+  d.tokens_per_input =
+      k > 0 ? static_cast<double>(d.tokens) / static_cast<double>(k) : 0.0;
+  d.dead_channels = CountDeadChannels(*h);
+  d.rho_rms = RmsOffDiagonalCorrelation(*h);
+  d.inv_sqrt_tokens =
+      d.tokens > 0 ? 1.0 / std::sqrt(static_cast<double>(d.tokens)) : 0.0;
+  return d;
+}
+
 absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& in,
                                       const AuditOptions& options) {
   if (in.calibration == nullptr || in.heldout == nullptr) {
@@ -123,10 +153,14 @@ absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& in,
   a.layer = in.layer;
   a.method = in.method;
   a.grid = in.grid;
-  a.method_calibration = Errors(*in.calibration, in.weights, in.quantized);
-  a.method_heldout = Errors(*in.heldout, in.weights, in.quantized);
-  a.rtn_calibration = Errors(*in.calibration, in.weights, rtn.dequantized);
-  a.rtn_heldout = Errors(*in.heldout, in.weights, rtn.dequantized);
+  const SplitPair calibration =
+      Errors(*in.calibration, in.weights, in.quantized, rtn.dequantized);
+  const SplitPair heldout =
+      Errors(*in.heldout, in.weights, in.quantized, rtn.dequantized);
+  a.method_calibration = calibration.method;
+  a.rtn_calibration = calibration.rtn;
+  a.method_heldout = heldout.method;
+  a.rtn_heldout = heldout.rtn;
   a.method_weight_mse = WeightMse(in.weights, in.quantized);
   a.rtn_weight_mse = WeightMse(in.weights, rtn.dequantized);
   a.gain_calibration =
@@ -137,15 +171,9 @@ absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& in,
       BitsPerWeight(in.grid, k, options.scale_bits,
                     options.zero_bits < 0 ? in.grid.bits : options.zero_bits);
 
-  const RowMatrixF h = in.calibration->GramBlock(0, k);
   HessianDiagnostics& d = a.hessian;
-  d.tokens = in.calibration->token_count();
-  d.k = k;
-  d.tokens_per_input = static_cast<double>(d.tokens) / static_cast<double>(k);
-  d.dead_channels = CountDeadChannels(h);
-  d.rho_rms = RmsOffDiagonalCorrelation(h);
-  d.inv_sqrt_tokens =
-      d.tokens > 0 ? 1.0 / std::sqrt(static_cast<double>(d.tokens)) : 0.0;
+  d = in.diagnostics != nullptr ? *in.diagnostics
+                                : DiagnoseHessian(*in.calibration);
   d.damp_used = in.damp_used;
   d.damp_retries = in.damp_retries;
 

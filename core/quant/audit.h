@@ -80,7 +80,14 @@ struct AuditInputs {
   const OutputErrorEvaluator* heldout = nullptr;
   double damp_used = 0.0;
   int damp_retries = 0;
+  // The calibration Hessian's diagnostics when the caller has them (the
+  // layers of a group share one); null: computed here.
+  const HessianDiagnostics* diagnostics = nullptr;
 };
+
+// T, K, T/K, dead channels and rho_rms of the calibration split's H (damping
+// left at zero): what every layer reading that input shares.
+HessianDiagnostics DiagnoseHessian(const OutputErrorEvaluator& calibration);
 
 // RTN on the same grid is computed here. Errors: shape mismatches, missing
 // evaluators, non-finite weights (naming the layer).

@@ -1,6 +1,7 @@
 // Output error from activations or from their Gram matrix.
 #include "core/quant/output_error.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -43,21 +44,53 @@ absl::StatusOr<OutputErrorEvaluator> OutputErrorEvaluator::FromActivations(
   return e;
 }
 
-double OutputErrorEvaluator::SquaredNorm(const ConstRowMatrixRef& m) const {
-  if (use_hessian_) {
-    // tr(M H Mᵀ) = sum((M H) ∘ M), products in float, the sum in double.
-    const RowMatrixF mh = m * matrix_;
-    return (mh.cast<double>().array() * m.cast<double>().array()).sum();
+namespace {
+
+// Rows of M handled per GEMM: enough for the product to run at GEMM speed,
+// few enough that the tile and its product stay small next to M.
+constexpr int64_t kErrorRowTile = 256;
+
+}  // namespace
+
+template <typename Rows>
+double OutputErrorEvaluator::SumOfSquares(int64_t rows,
+                                          const Rows& rows_of) const {
+  double sum = 0.0;
+  RowMatrixF tile, product;
+  for (int64_t first = 0; first < rows; first += kErrorRowTile) {
+    const int64_t count = std::min(kErrorRowTile, rows - first);
+    rows_of(first, count, &tile);
+    if (use_hessian_) {
+      // tr(M H Mᵀ) = Σ_r (M H)_r · M_r.
+      product.noalias() = tile * matrix_;
+      for (int64_t r = 0; r < count; ++r) {
+        sum += (product.row(r).cast<double>().array() *
+                tile.row(r).cast<double>().array())
+                   .sum();
+      }
+    } else {
+      product.noalias() = matrix_ * tile.transpose();
+      sum += product.cast<double>().squaredNorm();
+    }
   }
-  const RowMatrixF y = matrix_ * m.transpose();
-  return y.cast<double>().squaredNorm();
+  return sum;
+}
+
+double OutputErrorEvaluator::SquaredNorm(const ConstRowMatrixRef& m) const {
+  return SumOfSquares(m.rows(),
+                      [&](int64_t first, int64_t count, RowMatrixF* tile) {
+                        *tile = m.middleRows(first, count);
+                      });
 }
 
 double OutputErrorEvaluator::SquaredError(
     const ConstRowMatrixRef& weights,
     const ConstRowMatrixRef& quantized) const {
-  const RowMatrixF e = weights - quantized;
-  return SquaredNorm(e);
+  return SumOfSquares(weights.rows(),
+                      [&](int64_t first, int64_t count, RowMatrixF* tile) {
+                        *tile = weights.middleRows(first, count) -
+                                quantized.middleRows(first, count);
+                      });
 }
 
 double OutputErrorEvaluator::OutputMse(

@@ -35,6 +35,10 @@ class OutputErrorEvaluator {
 
   // The [count, count] diagonal block of H = XᵀX starting at `begin`.
   RowMatrixF GramBlock(int64_t begin, int64_t count) const;
+  // H itself when this evaluator holds it (null when it holds X).
+  const RowMatrixF* hessian() const {
+    return use_hessian_ ? &matrix_ : nullptr;
+  }
 
   int64_t token_count() const { return tokens_; }
   int64_t k() const { return k_; }
@@ -42,6 +46,11 @@ class OutputErrorEvaluator {
 
  private:
   OutputErrorEvaluator() = default;
+  // Σ over rows r of m_r·H·m_rᵀ (or ‖X mᵀ‖²) where m = rows(first, count),
+  // taken kErrorRowTile rows at a time: no [N, K] temporary, products in
+  // float by the GEMM, each row's sum in double.
+  template <typename Rows>
+  double SumOfSquares(int64_t rows, const Rows& rows_of) const;
   bool use_hessian_ = true;
   int64_t tokens_ = 0;
   int64_t k_ = 0;

@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "tests/pack/reference_unpacker.h"
 #include "tests/pipeline/pipeline_fixture.h"
+#include "tests/support/fault_injecting_file_system.h"
 #include "tests/support/test_env.h"
 
 namespace quant {
@@ -351,6 +352,104 @@ TEST_F(BlockTaskTest, ThreadsGiveTheSameBytes) {
   input_.threads = 0;
   EXPECT_EQ(RunBlockTask(input_).status().code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+// Every KV head its own copy: the same attention as grouped-query
+// stories260K, but o_proj's AWQ scales can be folded into v_proj.
+void ToMultiHead(ModelConfig* config, BlockWeights* weights) {
+  const int per_kv = config->num_attention_heads / config->num_key_value_heads;
+  const int d = config->head_dim;
+  for (const char* type : {"k_proj", "v_proj"}) {
+    const RowMatrixF w = weights->Linear(type).weight;
+    RowMatrixF wide(static_cast<int64_t>(config->num_attention_heads) * d,
+                    w.cols());
+    for (int h = 0; h < config->num_attention_heads; ++h) {
+      wide.middleRows(static_cast<int64_t>(h) * d, d) =
+          w.middleRows(static_cast<int64_t>(h / per_kv) * d, d);
+    }
+    weights->linear[type].weight = wide;
+  }
+  config->num_key_value_heads = config->num_attention_heads;
+}
+
+// Sequential blocks keep what later groups reuse (the attention context,
+// the residual stream, the MLP's hidden state): in memory, in files, or
+// not at all (each group recomputed from the block input) give the same
+// bytes, also when AWQ folds o_proj's and down_proj's scales into v_proj
+// and up_proj after their outputs were kept. The files go, as they came.
+TEST_F(BlockTaskTest, KeptActivationsInMemoryFilesOrRecomputedGiveOneResult) {
+  Recipe gptq = SmallRecipe(QuantMethod::kGptq, 32, OutputFormat::kGptq,
+                            Propagation::kSequential);
+  Recipe awq =
+      SmallRecipe(QuantMethod::kAwq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential);
+  awq.awq_alpha_grid = {0.25, 0.5};
+  for (const Recipe* recipe : {&gptq, &awq}) {
+    SCOPED_TRACE(QuantMethodName(recipe->method));
+    Run(*recipe);
+    ModelConfig config = loaded_.model->config();
+    BlockTaskInput input = input_;
+    ToMultiHead(&config, &input.weights);
+    input.config = &config;
+    input.chunk_tokens = 64;
+    auto memory = RunBlockTask(input);
+    ASSERT_TRUE(memory.ok()) << memory.status();
+    if (recipe == &awq) {
+      EXPECT_EQ(memory->layers[3].awq_fold, "v_proj");
+      EXPECT_EQ(memory->layers[6].awq_fold, "up_proj");
+    }
+
+    const std::string dir = testing::MakeTempDir();
+    testing::FaultInjectingFileSystem fs;
+    input.stash_dir = dir;
+    input.max_stash_bytes = 0;
+    input.file_system = &fs;
+    auto files = RunBlockTask(input);
+    ASSERT_TRUE(files.ok()) << files.status();
+    EXPECT_GT(fs.bytes_written(),
+              BlockStashBytes(config, input.calibration.rows.rows()));
+    EXPECT_TRUE(testing::DirectoryEntries(dir).empty());
+
+    input.stash_dir.clear();
+    input.file_system = FileSystem::Default();
+    auto recomputed = RunBlockTask(input);
+    ASSERT_TRUE(recomputed.ok()) << recomputed.status();
+
+    for (const BlockTaskOutput* other : {&*files, &*recomputed}) {
+      ASSERT_EQ(other->tensors.size(), memory->tensors.size());
+      for (size_t i = 0; i < memory->tensors.size(); ++i) {
+        EXPECT_EQ(other->tensors[i].bytes, memory->tensors[i].bytes)
+            << memory->tensors[i].name;
+      }
+      for (size_t i = 0; i < memory->layers.size(); ++i) {
+        EXPECT_EQ(other->layers[i].audit.method_heldout.relative_error,
+                  memory->layers[i].audit.method_heldout.relative_error);
+        EXPECT_EQ(other->layers[i].choices.awq_alpha,
+                  memory->layers[i].choices.awq_alpha);
+      }
+      EXPECT_EQ(other->calibration_out.rows, memory->calibration_out.rows);
+      EXPECT_EQ(other->heldout_out.rows, memory->heldout_out.rows);
+    }
+  }
+}
+
+// A full disk while keeping activations fails the task and leaves nothing.
+TEST_F(BlockTaskTest, FullDiskWhileKeepingActivationsLeavesNothing) {
+  Recipe recipe = SmallRecipe(QuantMethod::kGptq, 32, OutputFormat::kGptq,
+                              Propagation::kSequential);
+  Run(recipe);
+  BlockTaskInput input = input_;
+  const std::string dir = testing::MakeTempDir();
+  testing::FaultInjectingFileSystem fs;
+  fs.SetDiskFullAfter(100'000);
+  input.stash_dir = dir;
+  input.max_stash_bytes = 0;
+  input.file_system = &fs;
+  auto out = RunBlockTask(input);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted)
+      << out.status();
+  EXPECT_TRUE(testing::DirectoryEntries(dir).empty());
 }
 
 TEST_F(BlockTaskTest, RefusesHiddenStatesOfTheWrongShape) {
