@@ -64,24 +64,34 @@ struct GroupStatistics {
   HessianDiagnostics diagnostics;  // of the calibration H, for every layer
 };
 
+// Both splits' Hessians finished side by side (memory-bound copies of
+// K x K matrices, worth two threads when K is in the thousands).
 absl::StatusOr<GroupStatistics> FinishStatistics(
-    const GroupActivationStatistics& accumulated) {
+    const GroupActivationStatistics& accumulated, ThreadPool* pool) {
   GroupStatistics stats;
-  stats.h = accumulated.calibration().Finish();
   if (accumulated.split().has_value()) stats.split = &*accumulated.split();
   if (accumulated.mean_abs().has_value()) {
     stats.mean_abs = accumulated.mean_abs()->MeanAbs();
   }
-  QUANT_ASSIGN_OR_RETURN(OutputErrorEvaluator cal,
-                         OutputErrorEvaluator::FromHessian(
-                             stats.h, accumulated.calibration_tokens()));
-  stats.calibration.emplace(std::move(cal));
-  QUANT_ASSIGN_OR_RETURN(
-      OutputErrorEvaluator held,
-      OutputErrorEvaluator::FromHessian(accumulated.heldout().Finish(),
-                                        accumulated.heldout_tokens()));
-  stats.heldout.emplace(std::move(held));
-  stats.diagnostics = DiagnoseHessian(*stats.calibration);
+  absl::StatusOr<OutputErrorEvaluator> evaluators[2] = {
+      absl::UnknownError("not finished"), absl::UnknownError("not finished")};
+  ParallelFor(pool, 2, [&](int64_t split) {
+    if (split == 0) {
+      stats.h = accumulated.calibration().Finish();
+      evaluators[0] = OutputErrorEvaluator::FromHessian(
+          stats.h, accumulated.calibration_tokens());
+      if (evaluators[0].ok()) {
+        stats.diagnostics = DiagnoseHessian(*evaluators[0]);
+      }
+    } else {
+      evaluators[1] = OutputErrorEvaluator::FromHessian(
+          accumulated.heldout().Finish(), accumulated.heldout_tokens());
+    }
+  });
+  QUANT_RETURN_IF_ERROR(evaluators[0].status());
+  QUANT_RETURN_IF_ERROR(evaluators[1].status());
+  stats.calibration.emplace(*std::move(evaluators[0]));
+  stats.heldout.emplace(*std::move(evaluators[1]));
   return stats;
 }
 
@@ -128,6 +138,70 @@ absl::StatusOr<QuantizedGroupLayer> QuantizeOne(
   out.choices.damp_used = result.damp_used;
   out.choices.damp_retries = result.damp_retries;
   return out;
+}
+
+// Whether two layers' GPTQ runs are one run on their stacked rows: fixed
+// damping and the same grid. GPTQ's rows are independent given H (act-order,
+// damping, U and every row's sweep depend on H and the row alone), so the
+// stacked run gives each layer exactly its own result, with one
+// factorization of H instead of one per layer and rows enough to keep every
+// thread busy.
+bool StackableGptq(const LayerSettings& a, const LayerSettings& b) {
+  return a.method == QuantMethod::kGptq && b.method == QuantMethod::kGptq &&
+         !a.damp.automatic && !b.damp.automatic &&
+         a.damp.fraction == b.damp.fraction && a.bits == b.bits &&
+         a.group_size == b.group_size && a.grid == b.grid;
+}
+
+// The group's GPTQ layers `indices` (stackable), quantized as one run.
+absl::Status QuantizeStackedGptq(const std::vector<GroupLayerInput>& layers,
+                                 const std::vector<int>& indices,
+                                 const GroupStatistics& stats,
+                                 const GroupQuantizeOptions& options,
+                                 QuantizedGroup* group,
+                                 std::vector<double>* seconds) {
+  const GroupLayerInput& first = layers[indices[0]];
+  int64_t rows = 0;
+  std::string names;
+  for (int i : indices) {
+    rows += layers[i].weight.rows();
+    absl::StrAppend(&names, names.empty() ? "" : "+", layers[i].name);
+  }
+  RowMatrixF stacked(rows, first.weight.cols());
+  int64_t at = 0;
+  for (int i : indices) {
+    stacked.middleRows(at, layers[i].weight.rows()) = layers[i].weight;
+    at += layers[i].weight.rows();
+  }
+  GptqOptions gptq;
+  gptq.grid = GridForSettings(first.settings);
+  gptq.act_order = options.recipe->act_order;
+  gptq.static_groups = options.recipe->static_groups;
+  gptq.layer_name = names;
+  gptq.pool = options.pool;
+  gptq.damp_percent = first.settings.damp.fraction;
+  const auto start = std::chrono::steady_clock::now();
+  QUANT_ASSIGN_OR_RETURN(GptqResult result,
+                         QuantizeGptq(stacked, stats.h, gptq));
+  const double elapsed = SecondsSince(start);
+  const double k = static_cast<double>(first.weight.cols());
+  at = 0;
+  for (int i : indices) {
+    const int64_t n = layers[i].weight.rows();
+    QuantizedGroupLayer& out = group->layers[i];
+    out.name = layers[i].name;
+    out.layer = SliceRows(result.layer, at, n);
+    out.choices.damp_used = result.damp_used;
+    out.choices.damp_retries = result.damp_retries;
+    // Each layer's share of the run, by rows; one K³ factorization in all.
+    const double share = static_cast<double>(n) / static_cast<double>(rows);
+    out.choices.gptq_flops =
+        2.0 * static_cast<double>(n) * k * k + share * k * k * k;
+    out.choices.gptq_seconds = share * elapsed;
+    (*seconds)[i] += share * elapsed;
+    at += n;
+  }
+  return absl::OkStatus();
 }
 
 // Every AWQ layer of the group, stacked and quantized with one s.
@@ -187,7 +261,7 @@ absl::Status QuantizeAwqLayers(const std::vector<GroupLayerInput>& layers,
 // Audits one quantized layer of the group against RTN on both splits.
 absl::Status AuditGroupLayer(const GroupLayerInput& input,
                              const GroupStatistics& stats, double seconds,
-                             const QuantizedGroup& group,
+                             const QuantizedGroup& group, ThreadPool* pool,
                              QuantizedGroupLayer* out) {
   // AWQ's layer is W·diag(s) quantized; the audit compares in W's units.
   RowMatrixF effective;
@@ -206,7 +280,8 @@ absl::Status AuditGroupLayer(const GroupLayerInput& input,
                           &*stats.heldout,
                           out->choices.damp_used,
                           out->choices.damp_retries,
-                          &stats.diagnostics};
+                          &stats.diagnostics,
+                          pool};
   QUANT_ASSIGN_OR_RETURN(out->audit, AuditLayer(audit));
   out->audit.seconds = seconds;
   return absl::OkStatus();
@@ -274,18 +349,31 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  QUANT_ASSIGN_OR_RETURN(GroupStatistics stats, FinishStatistics(statistics));
+  QUANT_ASSIGN_OR_RETURN(GroupStatistics stats,
+                         FinishStatistics(statistics, options.pool));
   const double statistics_seconds = statistics.seconds() + SecondsSince(start);
 
   group.layers.resize(layers.size());
   std::vector<double> seconds(
       layers.size(), statistics_seconds / static_cast<double>(layers.size()));
   std::vector<int> awq_indices;
-  std::vector<int> single_indices;  // GPTQ and RTN: each layer on its own.
+  std::vector<int> stacked_indices;  // GPTQ layers run as one (see above).
+  std::vector<int> single_indices;   // The rest: each layer on its own.
   for (size_t i = 0; i < layers.size(); ++i) {
-    (layers[i].settings.method == QuantMethod::kAwq ? awq_indices
-                                                    : single_indices)
-        .push_back(static_cast<int>(i));
+    const LayerSettings& settings = layers[i].settings;
+    if (settings.method == QuantMethod::kAwq) {
+      awq_indices.push_back(static_cast<int>(i));
+    } else if (StackableGptq(settings, settings) &&
+               (stacked_indices.empty() ||
+                StackableGptq(layers[stacked_indices[0]].settings, settings))) {
+      stacked_indices.push_back(static_cast<int>(i));
+    } else {
+      single_indices.push_back(static_cast<int>(i));
+    }
+  }
+  if (!stacked_indices.empty()) {
+    QUANT_RETURN_IF_ERROR(QuantizeStackedGptq(layers, stacked_indices, stats,
+                                              options, &group, &seconds));
   }
   std::vector<absl::Status> layer_status(layers.size());
   ParallelFor(options.pool, static_cast<int64_t>(single_indices.size()),
@@ -334,11 +422,12 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
         statistics_seconds / static_cast<double>(layers.size());
   }
   std::vector<absl::Status> audit_status(layers.size());
-  ParallelFor(options.pool, static_cast<int64_t>(layers.size()),
-              [&](int64_t i) {
-                audit_status[i] = AuditGroupLayer(layers[i], stats, seconds[i],
-                                                  group, &group.layers[i]);
-              });
+  ParallelFor(
+      options.pool, static_cast<int64_t>(layers.size()), [&](int64_t i) {
+        // A group of one layer spreads its error tiles instead.
+        audit_status[i] = AuditGroupLayer(layers[i], stats, seconds[i], group,
+                                          options.pool, &group.layers[i]);
+      });
   for (const absl::Status& status : audit_status) {
     QUANT_RETURN_IF_ERROR(status);
   }

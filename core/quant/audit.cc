@@ -29,12 +29,13 @@ SplitErrors FromSquares(double ref, double err, double count) {
 }
 
 SplitPair Errors(const OutputErrorEvaluator& eval, const ConstRowMatrixRef& w,
-                 const ConstRowMatrixRef& q, const ConstRowMatrixRef& rtn) {
-  const double ref = eval.SquaredNorm(w);
+                 const ConstRowMatrixRef& q, const ConstRowMatrixRef& rtn,
+                 ThreadPool* pool) {
+  const double ref = eval.SquaredNorm(w, pool);
   const double count =
       static_cast<double>(eval.token_count()) * static_cast<double>(w.rows());
-  return {FromSquares(ref, eval.SquaredError(w, q), count),
-          FromSquares(ref, eval.SquaredError(w, rtn), count)};
+  return {FromSquares(ref, eval.SquaredError(w, q, pool), count),
+          FromSquares(ref, eval.SquaredError(w, rtn, pool), count)};
 }
 
 double Ratio(double num, double den) {
@@ -77,16 +78,22 @@ double RmsOffDiagonalCorrelation(const ConstRowMatrixRef& hessian) {
   }
   const int64_t m = static_cast<int64_t>(live.size());
   if (m < 2) return 0.0;
+  // r(a, b) = H(a, b) / √(H(a, a) H(b, b)), with 1/√H(b, b) taken once.
+  std::vector<double> inv_sqrt(static_cast<size_t>(m));
+  for (int64_t a = 0; a < m; ++a) {
+    inv_sqrt[a] =
+        1.0 / std::sqrt(static_cast<double>(hessian(live[a], live[a])));
+  }
   double sum = 0.0;
   for (int64_t a = 0; a < m; ++a) {
-    const double da = std::sqrt(static_cast<double>(hessian(live[a], live[a])));
+    const float* row = hessian.row(live[a]).data();
+    double row_sum = 0.0;
     for (int64_t b = 0; b < m; ++b) {
       if (a == b) continue;
-      const double db =
-          std::sqrt(static_cast<double>(hessian(live[b], live[b])));
-      const double r = hessian(live[a], live[b]) / da / db;
-      sum += r * r;
+      const double scaled = row[live[b]] * inv_sqrt[b];
+      row_sum += scaled * scaled;
     }
+    sum += row_sum * inv_sqrt[a] * inv_sqrt[a];
   }
   return std::sqrt(sum / (static_cast<double>(m) * static_cast<double>(m - 1)));
 }
@@ -153,10 +160,10 @@ absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& in,
   a.layer = in.layer;
   a.method = in.method;
   a.grid = in.grid;
-  const SplitPair calibration =
-      Errors(*in.calibration, in.weights, in.quantized, rtn.dequantized);
+  const SplitPair calibration = Errors(*in.calibration, in.weights,
+                                       in.quantized, rtn.dequantized, in.pool);
   const SplitPair heldout =
-      Errors(*in.heldout, in.weights, in.quantized, rtn.dequantized);
+      Errors(*in.heldout, in.weights, in.quantized, rtn.dequantized, in.pool);
   a.method_calibration = calibration.method;
   a.rtn_calibration = calibration.rtn;
   a.method_heldout = heldout.method;

@@ -83,6 +83,9 @@ struct AuditInputs {
   // The calibration Hessian's diagnostics when the caller has them (the
   // layers of a group share one); null: computed here.
   const HessianDiagnostics* diagnostics = nullptr;
+  // Spreads the output errors' row tiles (inline when null; the same result
+  // on any thread count).
+  ThreadPool* pool = nullptr;
 };
 
 // T, K, T/K, dead channels and rho_rms of the calibration split's H (damping

@@ -32,62 +32,68 @@ absl::StatusOr<GptqResult> QuantizeGptq(const ConstRowMatrixRef& weights,
   Eigen::MatrixXf u;
   const int64_t block = std::min<int64_t>(options.block_size, k);
   Eigen::MatrixXf err(n, block);
-  Eigen::MatrixXf group_tmp;
   std::vector<GroupParams> params(n);
+  // Rows are independent given U: each block runs in fixed tiles of rows,
+  // each tile through the block's columns and then its later columns.
+  const int64_t tiles = (n + kGptqRowTile - 1) / kGptqRowTile;
 
   for (int64_t i1 = 0; i1 < k; i1 += block) {
     const int64_t i2 = std::min(i1 + block, k);
     UpperFactorRows(ws.l_inverse, i1, i2 - i1, &u);
-    for (int64_t j = i1; j < i2; ++j) {
-      const int64_t i = j - i1;
-      if (static_groups) {
-        const int64_t g = ws.order[j] / gs;
-        for (int64_t r = 0; r < n; ++r) params[r] = {scales(g, r), zeros(g, r)};
-      } else if (j % gs == 0) {
-        // The group's columns inside this block are up to date; those past
-        // it still lack this block's errors so far, applied here to a copy.
-        const int64_t g = j / gs;
-        const int64_t end = std::min(j + gs, k);
-        const Eigen::MatrixXf* src = &w;
-        int64_t first = j;
-        if (end > i2 && i > 0) {
-          group_tmp = w.middleCols(j, end - j);
-          group_tmp.rightCols(end - i2).noalias() -=
-              err.leftCols(i) * u.block(0, i2 - i1, i, end - i2);
-          src = &group_tmp;
-          first = 0;
+    ParallelFor(options.pool, tiles, [&](int64_t tile) {
+      const int64_t row0 = tile * kGptqRowTile;
+      const int64_t rows = std::min(kGptqRowTile, n - row0);
+      Eigen::MatrixXf group_tmp;
+      for (int64_t j = i1; j < i2; ++j) {
+        const int64_t i = j - i1;
+        if (static_groups) {
+          const int64_t g = ws.order[j] / gs;
+          for (int64_t r = row0; r < row0 + rows; ++r) {
+            params[r] = {scales(g, r), zeros(g, r)};
+          }
+        } else if (j % gs == 0) {
+          // The group's columns inside this block are up to date; those
+          // past it still lack this block's errors so far, applied here to
+          // a copy.
+          const int64_t g = j / gs;
+          const int64_t end = std::min(j + gs, k);
+          const float* src = w.data() + j * n + row0;
+          int64_t stride = n;
+          if (end > i2 && i > 0) {
+            group_tmp = w.block(row0, j, rows, end - j);
+            group_tmp.rightCols(end - i2).noalias() -=
+                err.block(row0, 0, rows, i) * u.block(0, i2 - i1, i, end - i2);
+            src = group_tmp.data();
+            stride = rows;
+          }
+          for (int64_t r = 0; r < rows; ++r) {
+            const GroupParams p =
+                ComputeGroupParams(grid, src + r, end - j, stride);
+            params[row0 + r] = p;
+            scales(g, row0 + r) = p.scale;
+            zeros(g, row0 + r) = p.zero;
+          }
         }
-        for (int64_t r = 0; r < n; ++r) {
-          params[r] =
-              ComputeGroupParams(grid, src->data() + first * n + r, end - j, n);
-          scales(g, r) = params[r].scale;
-          zeros(g, r) = params[r].zero;
+        const float d = u(i, i);
+        float* col = w.col(j).data();
+        float* e = err.col(i).data();
+        for (int64_t r = row0; r < row0 + rows; ++r) {
+          const int code = QuantizeToCode(col[r], params[r], range);
+          codes(r, j) = static_cast<uint8_t>(code);
+          const float q = DequantizeCode(code, params[r]);
+          e[r] = (col[r] - q) / d;
+          col[r] = q;
+        }
+        for (int64_t c = j + 1; c < i2; ++c) {
+          w.col(c).segment(row0, rows).noalias() -=
+              u(i, c - i1) * err.col(i).segment(row0, rows);
         }
       }
-      const float d = u(i, i);
-      float* col = w.col(j).data();
-      float* e = err.col(i).data();
-      for (int64_t r = 0; r < n; ++r) {
-        const int code = QuantizeToCode(col[r], params[r], range);
-        codes(r, j) = static_cast<uint8_t>(code);
-        const float q = DequantizeCode(code, params[r]);
-        e[r] = (col[r] - q) / d;
-        col[r] = q;
+      if (i2 < k) {
+        w.block(row0, i2, rows, k - i2).noalias() -=
+            err.block(row0, 0, rows, i2 - i1) * u.rightCols(k - i2);
       }
-      for (int64_t c = j + 1; c < i2; ++c) {
-        w.col(c).noalias() -= u(i, c - i1) * err.col(i);
-      }
-    }
-    if (i2 < k) {
-      // The later columns, in fixed tiles of rows (rows are independent).
-      const int64_t tiles = (n + kGptqRowTile - 1) / kGptqRowTile;
-      ParallelFor(options.pool, tiles, [&](int64_t tile) {
-        const int64_t row = tile * kGptqRowTile;
-        const int64_t rows = std::min(kGptqRowTile, n - row);
-        w.block(row, i2, rows, k - i2).noalias() -=
-            err.block(row, 0, rows, i2 - i1) * u.rightCols(k - i2);
-      });
-    }
+    });
   }
 
   GptqResult result;

@@ -34,10 +34,11 @@ struct GptqOptions {
   // double tolerates nearly singular H with tiny damping.
   bool factor_in_double = false;
   std::string layer_name;  // For error messages.
-  // Spreads each block's triangular solves (by fixed tiles of right-hand
-  // sides) and its update of the later columns (by fixed tiles of rows)
-  // over its threads; inline when null. The tiles are the same whatever
-  // the thread count, so are the results. Not owned.
+  // Spreads the triangular inverse behind U (by fixed tiles of columns and
+  // rows) and each block's column sweep with its update of the later
+  // columns (by fixed tiles of rows of W, which are independent) over its
+  // threads; inline when null. The tiles are the same whatever the thread
+  // count, so are the results. Not owned.
   ThreadPool* pool = nullptr;
 };
 

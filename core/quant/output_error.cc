@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 
@@ -53,44 +54,55 @@ constexpr int64_t kErrorRowTile = 256;
 }  // namespace
 
 template <typename Rows>
-double OutputErrorEvaluator::SumOfSquares(int64_t rows,
-                                          const Rows& rows_of) const {
-  double sum = 0.0;
-  RowMatrixF tile, product;
-  for (int64_t first = 0; first < rows; first += kErrorRowTile) {
+double OutputErrorEvaluator::SumOfSquares(int64_t rows, const Rows& rows_of,
+                                          ThreadPool* pool) const {
+  const int64_t tiles = (rows + kErrorRowTile - 1) / kErrorRowTile;
+  std::vector<double> partial(static_cast<size_t>(tiles), 0.0);
+  ParallelFor(pool, tiles, [&](int64_t t) {
+    const int64_t first = t * kErrorRowTile;
     const int64_t count = std::min(kErrorRowTile, rows - first);
+    RowMatrixF tile;
     rows_of(first, count, &tile);
+    double sum = 0.0;
     if (use_hessian_) {
       // tr(M H Mᵀ) = Σ_r (M H)_r · M_r.
-      product.noalias() = tile * matrix_;
+      const RowMatrixF product = tile * matrix_;
       for (int64_t r = 0; r < count; ++r) {
         sum += (product.row(r).cast<double>().array() *
                 tile.row(r).cast<double>().array())
                    .sum();
       }
     } else {
-      product.noalias() = matrix_ * tile.transpose();
-      sum += product.cast<double>().squaredNorm();
+      const RowMatrixF product = matrix_ * tile.transpose();
+      sum = product.cast<double>().squaredNorm();
     }
-  }
+    partial[static_cast<size_t>(t)] = sum;
+  });
+  double sum = 0.0;
+  for (double p : partial) sum += p;  // In tile order: any thread count.
   return sum;
 }
 
-double OutputErrorEvaluator::SquaredNorm(const ConstRowMatrixRef& m) const {
-  return SumOfSquares(m.rows(),
-                      [&](int64_t first, int64_t count, RowMatrixF* tile) {
-                        *tile = m.middleRows(first, count);
-                      });
+double OutputErrorEvaluator::SquaredNorm(const ConstRowMatrixRef& m,
+                                         ThreadPool* pool) const {
+  return SumOfSquares(
+      m.rows(),
+      [&](int64_t first, int64_t count, RowMatrixF* tile) {
+        *tile = m.middleRows(first, count);
+      },
+      pool);
 }
 
-double OutputErrorEvaluator::SquaredError(
-    const ConstRowMatrixRef& weights,
-    const ConstRowMatrixRef& quantized) const {
-  return SumOfSquares(weights.rows(),
-                      [&](int64_t first, int64_t count, RowMatrixF* tile) {
-                        *tile = weights.middleRows(first, count) -
-                                quantized.middleRows(first, count);
-                      });
+double OutputErrorEvaluator::SquaredError(const ConstRowMatrixRef& weights,
+                                          const ConstRowMatrixRef& quantized,
+                                          ThreadPool* pool) const {
+  return SumOfSquares(
+      weights.rows(),
+      [&](int64_t first, int64_t count, RowMatrixF* tile) {
+        *tile = weights.middleRows(first, count) -
+                quantized.middleRows(first, count);
+      },
+      pool);
 }
 
 double OutputErrorEvaluator::OutputMse(

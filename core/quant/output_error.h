@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "core/base/thread_pool.h"
 #include "core/quant/matrix_types.h"
 
 namespace quant {
@@ -21,11 +22,15 @@ class OutputErrorEvaluator {
   static absl::StatusOr<OutputErrorEvaluator> FromActivations(
       const ConstRowMatrixRef& activations);
 
-  // ‖X(W−Q)ᵀ‖²_F.
+  // ‖X(W−Q)ᵀ‖²_F. Rows are taken in fixed tiles, spread over `pool`
+  // (inline when null) and summed in tile order: the same on any thread
+  // count.
   double SquaredError(const ConstRowMatrixRef& weights,
-                      const ConstRowMatrixRef& quantized) const;
+                      const ConstRowMatrixRef& quantized,
+                      ThreadPool* pool = nullptr) const;
   // ‖X Mᵀ‖²_F for any [N, K] matrix M (e.g. the weight itself).
-  double SquaredNorm(const ConstRowMatrixRef& m) const;
+  double SquaredNorm(const ConstRowMatrixRef& m,
+                     ThreadPool* pool = nullptr) const;
   // Mean over the T×N entries of (X(W−Q)ᵀ)².
   double OutputMse(const ConstRowMatrixRef& weights,
                    const ConstRowMatrixRef& quantized) const;
@@ -50,7 +55,8 @@ class OutputErrorEvaluator {
   // taken kErrorRowTile rows at a time: no [N, K] temporary, products in
   // float by the GEMM, each row's sum in double.
   template <typename Rows>
-  double SumOfSquares(int64_t rows, const Rows& rows_of) const;
+  double SumOfSquares(int64_t rows, const Rows& rows_of,
+                      ThreadPool* pool) const;
   bool use_hessian_ = true;
   int64_t tokens_ = 0;
   int64_t k_ = 0;
