@@ -26,6 +26,7 @@
 #include "core/eval/evaluate.h"
 #include "core/eval/greedy_continuation.h"
 #include "core/forward/llama_model.h"
+#include "core/kernels/dispatch.h"
 #include "core/model/checkpoint.h"
 #include "core/pipeline/heldout_windows.h"
 #include "core/text/tokenizer.h"
@@ -343,7 +344,9 @@ absl::Status RunEval(const CommandInvocation& invocation) {
   } else {
     *invocation.out << EvaluationToText(evaluation, file, options, evaluated)
                     << ContinuationsToText(continuations,
-                                           evaluated.has_reference);
+                                           evaluated.has_reference)
+                    << "kernels: "
+                    << kernels::DescribeIsa(kernels::ProcessIsa()) << "\n";
   }
   return absl::OkStatus();
 }

@@ -27,6 +27,7 @@
 #include "core/base/status_macros.h"
 #include "core/base/tensor.h"
 #include "core/io/npy.h"
+#include "core/kernels/dispatch.h"
 #include "core/quant/audit.h"
 #include "core/quant/awq.h"
 #include "core/quant/gptq.h"
@@ -565,7 +566,9 @@ absl::Status RunLab(const CommandInvocation& invocation) {
     *invocation.out << result.dump(2) << "\n";
   } else {
     *invocation.out << RenderTable(runs, has_heldout, settings.grid,
-                                   in.weight.shape[0], in.weight.shape[1]);
+                                   in.weight.shape[0], in.weight.shape[1])
+                    << "kernels: "
+                    << kernels::DescribeIsa(kernels::ProcessIsa()) << "\n";
   }
   return absl::OkStatus();
 }

@@ -21,10 +21,24 @@
 #      (--max_activation_mb=0): wall time, peak memory, identical output;
 #   6. with --threads: the same 2-layer model (`quantize --local`, both
 #      propagations) on 1 thread and on every core: wall time, the block
-#      tasks' time, peak memory, identical output.
+#      tasks' time, peak memory, identical output;
+#   7. levels: a 2-layer synthetic Llama (hidden 1024, MLP 2816, 16 heads,
+#      32 x 256 tokens in each split) through `quantize --local` at every
+#      kernel level this CPU runs, on 1 thread and on every core: wall
+#      time, its nominal work as GFLOP/s and as a share of this machine's
+#      native SGEMM rate (measured in the same run), identical output per
+#      level. Nominal work: one forward pass of each split through each
+#      block (causal attention), the Hessians of both splits, GPTQ's sweeps
+#      (N·K² per layer, K³ per shared Hessian) and the gates' evaluation of
+#      both models on the held-out split; the audit is not counted;
+#   8. with --real: synthetic checkpoints shaped like Llama-3.2-1B and
+#      Llama-3-8B (a few of their layers) through quantd with a release's
+#      calibration (128 x 2048 tokens, 10% held out): seconds per block,
+#      peak memory of quantd and of the worker, and whole models
+#      extrapolated on 1, 8 and 64 workers (an hour or more).
 #
-#   scripts/bench.sh [--large] [--scaling] [--activations] [--threads]
-#                    [--only cores|local|service|scaling|activations|threads]
+#   scripts/bench.sh [--large] [--scaling] [--activations] [--threads] [--real]
+#                    [--only cores|local|service|levels|scaling|activations|threads|real]
 #
 #   --large     adds 7B-shaped layers to section 1 (minutes)
 #   --only S    runs one section (with --only scaling, --scaling is implied)
@@ -35,6 +49,8 @@
 # (default 16 calibration sequences of 128 tokens) size section 4;
 # QUANT_BENCH_SCALING_RUNS lists its runs as "WORKERS WORKER_FLAG" pairs
 # separated by ';' (default "1 --threads=1;2 --threads=1;1 --threads=0").
+# QUANT_BENCH_REAL_MODELS lists section 8's models as "NAME HIDDEN
+# INTERMEDIATE HEADS KV_HEADS FULL_LAYERS MEASURED_LAYERS" separated by ';'.
 # QUANT_BENCH_ACTIVATION_SAMPLES (default 128 windows of 128 tokens) sizes
 # section 5, QUANT_BENCH_THREAD_SAMPLES (default 64) section 6.
 set -euo pipefail
@@ -44,6 +60,7 @@ large=()
 scaling=0
 activations=0
 threads=0
+real=0
 only=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -51,24 +68,26 @@ while [ $# -gt 0 ]; do
     --scaling) scaling=1 ;;
     --activations) activations=1 ;;
     --threads) threads=1 ;;
+    --real) real=1 ;;
     --only)
       only="${2:-}"
       shift
       ;;
     *)
-      echo "usage: scripts/bench.sh [--large] [--scaling] [--activations] [--threads] [--only cores|local|service|scaling|activations|threads]" >&2
+      echo "usage: scripts/bench.sh [--large] [--scaling] [--activations] [--threads] [--real] [--only cores|local|service|levels|scaling|activations|threads|real]" >&2
       exit 2
       ;;
   esac
   shift
 done
 case "$only" in
-  "" | cores | local | service) ;;
+  "" | cores | local | service | levels) ;;
   scaling) scaling=1 ;;
   activations) activations=1 ;;
   threads) threads=1 ;;
+  real) real=1 ;;
   *)
-    echo "bench: --only must be cores, local, service, scaling, activations or threads, got '$only'" >&2
+    echo "bench: --only must be cores, local, service, levels, scaling, activations, threads or real, got '$only'" >&2
     exit 2
     ;;
 esac
@@ -86,6 +105,7 @@ quantd="$build/server/quantd"
 synth="$build/bench/synth/quant-synth-checkpoint"
 
 echo "== machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/^Mem:/ {print $2}') GiB; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "== kernels: $("$quantctl" kernels | tr -s ' ' | paste -sd ';' -)"
 
 if want cores; then
   echo
@@ -340,6 +360,144 @@ if [ "$activations" -eq 1 ]; then
       "model.safetensors sha256 $sum$same"
   done
   echo "(peak_mb: the process's VmHWM, finalize included; 0 keeps every hidden state in files)"
+fi
+
+if want levels; then
+  echo
+  echo "== 7. levels: synthetic Llama, hidden 1024, MLP 2816, 2 layers, 16 heads, bf16;"
+  echo "   GPTQ w4 g128 act-order, sequential, 32 x 256 tokens in each split, quantize --local"
+  # The machine's SGEMM ceiling now: Eigen built for this CPU and OpenBLAS.
+  native=$("$build/bench/quant_cores_bench" \
+    --benchmark_filter='^Sgemm(NativeEigen|OpenBLAS)/1024/' 2>/dev/null |
+    sed -n 's/^native SGEMM ceiling.*: \([0-9.]*\) GFLOP\/s$/\1/p')
+  echo "   native SGEMM 1024^3 (best of Eigen -march=native and OpenBLAS, this run): $native GFLOP/s"
+  synth_dir="$work/synth-levels"
+  synth_model "$synth_dir" 2
+  cat >"$work/levels.yaml" <<EOF
+method: gptq
+bits: 4
+group_size: 128
+grid: sym
+damp: 0.01
+act_order: true
+propagation: sequential
+calibration:
+  samples: 32
+  seq_len: 256
+  heldout_fraction: 0.1
+  heldout_samples: 32
+  seed: 0
+format: compressed-tensors
+gates:
+  max_ppl_ratio: 2.0
+  max_mean_kl: 1.0
+  min_top1_agreement: 0.5
+EOF
+  # The nominal work in GFLOP (see the header), from the model's shapes.
+  nominal=$(awk -v h=1024 -v f=2816 -v q=1024 -v kv=1024 -v L=256 -v B=2 -v V=512 \
+    -v tc=8192 -v th=8192 'BEGIN {
+      lin = h * q + 2 * h * kv + q * h + 3 * h * f
+      fwd = 2 * lin + 2 * L * q
+      calib = B * (tc + th) * fwd
+      hess = B * (tc + th) * (h * h + q * q + h * h + f * f)
+      gptq = B * ((q + 2 * kv) * h * h + h ^ 3 + h * q * q + q ^ 3 \
+                  + 2 * f * h * h + h ^ 3 + h * f * f + f ^ 3)
+      gates = 2 * th * (B * fwd + 2 * h * V)
+      printf "%.1f", (calib + hess + gptq + gates) / 1e9 }')
+  echo "   nominal work: $nominal GFLOP"
+  printf '%-22s %8s %8s %9s %11s %8s  %s\n' run wall_s GFLOP/s of_native thr_speedup peak_mb output
+  cores=$(nproc)
+  counts="1"
+  [ "$cores" -gt 1 ] && counts="1 $cores"
+  local_json=()
+  for level in $("$quantctl" kernels --supported_names); do
+    first="" base=""
+    for n in $counts; do
+      out="$work/levels-$level-$n"
+      read -r wall rss < <(run_local "$synth_dir" "$work/levels.yaml" "$out" \
+        --threads="$n" --isa="$level")
+      sum=$(sha256sum "$out/model.safetensors" | cut -c1-16)
+      same=""
+      if [ -n "$first" ]; then
+        if [ "$sum" = "$first" ]; then same=" (identical)"; else same=" (DIFFERENT)"; fi
+      fi
+      [ -z "$first" ] && first=$sum base=$wall
+      rate=$(calc %.1f "$nominal / $wall")
+      printf '%-22s %8s %8s %8s%% %11s %8d  %s\n' "$level --threads=$n" "$wall" "$rate" \
+        "$(calc %.0f "100 * $rate / $native")" "$(calc %.2fx "$base / $wall")" "$((rss / 1024))" \
+        "model.safetensors sha256 $sum$same"
+    done
+  done
+  echo "(of_native: nominal GFLOP/s over one core's native SGEMM rate, also for --threads=$cores;"
+  echo " thr_speedup: wall time on 1 thread over this row's)"
+fi
+
+if [ "$real" -eq 1 ]; then
+  echo
+  echo "== 8. real sizes: synthetic Llama-3.2-1B and Llama-3-8B shapes through quantd,"
+  echo "   1 local worker on every core; GPTQ w4 g128 act-order, sequential,"
+  echo "   128 x 2048 calibration tokens, 10% of the documents held out"
+  cat >"$work/real.yaml" <<EOF
+method: gptq
+bits: 4
+group_size: 128
+grid: sym
+damp: 0.01
+act_order: true
+propagation: sequential
+calibration:
+  samples: 128
+  seq_len: 2048
+  heldout_fraction: 0.1
+  seed: 0
+format: compressed-tensors
+gates:
+  max_ppl_ratio: 2.0
+  max_mean_kl: 1.0
+  min_top1_agreement: 0.3
+EOF
+  printf '%-26s %6s %8s %10s %11s %10s %10s\n' model layers wall_s s_per_block finalize_s quantd_mb worker_mb
+  rows=()
+  # name hidden intermediate heads kv_heads full_layers measured_layers
+  IFS=';' read -r -a models <<<"${QUANT_BENCH_REAL_MODELS:-llama-3.2-1b 2048 8192 32 8 16 2;llama-3-8b 4096 14336 32 8 32 1}"
+  for spec in "${models[@]}"; do
+    read -r name hidden inter heads kv full layers <<<"$spec"
+    dir="$work/real-$name"
+    "$synth" --out "$dir" --hidden "$hidden" --intermediate "$inter" --layers "$layers" \
+      --heads "$heads" --kv_heads "$kv" --vocab_from "$checkpoint" --seed 0 --dtype bf16 >/dev/null
+    start_quantd 1 "--threads=$(nproc)" "$work/svc-$name" "$work,$(dirname "$text")"
+    read -r wall blocks block_s final_s quantd_mib worker_mib < <(run_service "$dir" "$work/real.yaml")
+    stop_quantd
+    per_block=$(calc %.1f "$block_s / $blocks")
+    printf '%-26s %6s %8s %10s %11s %10s %10s\n' "$name" "$layers/$full" "$wall" "$per_block" \
+      "$final_s" "$quantd_mib" "$worker_mib"
+    rows+=("$name $full $per_block $(calc %.1f "$final_s / $layers")")
+    rm -rf "$dir" "$work/svc-$name"
+  done
+  echo
+  echo "   whole models extrapolated from the measured per-block costs (workers like this one):"
+  printf '   %-16s %-12s %12s %12s %12s\n' model propagation "1 worker" "8 workers" "64 workers"
+  for row in "${rows[@]}"; do
+    read -r name full per_block final_per_block <<<"$row"
+    finalize=$(calc %.0f "$final_per_block * $full")
+    for prop in sequential independent; do
+      line=""
+      for w in 1 8 64; do
+        if [ "$prop" = sequential ]; then
+          t=$(calc %.0f "$full * $per_block + $finalize")
+        else
+          t=$(calc %.0f "int(($full + $w - 1) / $w) * $per_block + $finalize")
+        fi
+        line+=$(printf ' %11.1fh' "$(calc %.4f "$t / 3600")")
+      done
+      printf '   %-16s %-12s%s\n' "$name" "$prop" "$line"
+    done
+  done
+  echo "   (sequential: blocks run one after another today, so more workers do not shorten it;"
+  echo "    independent: blocks side by side, each block's cost taken as the sequential one's;"
+  echo "    finalize: the gates over every block, on one worker. The synthetic models take"
+  echo "    stories260K's 512-token vocabulary: a real 128,256-token lm_head adds"
+  echo "    2 x hidden x 128,256 flops per held-out token for each of the two models)"
 fi
 
 if [ "$threads" -eq 1 ]; then

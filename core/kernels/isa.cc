@@ -122,7 +122,7 @@ CpuFeatures DetectCpuFeatures() {
 #if defined(__x86_64__)
   f.x86 = true;
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-  const unsigned max_leaf = __get_cpuid_max(0, nullptr);
+  const unsigned max_leaf = static_cast<unsigned>(__get_cpuid_max(0, nullptr));
   if (max_leaf >= 1 && __get_cpuid(1, &eax, &ebx, &ecx, &edx)) {
     f.sse3 = ecx & (1u << 0);
     f.ssse3 = ecx & (1u << 9);
@@ -154,7 +154,8 @@ CpuFeatures DetectCpuFeatures() {
     f.avx512bw = ebx & (1u << 30);
     f.avx512vl = ebx & (1u << 31);
   }
-  if (__get_cpuid_max(0x80000000u, nullptr) >= 0x80000001u &&
+  if (static_cast<unsigned>(__get_cpuid_max(0x80000000u, nullptr)) >=
+          0x80000001u &&
       __get_cpuid(0x80000001u, &eax, &ebx, &ecx, &edx)) {
     f.lahf = ecx & (1u << 0);
     f.lzcnt = ecx & (1u << 5);

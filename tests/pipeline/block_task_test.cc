@@ -25,9 +25,6 @@ using testing::Block0Input;
 using testing::LoadStories260K;
 using testing::SmallRecipe;
 
-const char* const kTypes[] = {"q_proj",    "k_proj",  "v_proj",   "o_proj",
-                              "gate_proj", "up_proj", "down_proj"};
-
 double RelativeDifference(const RowMatrixF& a, const RowMatrixF& b) {
   return (a - b).norm() / b.norm();
 }
