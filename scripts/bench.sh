@@ -464,7 +464,8 @@ EOF
     read -r name hidden inter heads kv full layers <<<"$spec"
     dir="$work/real-$name"
     "$synth" --out "$dir" --hidden "$hidden" --intermediate "$inter" --layers "$layers" \
-      --heads "$heads" --kv_heads "$kv" --vocab_from "$checkpoint" --seed 0 --dtype bf16 >/dev/null
+      --heads "$heads" --kv_heads "$kv" --vocab_from "$checkpoint" --seed 0 --dtype bf16 \
+      --max_positions 2048 >/dev/null
     start_quantd 1 "--threads=$(nproc)" "$work/svc-$name" "$work,$(dirname "$text")"
     read -r wall blocks block_s final_s quantd_mib worker_mib < <(run_service "$dir" "$work/real.yaml")
     stop_quantd

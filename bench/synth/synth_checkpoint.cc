@@ -45,6 +45,12 @@ absl::StatusOr<nlohmann::json> ConfigJson(const SynthOptions& options) {
   QUANT_RETURN_IF_ERROR(CheckPositive("layers", options.layers));
   QUANT_RETURN_IF_ERROR(CheckPositive("heads", options.heads));
   QUANT_RETURN_IF_ERROR(CheckPositive("kv_heads", options.kv_heads));
+  if (options.max_positions < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_positions must be 0 (the vocabulary source's) or "
+                     "positive, got ",
+                     options.max_positions));
+  }
   if (options.hidden % options.heads != 0) {
     return absl::InvalidArgumentError(absl::StrCat("--heads (", options.heads,
                                                    ") must divide --hidden (",
@@ -74,7 +80,9 @@ absl::StatusOr<nlohmann::json> ConfigJson(const SynthOptions& options) {
       {"num_key_value_heads", options.kv_heads},
       {"head_dim", options.hidden / options.heads},
       {"vocab_size", source.vocab_size},
-      {"max_position_embeddings", source.max_position_embeddings},
+      {"max_position_embeddings", options.max_positions > 0
+                                      ? options.max_positions
+                                      : source.max_position_embeddings},
       {"rms_norm_eps", source.rms_norm_eps},
       {"rope_theta", source.rope_theta},
       {"hidden_act", "silu"},

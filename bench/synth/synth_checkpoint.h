@@ -26,6 +26,9 @@ struct SynthOptions {
   int layers = 4;
   int heads = 4;
   int kv_heads = 4;
+  // max_position_embeddings; 0 takes vocab_from's. Real models' calibration
+  // windows (2048 tokens) are longer than the small models' contexts.
+  int64_t max_positions = 0;
   uint64_t seed = 0;
   DType dtype = DType::kF32;  // kF32 or kBF16.
 };

@@ -21,6 +21,8 @@ ABSL_FLAG(int64_t, intermediate, 688, "intermediate_size (MLP width).");
 ABSL_FLAG(int, layers, 4, "num_hidden_layers.");
 ABSL_FLAG(int, heads, 4, "num_attention_heads; must divide --hidden.");
 ABSL_FLAG(int, kv_heads, 4, "num_key_value_heads; must divide --heads.");
+ABSL_FLAG(int64_t, max_positions, 0,
+          "max_position_embeddings; 0 takes --vocab_from's.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of the weights: same seed, same bytes.");
 ABSL_FLAG(std::string, dtype, "f32", "Stored dtype: f32 or bf16.");
 
@@ -39,6 +41,7 @@ int main(int argc, char** argv) {
   options.layers = absl::GetFlag(FLAGS_layers);
   options.heads = absl::GetFlag(FLAGS_heads);
   options.kv_heads = absl::GetFlag(FLAGS_kv_heads);
+  options.max_positions = absl::GetFlag(FLAGS_max_positions);
   options.seed = absl::GetFlag(FLAGS_seed);
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   if (dtype == "f32") {

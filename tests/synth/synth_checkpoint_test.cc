@@ -10,6 +10,7 @@
 
 #include "core/base/file_util.h"
 #include "core/model/checkpoint.h"
+#include "core/model/model_config.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -111,6 +112,28 @@ TEST(SynthCheckpointTest, LoadsWithConfiguredShapesAndScale) {
   for (float v : norm->data) ASSERT_EQ(v, 1.0f);
 }
 
+// The context length comes from the vocabulary's model unless set: a real
+// model's 2048-token calibration windows need a longer one.
+TEST(SynthCheckpointTest, MaxPositionsDefaultsToTheVocabularySource) {
+  QUANT_REQUIRE_SHARED(VocabDir());
+  const std::string root = quant::testing::MakeTempDir();
+  absl::StatusOr<ModelConfig> source = LoadModelConfig(VocabDir());
+  ASSERT_TRUE(source.ok()) << source.status();
+  SynthOptions options = Small(root + "/default", 0);
+  ASSERT_TRUE(WriteSynthCheckpoint(options).ok());
+  absl::StatusOr<ModelConfig> written = LoadModelConfig(root + "/default");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->max_position_embeddings, source->max_position_embeddings);
+
+  options = Small(root + "/long", 0);
+  options.max_positions = 2048;
+  ASSERT_TRUE(WriteSynthCheckpoint(options).ok());
+  written = LoadModelConfig(root + "/long");
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->max_position_embeddings, 2048);
+  EXPECT_NE(source->max_position_embeddings, 2048);
+}
+
 TEST(SynthCheckpointTest, SeedDecidesTheBytes) {
   QUANT_REQUIRE_SHARED(VocabDir());
   const std::string root = quant::testing::MakeTempDir();
@@ -159,6 +182,10 @@ TEST(SynthCheckpointTest, BadShapesNameTheFlag) {
   options.layers = 0;
   result = WriteSynthCheckpoint(options);
   EXPECT_THAT(result.status().message(), HasSubstr("--layers"));
+  options = Small(root + "/bad", 0);
+  options.max_positions = -1;
+  result = WriteSynthCheckpoint(options);
+  EXPECT_THAT(result.status().message(), HasSubstr("--max_positions"));
   options = Small(root + "/bad", 0);
   options.vocab_from = root;  // No config.json there.
   EXPECT_FALSE(WriteSynthCheckpoint(options).ok());
