@@ -15,6 +15,7 @@
 #include "client/quantize_command.h"
 #include "client/recipe_command.h"
 #include "client/tokenize_command.h"
+#include "core/base/allocator_tuning.h"
 #ifdef QUANT_CLIENT_SERVICE
 #include "client/calib_command.h"
 #include "client/fetch_command.h"
@@ -62,6 +63,8 @@ std::vector<std::string> MergeRepeatedListFlag(
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Before any allocation of size: see allocator_tuning.h.
+  quant::TuneAllocatorForLargeMatrices();
   const std::vector<quant::Command> commands = {
       quant::InspectCommand(),  quant::TokenizeCommand(),
       quant::EvalCommand(),     quant::CaptureCommand(),

@@ -1,10 +1,11 @@
 // quantctl's channel to quantd; see service_client.h.
 #include "client/service_client.h"
 
+#include <unistd.h>
+
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "client/command.h"
 #include "core/base/file_util.h"
+#include "core/base/read_roots.h"
 #include "core/base/status_macros.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
@@ -76,6 +78,14 @@ absl::StatusOr<ServiceClientOptions> ServiceClientOptionsFromFlags() {
                            server::ReadTokenFile(token_file, "--token_file"));
   } else {
     options.token = token.empty() ? Getenv("QUANT_TOKEN") : token;
+    if (!options.token.empty()) {
+      // A newline or non-ASCII byte would abort gRPC's metadata check.
+      if (absl::Status ok = server::CheckToken(
+              options.token, token.empty() ? "QUANT_TOKEN" : "--token");
+          !ok.ok()) {
+        return UsageError(ok.message());
+      }
+    }
   }
 
   options.tls_ca_file = absl::GetFlag(FLAGS_tls_ca);
@@ -172,10 +182,9 @@ void ServiceClient::Prepare(grpc::ClientContext* context,
 
 absl::StatusOr<v1::UploadCalibrationResponse> ServiceClient::UploadCalibration(
     const std::string& path, size_t chunk_bytes) {
-  std::ifstream file(path, std::ios::binary);
-  if (!file) {
-    return ErrnoToStatus("calibration file", path, errno);
-  }
+  // A FIFO or a directory is refused here rather than blocking or sending
+  // nothing; the check is the same one quantd makes.
+  QUANT_ASSIGN_OR_RETURN(const int fd, OpenRegularFileForRead(path));
   grpc::ClientContext context;
   Prepare(&context, 0);
   v1::UploadCalibrationResponse response;
@@ -185,21 +194,22 @@ absl::StatusOr<v1::UploadCalibrationResponse> ServiceClient::UploadCalibration(
   message.set_filename(BaseName(path));
   bool sending = writer->Write(message);
   std::string buffer(chunk_bytes, '\0');
-  while (sending && file) {
-    file.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    const std::streamsize n = file.gcount();
+  int read_errno = 0;
+  while (sending) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) read_errno = errno;
     if (n <= 0) break;
     message.set_chunk(buffer.data(), static_cast<size_t>(n));
     sending = writer->Write(message);
   }
+  ::close(fd);
   // A failed Write means the server has already answered (e.g. the file
   // is too large): Finish brings its status.
-  const bool read_error = sending && file.bad();
   if (sending) writer->WritesDone();
   const grpc::Status status = writer->Finish();
-  if (read_error) {
-    return absl::DataLossError(
-        absl::StrCat("calibration file ", path, ": read error"));
+  if (read_errno != 0) {
+    return ErrnoToStatus("cannot read calibration file", path, read_errno);
   }
   if (!status.ok()) return FromGrpcStatus(status, options_.address);
   return response;

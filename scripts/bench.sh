@@ -35,10 +35,13 @@
 #      Llama-3-8B (a few of their layers) through quantd with a release's
 #      calibration (128 x 2048 tokens, 10% held out): seconds per block,
 #      peak memory of quantd and of the worker, and whole models
-#      extrapolated on 1, 8 and 64 workers (an hour or more).
+#      extrapolated on 1, 8 and 64 workers (an hour or more);
+#   9. allocator: the 2-layer job with quantctl's allocator tuning and with
+#      glibc's defaults, on 1 thread and on every core: wall, user and system
+#      time, minor page faults, peak memory, identical output.
 #
 #   scripts/bench.sh [--large] [--scaling] [--activations] [--threads] [--real]
-#                    [--only cores|local|service|levels|scaling|activations|threads|real]
+#                    [--only cores|local|service|levels|allocator|scaling|activations|threads|real]
 #
 #   --large     adds 7B-shaped layers to section 1 (minutes)
 #   --only S    runs one section (with --only scaling, --scaling is implied)
@@ -74,20 +77,20 @@ while [ $# -gt 0 ]; do
       shift
       ;;
     *)
-      echo "usage: scripts/bench.sh [--large] [--scaling] [--activations] [--threads] [--real] [--only cores|local|service|levels|scaling|activations|threads|real]" >&2
+      echo "usage: scripts/bench.sh [--large] [--scaling] [--activations] [--threads] [--real] [--only cores|local|service|levels|allocator|scaling|activations|threads|real]" >&2
       exit 2
       ;;
   esac
   shift
 done
 case "$only" in
-  "" | cores | local | service | levels) ;;
+  "" | cores | local | service | levels | allocator) ;;
   scaling) scaling=1 ;;
   activations) activations=1 ;;
   threads) threads=1 ;;
   real) real=1 ;;
   *)
-    echo "bench: --only must be cores, local, service, levels, scaling, activations, threads or real, got '$only'" >&2
+    echo "bench: --only must be cores, local, service, levels, allocator, scaling, activations, threads or real, got '$only'" >&2
     exit 2
     ;;
 esac
@@ -373,26 +376,7 @@ if want levels; then
   echo "   native SGEMM 1024^3 (best of Eigen -march=native and OpenBLAS, this run): $native GFLOP/s"
   synth_dir="$work/synth-levels"
   synth_model "$synth_dir" 2
-  cat >"$work/levels.yaml" <<EOF
-method: gptq
-bits: 4
-group_size: 128
-grid: sym
-damp: 0.01
-act_order: true
-propagation: sequential
-calibration:
-  samples: 32
-  seq_len: 256
-  heldout_fraction: 0.1
-  heldout_samples: 32
-  seed: 0
-format: compressed-tensors
-gates:
-  max_ppl_ratio: 2.0
-  max_mean_kl: 1.0
-  min_top1_agreement: 0.5
-EOF
+  cp bench/recipes/synthetic-2layer-gptq-w4.yaml "$work/levels.yaml"
   # The nominal work in GFLOP (see the header), from the model's shapes.
   nominal=$(awk -v h=1024 -v f=2816 -v q=1024 -v kv=1024 -v L=256 -v B=2 -v V=512 \
     -v tc=8192 -v th=8192 'BEGIN {
@@ -432,30 +416,41 @@ EOF
   echo " thr_speedup: wall time on 1 thread over this row's)"
 fi
 
+if want allocator; then
+  echo
+  echo "== 9. allocator: the same 2-layer job at the highest level, with quantctl's"
+  echo "   allocator tuning (large matrices kept in the heap, core/base/allocator_tuning.h)"
+  echo "   and with glibc's defaults (any GLIBC_TUNABLES turns the tuning off), twice each"
+  cores=$(nproc)
+  synth_dir="$work/synth-allocator"
+  [ -d "$synth_dir" ] || synth_model "$synth_dir" 2
+  printf '%-30s %8s %8s %8s %10s %9s  %s\n' run wall_s user_s sys_s minor_flt rss_mb output
+  for n in 1 "$cores"; do
+    for round in 1 2; do
+      for mode in tuned glibc; do
+        out="$work/alloc-$mode-$n-$round"
+        tunables=()
+        [ "$mode" = glibc ] && tunables=(env GLIBC_TUNABLES=glibc.malloc.check=0)
+        "${tunables[@]}" /usr/bin/time -f '%e %U %S %R %M' -o "$work/time" "$quantctl" quantize --local \
+          --checkpoint "$synth_dir" --calibration "$text" \
+          --recipe bench/recipes/synthetic-2layer-gptq-w4.yaml --out "$out" \
+          --threads="$n" --json >/dev/null 2>"$work/local.log" || {
+          echo "bench: quantize --local failed" >&2; tail -5 "$work/local.log" >&2; exit 1; }
+        read -r wall user sys faults rss < "$work/time"
+        printf '%-30s %8s %8s %8s %10s %9d  %s\n' "$mode --threads=$n (round $round)" "$wall" "$user" \
+          "$sys" "$faults" "$((rss / 1024))" "sha256 $(sha256sum "$out/model.safetensors" | cut -c1-16)"
+        rm -rf "$out"
+      done
+    done
+  done
+fi
+
 if [ "$real" -eq 1 ]; then
   echo
   echo "== 8. real sizes: synthetic Llama-3.2-1B and Llama-3-8B shapes through quantd,"
   echo "   1 local worker on every core; GPTQ w4 g128 act-order, sequential,"
   echo "   128 x 2048 calibration tokens, 10% of the documents held out"
-  cat >"$work/real.yaml" <<EOF
-method: gptq
-bits: 4
-group_size: 128
-grid: sym
-damp: 0.01
-act_order: true
-propagation: sequential
-calibration:
-  samples: 128
-  seq_len: 2048
-  heldout_fraction: 0.1
-  seed: 0
-format: compressed-tensors
-gates:
-  max_ppl_ratio: 2.0
-  max_mean_kl: 1.0
-  min_top1_agreement: 0.3
-EOF
+  cp bench/recipes/real-sizes-gptq-w4.yaml "$work/real.yaml"
   printf '%-26s %6s %8s %10s %11s %10s %10s\n' model layers wall_s s_per_block finalize_s quantd_mb worker_mb
   rows=()
   # name hidden intermediate heads kv_heads full_layers measured_layers

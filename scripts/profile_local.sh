@@ -50,26 +50,7 @@ trap 'rm -rf "$work"' EXIT
 "$build/bench/synth/quant-synth-checkpoint" --out "$work/model" --hidden 1024 \
   --intermediate 2816 --layers 2 --heads 16 --kv_heads 16 \
   --vocab_from "$checkpoint" --seed 0 --dtype bf16 >/dev/null
-cat >"$work/recipe.yaml" <<EOF
-method: gptq
-bits: 4
-group_size: 128
-grid: sym
-damp: 0.01
-act_order: true
-propagation: sequential
-calibration:
-  samples: 32
-  seq_len: 256
-  heldout_fraction: 0.1
-  heldout_samples: 32
-  seed: 0
-format: compressed-tensors
-gates:
-  max_ppl_ratio: 2.0
-  max_mean_kl: 1.0
-  min_top1_agreement: 0.5
-EOF
+cp bench/recipes/synthetic-2layer-gptq-w4.yaml "$work/recipe.yaml"
 args=(quantize --local --checkpoint "$work/model" --calibration "$text"
       --recipe "$work/recipe.yaml" --out "$work/out" --threads="$threads" --json)
 [ -n "$isa" ] && args+=(--isa="$isa")

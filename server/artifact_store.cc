@@ -1,7 +1,11 @@
 // FileArtifactStore: content-addressed calibration sets under a directory.
 #include "server/artifact_store.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -31,8 +35,19 @@ absl::StatusOr<std::unique_ptr<FileArtifactStore>> FileArtifactStore::Open(
         "max_calibration_bytes must be positive, got ", max_calibration_bytes));
   }
   if (absl::Status s = EnsureDirectory(*dir); !s.ok()) return s;
-  if (absl::Status s = EnsureDirectory(JoinPath(*dir, "calib")); !s.ok()) {
-    return s;
+  const std::string calib = JoinPath(*dir, "calib");
+  if (absl::Status s = EnsureDirectory(calib); !s.ok()) return s;
+  // An upload killed mid-write leaves its temporary file (WriteFileAtomically
+  // names it "<final>.tmp-<pid>-<n>"); nothing else writes here, and this
+  // runs before quantd serves, so every one found is an orphan.
+  absl::StatusOr<std::vector<std::string>> names = ListFiles(calib);
+  if (!names.ok()) return names.status();
+  for (const std::string& name : *names) {
+    if (name.find(".tmp-") == std::string::npos) continue;
+    if (::unlink(JoinPath(calib, name).c_str()) != 0 && errno != ENOENT) {
+      return ErrnoToStatus("cannot remove the interrupted upload",
+                           JoinPath(calib, name), errno);
+    }
   }
   return std::unique_ptr<FileArtifactStore>(
       new FileArtifactStore(root_uri, *dir, max_calibration_bytes));

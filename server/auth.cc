@@ -6,12 +6,14 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "core/base/file_util.h"
+#include "core/base/status_macros.h"
 
 namespace quant::server {
 namespace {
 
-constexpr char kBearer[] = "Bearer ";
+constexpr absl::string_view kBearer = "Bearer ";
 constexpr size_t kMinTokenLength = 16;
 
 bool SameToken(const std::string& a, const std::string& b) {
@@ -37,12 +39,13 @@ absl::Status Authenticator::CheckHeader(const std::string* header,
       role == CallerRole::kClient ? tokens_.client : tokens_.worker;
   const std::string& other =
       role == CallerRole::kClient ? tokens_.worker : tokens_.client;
-  if (header == nullptr || !absl::StartsWith(*header, kBearer)) {
+  // The scheme is case-insensitive (RFC 6750 via RFC 7235).
+  if (header == nullptr || !absl::StartsWithIgnoreCase(*header, kBearer)) {
     return absl::UnauthenticatedError(
         absl::StrCat("authorization: a \"Bearer <token>\" header with the ",
                      ServiceName(role), " token is required"));
   }
-  const std::string token = header->substr(sizeof(kBearer) - 1);
+  const std::string token = header->substr(kBearer.size());
   if (SameToken(token, expected)) return absl::OkStatus();
   if (SameToken(token, other)) {
     return absl::PermissionDeniedError(absl::StrCat(
@@ -65,6 +68,25 @@ absl::Status Authenticator::Check(const grpc::ServerContext& context,
   return CheckHeader(&header, role);
 }
 
+absl::Status CheckToken(absl::string_view token, absl::string_view source) {
+  if (token.size() < kMinTokenLength) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(source, " holds a token of ", token.size(),
+                     " characters; use at least ", kMinTokenLength));
+  }
+  for (size_t i = 0; i < token.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(token[i]);
+    if (byte < 0x21 || byte > 0x7E) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          source, ": the token's byte ", i + 1, " is 0x",
+          absl::Hex(byte, absl::kZeroPad2),
+          ", not visible ASCII (0x21..0x7E); a token must fit an HTTP header "
+          "(one line, no spaces, no control or non-ASCII bytes)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
                                           const std::string& flag) {
   absl::StatusOr<std::string> text = ReadFileToString(path, 4096);
@@ -72,13 +94,12 @@ absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
     return absl::InvalidArgumentError(
         absl::StrCat(flag, ": ", text.status().message()));
   }
-  std::string token(absl::StripAsciiWhitespace(*text));
-  if (token.size() < kMinTokenLength) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(flag, ": ", path, " holds a token of ", token.size(),
-                     " characters; use at least ", kMinTokenLength));
-  }
-  return token;
+  absl::string_view token = *text;
+  // One trailing newline, as `echo` or an editor leaves it; anything else
+  // is part of the token and must pass the check.
+  if (absl::ConsumeSuffix(&token, "\n")) absl::ConsumeSuffix(&token, "\r");
+  QUANT_RETURN_IF_ERROR(CheckToken(token, absl::StrCat(flag, ": ", path)));
+  return std::string(token);
 }
 
 }  // namespace quant::server

@@ -12,6 +12,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "grpcpp/server_context.h"
 
 namespace quant::server {
@@ -40,8 +41,14 @@ class Authenticator {
   AuthTokens tokens_;
 };
 
-// A token file's contents without surrounding whitespace; InvalidArgument
-// naming `flag` when it is unreadable, empty or shorter than 16 characters.
+// OK when `token` can travel in an "authorization: Bearer" header: at least
+// 16 characters, each visible ASCII (0x21..0x7E). Otherwise InvalidArgument
+// naming `source` and the first bad byte's position and value, never the
+// token itself (it must not reach a log).
+absl::Status CheckToken(absl::string_view token, absl::string_view source);
+
+// A token file's contents less one trailing newline ("\n" or "\r\n"), checked
+// by CheckToken; InvalidArgument naming `flag` otherwise.
 absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
                                           const std::string& flag);
 

@@ -3,6 +3,7 @@
 #ifndef QUANT_SERVER_GRPC_STATUS_H_
 #define QUANT_SERVER_GRPC_STATUS_H_
 
+#include <cstddef>
 #include <type_traits>
 #include <utility>
 
@@ -11,6 +12,11 @@
 #include "grpcpp/support/status.h"
 
 namespace quant::server {
+
+// Longer messages are cut (marked, on a UTF-8 boundary): a message echoing
+// a 10,000-character input once exceeded the client's metadata limit, so
+// the caller saw RESOURCE_EXHAUSTED instead of the error.
+inline constexpr size_t kMaxStatusMessageBytes = 2048;
 
 grpc::Status ToGrpcStatus(const absl::Status& status);
 

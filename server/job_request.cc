@@ -8,14 +8,28 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
+#include "core/base/read_roots.h"
 #include "core/base/sha256.h"
 #include "core/calib/calibration_file.h"
 #include "core/model/checkpoint.h"
 #include "core/pipeline/quantization_plan.h"
+#include "core/recipe/recipe.h"
 #include "server/recipe_convert.h"
 
 namespace quant::server {
 namespace {
+
+// Bounds on what a job stores and every read serves back (GetJob,
+// ListJobs, WatchJob, the report): a field that cannot be served must not
+// be stored. With 64 labels of at most 320 bytes and a recipe of at most
+// 256 KiB (the recipe parser reads up to 1 MiB), a job stays well inside a
+// standard client's 4 MiB message limit.
+constexpr size_t kMaxRequestBytes = 512 << 10;
+constexpr size_t kMaxRecipeJsonBytes = 256 << 10;
+constexpr int kMaxLabels = 64;
+constexpr size_t kMaxLabelKeyBytes = 63;
+constexpr size_t kMaxLabelValueBytes = 256;
+constexpr size_t kMaxRequestIdBytes = 128;
 
 absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
@@ -96,8 +110,25 @@ absl::Status CheckSha256(const std::string& sha256, absl::string_view field) {
 absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
     const v1::CreateJobRequest& request, const UriPolicy& policy,
     store::JobStore& store, int64_t max_calibration_bytes) {
+  if (request.ByteSizeLong() > kMaxRequestBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "request: ", request.ByteSizeLong(),
+        " bytes; a CreateJobRequest may hold at most ", kMaxRequestBytes));
+  }
+  if (request.request_id().size() > kMaxRequestIdBytes) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("request_id: ", request.request_id().size(),
+                     " bytes; at most ", kMaxRequestIdBytes));
+  }
+  if (request.labels_size() > kMaxLabels) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "labels: ", request.labels_size(), " labels; at most ", kMaxLabels));
+  }
   ValidatedJobRequest out;
   JobSpec& spec = out.spec;
+  // Every file opened below must lie under an allowed root once resolved,
+  // not just the URIs: a shard or config.json may be a symlink.
+  const ScopedReadRoots confined(policy.roots());
 
   spec.checkpoint_uri = request.checkpoint_uri();
   absl::StatusOr<std::string> checkpoint_path =
@@ -119,6 +150,11 @@ absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
   }
   absl::StatusOr<Recipe> recipe = RecipeFromProto(request.recipe());
   if (!recipe.ok()) return recipe.status();
+  if (const size_t bytes = RecipeToJson(*recipe).size();
+      bytes > kMaxRecipeJsonBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "recipe: ", bytes, " bytes as JSON; at most ", kMaxRecipeJsonBytes));
+  }
   absl::StatusOr<QuantizationPlan> plan = PlanQuantization(config, *recipe);
   if (!plan.ok()) return Prefixed(plan.status(), "recipe: ");
   spec.recipe = *std::move(recipe);
@@ -136,8 +172,14 @@ absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
 
   for (const auto& [key, value] : request.labels()) {
     if (key.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("labels: empty key (value \"", value, "\")"));
+      return absl::InvalidArgumentError(absl::StrCat(
+          "labels: empty key (value \"", value.substr(0, 64), "\")"));
+    }
+    if (key.size() > kMaxLabelKeyBytes || value.size() > kMaxLabelValueBytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "labels: \"", key.substr(0, 64), "\": key of ", key.size(),
+          " and value of ", value.size(), " bytes; at most ", kMaxLabelKeyBytes,
+          " and ", kMaxLabelValueBytes));
     }
     spec.labels[key] = value;
   }

@@ -17,6 +17,21 @@
 namespace quant::server {
 namespace {
 
+// Counts a call while it runs; count() includes this one.
+class InFlight {
+ public:
+  explicit InFlight(std::atomic<int>* counter)
+      : counter_(counter), count_(counter->fetch_add(1) + 1) {}
+  ~InFlight() { counter_->fetch_sub(1); }
+  InFlight(const InFlight&) = delete;
+  InFlight& operator=(const InFlight&) = delete;
+  int count() const { return count_; }
+
+ private:
+  std::atomic<int>* counter_;
+  int count_;
+};
+
 absl::StatusOr<store::JobState> JobStateFromProto(v1::JobState state) {
   switch (state) {
     case v1::JOB_STATE_QUEUED:
@@ -91,6 +106,12 @@ QuantServiceImpl::StoreCalibration(const std::string& filename,
 absl::StatusOr<v1::UploadCalibrationResponse>
 QuantServiceImpl::ReceiveCalibration(
     grpc::ServerReader<v1::UploadCalibrationRequest>& reader) {
+  const InFlight upload(&uploads_in_flight_);
+  if (upload.count() > options_.max_concurrent_uploads) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "UploadCalibration: ", options_.max_concurrent_uploads,
+        " uploads are in progress (--max_concurrent_uploads); retry later"));
+  }
   v1::UploadCalibrationRequest message;
   if (!reader.Read(&message) ||
       message.part_case() != v1::UploadCalibrationRequest::kFilename ||
@@ -299,7 +320,13 @@ grpc::Status QuantServiceImpl::WatchJob(
     grpc::ServerContext* context, const v1::WatchJobRequest* request,
     grpc::ServerWriter<v1::JobEvent>* writer) {
   // The events go to `writer`; there is no single response.
-  return Reply<void>(*context, nullptr, [&] {
+  return Reply<void>(*context, nullptr, [&]() -> absl::Status {
+    const InFlight stream(&watch_streams_);
+    if (stream.count() > options_.max_watch_streams) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("WatchJob: ", options_.max_watch_streams,
+                       " streams are open (--max_watch_streams); retry later"));
+    }
     return DoWatchJob(
         request->id(),
         [writer](const v1::JobEvent& event) { return writer->Write(event); },

@@ -9,6 +9,7 @@
 #ifndef QUANT_SERVER_QUANT_SERVICE_H_
 #define QUANT_SERVER_QUANT_SERVICE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -27,6 +28,11 @@ struct QuantServiceOptions {
   // Bound on an uploaded calibration set and on a calibration file named
   // by URI.
   int64_t max_upload_bytes = int64_t{64} << 20;
+  // Uploads are held in memory until stored, and every WatchJob stream
+  // holds a thread: both are bounded (RESOURCE_EXHAUSTED beyond, naming the
+  // flag). quantd's --max_concurrent_uploads and --max_watch_streams.
+  int max_concurrent_uploads = 4;
+  int max_watch_streams = 256;
 };
 
 class QuantServiceImpl final : public v1::QuantService::Service {
@@ -96,6 +102,8 @@ class QuantServiceImpl final : public v1::QuantService::Service {
   const UriPolicy* policy_;
   const Authenticator* auth_;
   QuantServiceOptions options_;
+  std::atomic<int> uploads_in_flight_{0};
+  std::atomic<int> watch_streams_{0};
 };
 
 }  // namespace quant::server

@@ -22,6 +22,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "server/auth.h"
 #include "server/flag_names.h"
@@ -41,6 +42,15 @@ ABSL_FLAG(std::vector<std::string>, allowed_roots, {},
           "must lie under.");
 ABSL_FLAG(int64_t, max_upload_mb, 64,
           "Bound on a calibration set, uploaded or named by URI, in MiB.");
+ABSL_FLAG(int, max_concurrent_uploads, 4,
+          "Calibration uploads received at once (each is held in memory, up "
+          "to --max_upload_mb); more are refused with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_watch_streams, 256,
+          "WatchJob streams open at once (each holds a thread); more are "
+          "refused with RESOURCE_EXHAUSTED.");
+ABSL_FLAG(int, max_workers, 4096,
+          "Workers registered at once; one idle and unheard of for 10 "
+          "minutes is forgotten. More are refused with RESOURCE_EXHAUSTED.");
 ABSL_FLAG(int, local_workers, 0,
           "Start this many quant-worker processes on this machine and keep "
           "them running.");
@@ -101,6 +111,20 @@ int main(int argc, char** argv) {
     return Fail("--max_upload_mb must be in 1..1048576", 2);
   }
   options.max_upload_bytes = max_upload_mb << 20;
+  for (const auto& [flag, value, target] :
+       {std::make_tuple("--max_concurrent_uploads",
+                        absl::GetFlag(FLAGS_max_concurrent_uploads),
+                        &options.max_concurrent_uploads),
+        std::make_tuple("--max_watch_streams",
+                        absl::GetFlag(FLAGS_max_watch_streams),
+                        &options.max_watch_streams),
+        std::make_tuple("--max_workers", absl::GetFlag(FLAGS_max_workers),
+                        &options.workers.max_workers)}) {
+    if (value < 1 || value > 1'000'000) {
+      return Fail(absl::StrCat(flag, " must be in 1..1000000, got ", value), 2);
+    }
+    *target = value;
+  }
   const double lease_seconds = absl::GetFlag(FLAGS_lease_seconds);
   if (!(lease_seconds >= 1 && lease_seconds <= 3600)) {
     return Fail("--lease_seconds must be in 1..3600", 2);

@@ -2,21 +2,61 @@
 #include "server/quantd_server.h"
 
 #include <chrono>
+#include <filesystem>
+#include <string>
+#include <system_error>
 #include <utility>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
+#include "core/base/status_macros.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
+#include "server/data_dir_lock.h"
 #include "server/listen_address.h"
 #include "server/rpc_metrics_interceptor.h"
 #include "server/store/clock.h"
 
 namespace quant::server {
+namespace {
+
+// Job ids count up from the state in --data_dir. With that state lost (the
+// directory reset, the WAL deleted) but the artifact root kept, a new job
+// would get the id of an old one and be answered with the old job's
+// published checkpoint. So every job the artifact root holds must be one
+// the state knows; quantd refuses to start otherwise.
+absl::Status CheckArtifactRootMatchesState(store::JobStore& store,
+                                           const std::string& root_dir) {
+  const std::filesystem::path jobs = std::filesystem::path(root_dir) / "jobs";
+  std::error_code error;
+  if (!std::filesystem::is_directory(jobs, error)) return absl::OkStatus();
+  std::filesystem::directory_iterator it(jobs, error);
+  for (; !error && it != std::filesystem::directory_iterator();
+       it.increment(error)) {
+    const std::string id = it->path().filename().string();
+    absl::StatusOr<store::Job> job = store.GetJob(id);
+    if (absl::IsNotFound(job.status())) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "--artifact_root: ", jobs.string(), " holds job ", id,
+          ", which the state in --data_dir does not know (was the data "
+          "directory reset?); new jobs would reuse its id and be answered "
+          "with its artifacts. Start quantd with the data directory that "
+          "belongs to this artifact root, or move the artifact root aside"));
+    }
+    if (!job.ok()) return job.status();
+  }
+  if (error) {
+    return absl::InternalError(absl::StrCat(
+        "--artifact_root: cannot list ", jobs.string(), ": ", error.message()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
     const QuantdOptions& options) {
@@ -55,6 +95,9 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
           absl::StrCat("--data_dir: ", s.message()));
     }
   }
+  auto lock = DataDirLock::Acquire(options.data_dir);
+  if (!lock.ok()) return lock.status();
+  server->data_dir_lock_ = *std::move(lock);
   auto store = store::SqliteJobStore::Open(
       JoinPath(options.data_dir, "quantd.db"), store::SystemClock::Default());
   if (!store.ok()) return store.status();
@@ -67,6 +110,8 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
         absl::StrCat("--artifact_root: ", artifacts.status().message()));
   }
   server->artifacts_ = *std::move(artifacts);
+  QUANT_RETURN_IF_ERROR(CheckArtifactRootMatchesState(
+      *server->store_, server->artifacts_->root_dir()));
   auto policy = UriPolicy::Create(options.allowed_roots);
   if (!policy.ok()) {
     return absl::InvalidArgumentError(
@@ -86,11 +131,18 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
   server->auth_ = std::make_unique<Authenticator>(options.tokens);
   QuantServiceOptions service_options;
   service_options.max_upload_bytes = options.max_upload_bytes;
+  service_options.max_concurrent_uploads = options.max_concurrent_uploads;
+  service_options.max_watch_streams = options.max_watch_streams;
   server->service_ = std::make_unique<QuantServiceImpl>(
       server->lifecycle_.get(), server->policy_.get(), server->auth_.get(),
       service_options);
+  WorkerServiceOptions worker_options = options.workers;
+  // A task reads the submitted checkpoint and calibration (allowed roots)
+  // and the job's work area and uploads (artifact root), nothing else.
+  worker_options.read_roots = server->policy_->roots();
+  worker_options.read_roots.push_back(server->artifacts_->root_dir());
   server->worker_service_ = std::make_unique<WorkerServiceImpl>(
-      server->lifecycle_.get(), server->auth_.get(), options.workers);
+      server->lifecycle_.get(), server->auth_.get(), worker_options);
   const WorkerServiceImpl* worker_service = server->worker_service_.get();
   // A worker heard from within a long poll and two leases is alive.
   const absl::Duration lost_after = absl::Milliseconds(

@@ -19,6 +19,7 @@
 #include "server/artifact_store.h"
 #include "server/auth.h"
 #include "server/change_signal.h"
+#include "server/data_dir_lock.h"
 #include "server/job_lifecycle.h"
 #include "server/local_workers.h"
 #include "server/metrics/metrics_endpoint.h"
@@ -39,6 +40,9 @@ struct QuantdOptions {
   std::string artifact_root;               // file:///DIR
   std::vector<std::string> allowed_roots;  // For checkpoint / calibration URIs.
   int64_t max_upload_bytes = int64_t{64} << 20;
+  // Bounds on server state (quant_service.h, worker_service.h).
+  int max_concurrent_uploads = 4;
+  int max_watch_streams = 256;
   AuthTokens tokens;
   // PEM files; both or neither. With them quantd serves TLS only.
   std::string tls_cert_file;
@@ -91,6 +95,8 @@ class QuantdServer {
 
   std::string host_;
   int port_ = 0;
+  // First member, so released last, after the stores are closed.
+  std::unique_ptr<DataDirLock> data_dir_lock_;
   std::unique_ptr<store::SqliteJobStore> store_;
   std::unique_ptr<FileArtifactStore> artifacts_;
   std::unique_ptr<UriPolicy> policy_;

@@ -19,6 +19,14 @@ namespace {
 
 constexpr absl::string_view kFileScheme = "file://";
 
+// `uri` quoted for an error message, cut to a few hundred characters.
+std::string Echo(absl::string_view uri) {
+  constexpr size_t kMax = 256;
+  if (uri.size() <= kMax) return absl::StrCat("\"", uri, "\"");
+  return absl::StrCat("\"", uri.substr(0, kMax), "...\" (", uri.size(),
+                      " characters)");
+}
+
 // Collapses "//", "." and ".." without touching the file system.
 std::string LexicallyNormal(absl::string_view path) {
   std::vector<absl::string_view> parts;
@@ -53,18 +61,20 @@ absl::StatusOr<std::string> FileUriPath(absl::string_view uri,
     return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
   }
   if (!absl::StartsWith(uri, kFileScheme)) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": \"", uri, "\" is not a file:// URI (file:///ABSOLUTE/PATH)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", Echo(uri),
+                     " is not a file:// URI (file:///ABSOLUTE/PATH)"));
   }
   absl::string_view path = uri.substr(kFileScheme.size());
   if (!absl::StartsWith(path, "/")) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": \"", uri, "\" must be file:///ABSOLUTE/PATH (no host part)"));
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": ", Echo(uri),
+                     " must be file:///ABSOLUTE/PATH (no host part)"));
   }
   if (path.find_first_of("?#") != absl::string_view::npos ||
       path.find('\0') != absl::string_view::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
-        field, ": \"", uri, "\" has a query, fragment or NUL character"));
+        field, ": ", Echo(uri), " has a query, fragment or NUL character"));
   }
   return std::string(path);
 }
@@ -96,7 +106,7 @@ absl::StatusOr<std::string> UriPolicy::Resolve(absl::string_view uri,
   if (!path.ok()) return path.status();
   const auto denied = [&] {
     return absl::PermissionDeniedError(
-        absl::StrCat(field, ": \"", uri, "\" is outside the allowed roots (",
+        absl::StrCat(field, ": ", Echo(uri), " is outside the allowed roots (",
                      absl::StrJoin(roots_, ", "), ")"));
   };
   // Lexically outside: refused before the file system is asked, so the
@@ -107,10 +117,10 @@ absl::StatusOr<std::string> UriPolicy::Resolve(absl::string_view uri,
     const int err = errno;
     if (err == ENOENT || err == ENOTDIR) {
       return absl::NotFoundError(
-          absl::StrCat(field, ": \"", uri, "\" does not exist"));
+          absl::StrCat(field, ": ", Echo(uri), " does not exist"));
     }
     return absl::PermissionDeniedError(absl::StrCat(
-        field, ": \"", uri, "\" cannot be resolved: ", std::strerror(err)));
+        field, ": ", Echo(uri), " cannot be resolved: ", std::strerror(err)));
   }
   std::string real(buffer);
   if (!UnderAny(real, roots_)) return denied();

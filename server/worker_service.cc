@@ -3,15 +3,24 @@
 
 #include <algorithm>
 #include <chrono>
+#include <iterator>
+#include <set>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/file_util.h"
+#include "core/base/status_macros.h"
 #include "core/kernels/isa.h"
+#include "core/pipeline/task_io.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/grpc_status.h"
 #include "server/job_events.h"
 #include "server/job_spec.h"
 #include "server/recipe_convert.h"
+#include "server/reported_layer_check.h"
+#include "server/uri_policy.h"
 
 namespace quant::server {
 namespace {
@@ -57,6 +66,28 @@ absl::Status RequireLease(const std::string& lease_id) {
   return absl::OkStatus();
 }
 
+// FailTask messages are stored and served back: bounded like every stored
+// field.
+constexpr size_t kMaxErrorBytes = 64 << 10;
+
+// The lease's task, when it is current and `worker_id` took it.
+absl::StatusOr<store::Task> OwnedLease(store::JobStore& store,
+                                       const std::string& lease_id,
+                                       const std::string& worker_id) {
+  QUANT_RETURN_IF_ERROR(RequireLease(lease_id));
+  QUANT_ASSIGN_OR_RETURN(store::Task task, store.CurrentLease(lease_id));
+  if (worker_id.empty()) {
+    return absl::InvalidArgumentError(
+        "worker_id: required (the id RegisterWorker gave)");
+  }
+  if (task.worker_id != worker_id) {
+    return absl::PermissionDeniedError(
+        absl::StrCat("lease ", lease_id, " belongs to another worker, not \"",
+                     worker_id.substr(0, 80), "\""));
+  }
+  return task;
+}
+
 }  // namespace
 
 WorkerServiceImpl::WorkerServiceImpl(JobLifecycle* lifecycle,
@@ -72,6 +103,40 @@ void WorkerServiceImpl::Touch(const std::string& worker_id, int leased_delta) {
   it->second.leased = std::max(0, it->second.leased + leased_delta);
 }
 
+absl::Status WorkerServiceImpl::CheckPublishedOutputs(
+    const store::Task& task, const std::string& output_uri) const {
+  const ArtifactStore& artifacts = lifecycle_->artifacts();
+  // What the task publishes (worker/task_runner.cc), and the file whose
+  // presence says it was published (written last, renamed into place).
+  std::string expected;
+  std::string marker;
+  if (task.kind == store::TaskKind::kBlock) {
+    QUANT_ASSIGN_OR_RETURN(
+        const std::string work,
+        FileUriPath(artifacts.JobWorkUri(task.job_id), "work_uri"));
+    const std::string prefix = BlockOutputPrefix(work, task.block);
+    expected = absl::StrCat("file://", prefix);
+    marker = prefix + ".layers.json";
+  } else {
+    expected = artifacts.CheckpointUri(task.job_id);
+    QUANT_ASSIGN_OR_RETURN(const std::string dir,
+                           FileUriPath(expected, "artifact_uri"));
+    marker = JoinPath(dir, "manifest.json");
+  }
+  if (output_uri != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "output_uri: \"", output_uri.substr(0, 256), "\" is not where task ",
+        task.index, " publishes (\"", expected, "\")"));
+  }
+  if (!FileExists(marker)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("output_uri: task ", task.index, " of job ", task.job_id,
+                     " reports completion but ", marker,
+                     " does not exist: nothing was published"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Duration WorkerServiceImpl::EndLease(const std::string& lease_id) {
   std::string worker;
   absl::Duration took = absl::ZeroDuration();
@@ -82,6 +147,7 @@ absl::Duration WorkerServiceImpl::EndLease(const std::string& lease_id) {
       took = absl::Now() - started->second;
       lease_started_.erase(started);
     }
+    lease_layers_.erase(lease_id);
     auto it = lease_workers_.find(lease_id);
     if (it == lease_workers_.end()) return took;
     worker = it->second;
@@ -107,6 +173,10 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerServiceImpl::DoRegister(
     return absl::InvalidArgumentError(
         absl::StrCat("slots: must be in 1..1024, got ", request.slots()));
   }
+  if (request.version().size() > 128) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "version: ", request.version().size(), " bytes; at most 128"));
+  }
   absl::StatusOr<std::vector<std::string>> levels =
       ValidIsaLevels(request.isa_levels());
   if (!levels.ok()) return levels.status();
@@ -118,6 +188,22 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerServiceImpl::DoRegister(
   info.last_seen_ms = NowMs();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // Forget workers long gone (a worker that restarts registers anew, so
+    // without this the registry only grows).
+    const int64_t now = NowMs();
+    for (auto it = workers_.begin(); it != workers_.end();) {
+      const bool gone =
+          it->second.leased == 0 &&
+          now - it->second.last_seen_ms > options_.forget_worker_after_ms;
+      it = gone ? workers_.erase(it) : std::next(it);
+    }
+    if (static_cast<int>(workers_.size()) >= options_.max_workers) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "RegisterWorker: ", workers_.size(),
+          " workers are registered (--max_workers ", options_.max_workers,
+          "); idle ones are forgotten after ",
+          options_.forget_worker_after_ms / 1000, " s"));
+    }
     // The start time keeps ids unique across coordinator restarts.
     static const int64_t started_ms = NowMs();
     info.id = absl::StrCat("worker-", started_ms, "-", next_worker_++);
@@ -154,6 +240,7 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
       artifacts.AttemptUri(task.job_id, task.index, task.attempts));
   out.set_artifact_uri(artifacts.CheckpointUri(task.job_id));
   out.set_isa(lease.job_isa);
+  for (const std::string& root : options_.read_roots) out.add_read_roots(root);
   return out;
 }
 
@@ -227,13 +314,31 @@ absl::StatusOr<v1::LeaseTaskResponse> WorkerServiceImpl::DoLeaseTask(
 
 absl::StatusOr<v1::HeartbeatResponse> WorkerServiceImpl::DoHeartbeat(
     const v1::HeartbeatRequest& request) {
-  if (absl::Status s = RequireLease(request.lease_id()); !s.ok()) return s;
+  QUANT_ASSIGN_OR_RETURN(
+      const store::Task leased,
+      OwnedLease(lifecycle_->store(), request.lease_id(), request.worker_id()));
   const v1::TaskProgress& progress = request.progress();
   if (progress.layers_total() < 0 || progress.layers_done() < 0 ||
       progress.layers_done() > progress.layers_total()) {
     return absl::InvalidArgumentError(
         absl::StrCat("progress: layers_done ", progress.layers_done(),
                      " of layers_total ", progress.layers_total()));
+  }
+  // Every reported row must be one the task can produce; a row already
+  // recorded for this lease (a beat resent after a lost answer) is dropped.
+  std::vector<const v1::LayerAudit*> new_layers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    std::set<std::string>& seen = lease_layers_[request.lease_id()];
+    std::set<std::string> in_this_beat;
+    for (const v1::LayerAudit& layer : progress.finished_layers()) {
+      QUANT_RETURN_IF_ERROR(CheckReportedLayer(layer, leased));
+      if (seen.count(layer.name()) == 0 &&
+          in_this_beat.insert(layer.name()).second) {
+        new_layers.push_back(&layer);
+      }
+    }
+    seen.insert(in_this_beat.begin(), in_this_beat.end());
   }
   const double fraction = progress.layers_total() == 0
                               ? 0.0
@@ -252,14 +357,15 @@ absl::StatusOr<v1::HeartbeatResponse> WorkerServiceImpl::DoHeartbeat(
   }
   const std::string& job_id = beat->task.job_id;
   if (!beat->job_cancelled) {
-    for (const v1::LayerAudit& layer : progress.finished_layers()) {
-      if (absl::Status s = AppendLayerEvent(lifecycle_->store(), job_id, layer);
+    for (const v1::LayerAudit* layer : new_layers) {
+      if (absl::Status s =
+              AppendLayerEvent(lifecycle_->store(), job_id, *layer);
           !s.ok()) {
         return s;
       }
-      lifecycle_->observer().OnLayerFinished(job_id, layer);
+      lifecycle_->observer().OnLayerFinished(job_id, *layer);
     }
-    if (progress.finished_layers_size() > 0) {
+    if (!new_layers.empty()) {
       const std::string current =
           beat->task.kind == store::TaskKind::kBlock
               ? absl::StrCat("block ", beat->task.block, ": ",
@@ -279,10 +385,13 @@ absl::StatusOr<v1::HeartbeatResponse> WorkerServiceImpl::DoHeartbeat(
 
 absl::Status WorkerServiceImpl::DoCompleteTask(
     const v1::CompleteTaskRequest& request) {
-  if (absl::Status s = RequireLease(request.lease_id()); !s.ok()) return s;
+  QUANT_ASSIGN_OR_RETURN(
+      const store::Task leased,
+      OwnedLease(lifecycle_->store(), request.lease_id(), request.worker_id()));
   if (request.output_uri().empty()) {
     return absl::InvalidArgumentError("output_uri: required");
   }
+  QUANT_RETURN_IF_ERROR(CheckPublishedOutputs(leased, request.output_uri()));
   absl::StatusOr<store::CompleteTaskResult> done =
       lifecycle_->store().CompleteTask(request.lease_id(),
                                        request.output_uri());
@@ -299,12 +408,18 @@ absl::Status WorkerServiceImpl::DoCompleteTask(
 }
 
 absl::Status WorkerServiceImpl::DoFailTask(const v1::FailTaskRequest& request) {
-  if (absl::Status s = RequireLease(request.lease_id()); !s.ok()) return s;
+  QUANT_RETURN_IF_ERROR(
+      OwnedLease(lifecycle_->store(), request.lease_id(), request.worker_id())
+          .status());
   if (request.error().empty()) {
     return absl::InvalidArgumentError("error: required");
   }
+  std::string error = request.error().substr(0, kMaxErrorBytes);
+  if (request.error().size() > kMaxErrorBytes) {
+    absl::StrAppend(&error, "... (", request.error().size(), " bytes, cut)");
+  }
   absl::StatusOr<store::FailTaskResult> failed =
-      lifecycle_->store().FailTask(request.lease_id(), request.error());
+      lifecycle_->store().FailTask(request.lease_id(), error);
   if (!failed.ok()) return failed.status();
   EndLease(request.lease_id());
   lifecycle_->observer().OnTaskFailed(failed->task, failed->requeued);
@@ -316,9 +431,8 @@ absl::Status WorkerServiceImpl::DoFailTask(const v1::FailTaskRequest& request) {
     absl::StatusOr<store::Job> job = lifecycle_->store().GetJob(job_id);
     if (!job.ok()) return job.status();
     if (store::IsTerminal(job->state)) return absl::OkStatus();
-    return lifecycle_->FailJob(job_id,
-                               absl::StrCat("task ", failed->task.index,
-                                            " failed: ", request.error()));
+    return lifecycle_->FailJob(
+        job_id, absl::StrCat("task ", failed->task.index, " failed: ", error));
   }
   lifecycle_->signal().Notify();  // Requeued.
   return absl::OkStatus();

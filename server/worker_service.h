@@ -17,6 +17,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ struct WorkerServiceOptions {
   int64_t lease_ms = 30'000;
   int64_t heartbeat_ms = 5'000;
   int64_t max_wait_ms = 20'000;  // Longest LeaseTask long poll.
+  // Sent with every task (Task.read_roots): where its files may lie.
+  std::vector<std::string> read_roots;
+  // The registry's bounds: a worker not heard from for this long, holding
+  // no lease, is forgotten (it registers again if it comes back); beyond
+  // max_workers registrations RegisterWorker answers RESOURCE_EXHAUSTED
+  // (quantd --max_workers).
+  int64_t forget_worker_after_ms = 10 * 60'000;
+  int max_workers = 4096;
 };
 
 struct WorkerInfo {
@@ -87,6 +96,10 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   void Touch(const std::string& worker_id, int leased_delta);
   // Forgets the lease; how long it ran (zero when leased before a restart).
   absl::Duration EndLease(const std::string& lease_id);
+  // InvalidArgument unless `output_uri` is where `task` publishes;
+  // FailedPrecondition when nothing was published there.
+  absl::Status CheckPublishedOutputs(const store::Task& task,
+                                     const std::string& output_uri) const;
 
   JobLifecycle* lifecycle_;
   const Authenticator* auth_;
@@ -95,6 +108,8 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   std::map<std::string, WorkerInfo> workers_;
   std::map<std::string, std::string> lease_workers_;  // lease -> worker
   std::map<std::string, absl::Time> lease_started_;
+  // Layer names each current lease has reported (duplicates are dropped).
+  std::map<std::string, std::set<std::string>> lease_layers_;
   int next_worker_ = 1;
 };
 

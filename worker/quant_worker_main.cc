@@ -27,6 +27,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/allocator_tuning.h"
 #include "core/base/thread_pool.h"
 #include "core/kernels/dispatch.h"
 #include "core/pipeline/finalize_task.h"
@@ -89,6 +90,7 @@ void ExitWithParentIfAsked() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::string allocator = quant::TuneAllocatorForLargeMatrices();
   absl::SetProgramUsageMessage(
       "quant-worker: runs quantd's quantization tasks.\n"
       "Example: quant-worker --server=127.0.0.1:50051 --slots=1");
@@ -132,6 +134,7 @@ int main(int argc, char** argv) {
   }
   options.max_activation_bytes = activation_mb << 20;
   options.version = quant::ToolVersion();
+  options.allocator = allocator;
   options.name = absl::GetFlag(FLAGS_name);
   if (options.name.empty()) {
     char host[256] = {0};
@@ -148,6 +151,12 @@ int main(int argc, char** argv) {
     }
     options.token = *token;
   } else if (const char* env = std::getenv("QUANT_WORKER_TOKEN")) {
+    if (absl::Status ok = quant::server::CheckToken(env, "QUANT_WORKER_TOKEN");
+        !ok.ok()) {
+      std::fprintf(stderr, "quant-worker: %s\n",
+                   std::string(ok.message()).c_str());
+      return 2;
+    }
     options.token = env;
   }
   if (options.lease_wait_ms < 0 || options.lease_wait_ms > 60'000) {

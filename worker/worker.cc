@@ -5,6 +5,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <functional>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -12,7 +13,9 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "core/base/allocator_tuning.h"
 #include "core/base/file_util.h"
+#include "core/base/read_roots.h"
 #include "core/kernels/dispatch.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -121,7 +124,9 @@ std::string Worker::WorkerId(const std::string& stale) {
           options_.isa_levels.empty()
               ? std::string(kernels::IsaName(kernels::ProcessIsa()))
               : absl::StrJoin(options_.isa_levels, ", "),
-          "; heartbeat every ", heartbeat_ms_.load(), " ms)"));
+          "; heartbeat every ", heartbeat_ms_.load(), " ms",
+          options_.allocator.empty() ? "" : "; allocator ", options_.allocator,
+          ")"));
       return worker_id_;
     }
     if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED ||
@@ -192,17 +197,19 @@ void Worker::SlotLoop(int /*slot*/) {
       // Leased just as we were told to stop: hand it straight back.
       v1::FailTaskRequest fail;
       fail.set_lease_id(response.lease_id());
+      fail.set_worker_id(id);
       fail.set_error("worker stopping before it started the task");
       fail.set_retryable(true);
       v1::FailTaskResponse ignored;
       stub_->FailTask(Context(10'000).get(), fail, &ignored);
       return;
     }
-    RunLeased(response);
+    RunLeased(response, id);
   }
 }
 
-void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
+void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
+                       const std::string& worker_id) {
   const v1::Task& task = leased.task();
   const std::string& lease_id = leased.lease_id();
   const std::string what = Describe(task);
@@ -221,6 +228,7 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
       Log(error);
       v1::FailTaskRequest fail;
       fail.set_lease_id(lease_id);
+      fail.set_worker_id(worker_id);
       fail.set_error(error);
       fail.set_retryable(true);
       v1::FailTaskResponse ignored;
@@ -261,6 +269,7 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
   auto beat = [&]() -> bool {
     v1::HeartbeatRequest request;
     request.set_lease_id(lease_id);
+    request.set_worker_id(worker_id);
     std::vector<v1::LayerAudit> sending;
     {
       std::lock_guard<std::mutex> lock(running.mu);
@@ -348,6 +357,12 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
   absl::StatusOr<TaskOutcome> outcome = [&] {
     // This thread and the task's thread pool run at the job's level.
     kernels::ScopedIsa scoped(level);
+    // Every file the task opens must lie under these (read_roots.h).
+    std::optional<ScopedReadRoots> confined;
+    if (task.read_roots_size() > 0) {
+      confined.emplace(std::vector<std::string>(task.read_roots().begin(),
+                                                task.read_roots().end()));
+    }
     return RunTask(task, sink, &running.cancel,
                    TaskLimits{options_.max_activation_bytes, options_.threads});
   }();
@@ -358,6 +373,9 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
   }
   running.wake.notify_all();
   heartbeat.join();
+  // The task's matrices stay in the heap while it runs (allocator_tuning.h);
+  // an idle worker gives them back.
+  ReleaseFreeMemory();
   const double seconds =
       std::chrono::duration<double>(Clock::now() - started).count();
 
@@ -385,6 +403,7 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
   if (outcome.ok()) {
     v1::CompleteTaskRequest request;
     request.set_lease_id(lease_id);
+    request.set_worker_id(worker_id);
     request.set_output_uri(outcome->output_uri);
     v1::CompleteTaskResponse response;
     grpc::Status status =
@@ -413,6 +432,7 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased) {
   const absl::Status& error = outcome.status();
   v1::FailTaskRequest request;
   request.set_lease_id(lease_id);
+  request.set_worker_id(worker_id);
   if (running.cancelled_by_job) {
     outcome_label = metrics::TaskOutcome::kCancelled;
     request.set_error("job cancelled");

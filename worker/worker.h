@@ -39,6 +39,9 @@ struct WorkerOptions {
   // for debugging, and for fault tests that must act between two beats.
   bool log_heartbeats = false;
   std::string version;
+  // How the allocator was tuned (core/base/allocator_tuning.h), for the
+  // registration line.
+  std::string allocator;
   // Hidden states a block task holds in memory; beyond, it spills them to
   // its attempt area (see JobTaskContext::max_activation_bytes).
   int64_t max_activation_bytes = kDefaultMaxActivationBytes;
@@ -74,7 +77,10 @@ class Worker {
   void SlotLoop(int slot);
   // The current worker id, registering (again) when `stale` names it.
   std::string WorkerId(const std::string& stale = "");
-  void RunLeased(const v1::LeaseTaskResponse& leased);
+  // Runs one leased task; `worker_id` is the id that leased it, which every
+  // call about the lease carries (quantd ties a lease to its worker).
+  void RunLeased(const v1::LeaseTaskResponse& leased,
+                 const std::string& worker_id);
   std::unique_ptr<grpc::ClientContext> Context(int64_t timeout_ms) const;
   void Log(const std::string& message) const;
 

@@ -22,7 +22,7 @@ const char* StageName(Stage stage) {
 std::vector<BadInputCase> AllBadInputCases() {
   std::vector<BadInputCase> all;
   for (std::vector<BadInputCase> group :
-       {CheckpointCases(), CalibrationCases(), RecipeCases()}) {
+       {CheckpointCases(), CalibrationCases(), RecipeCases(), ProbeCases()}) {
     all.insert(all.end(), std::make_move_iterator(group.begin()),
                std::make_move_iterator(group.end()));
   }

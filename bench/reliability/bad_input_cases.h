@@ -1,5 +1,8 @@
 // The bad-input table: every case issue 8 lists (checkpoints, calibration,
-// recipes, calibration rank), each with the outcome it must have.
+// recipes, calibration rank) and the outside probe's classes of issue 23
+// (non-regular files, symlinks out of the roots, nesting, integer range,
+// early recipe checks, oversized fields), each with the outcome it must
+// have.
 #ifndef QUANT_BENCH_RELIABILITY_BAD_INPUT_CASES_H_
 #define QUANT_BENCH_RELIABILITY_BAD_INPUT_CASES_H_
 
@@ -14,6 +17,7 @@ std::vector<BadInputCase> AllBadInputCases();
 
 // The groups AllBadInputCases joins, one source file each.
 std::vector<BadInputCase> CheckpointCases();
+std::vector<BadInputCase> ProbeCases();
 std::vector<BadInputCase> CalibrationCases();
 std::vector<BadInputCase> RecipeCases();
 

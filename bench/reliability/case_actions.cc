@@ -1,6 +1,8 @@
 // CreateWith and UploadThenCreate.
 #include "bench/reliability/case_actions.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "core/base/sha256.h"
 
@@ -17,6 +19,18 @@ Observation SetupFailed(const absl::Status& status) {
   observed.problems.push_back(
       absl::StrCat("could not build the input: ", status.ToString()));
   return observed;
+}
+
+BadInputCase CreateCase(std::string name, std::string input, Expectation expect,
+                        RequestEdit edit) {
+  BadInputCase c;
+  c.name = std::move(name);
+  c.input = std::move(input);
+  c.expect = std::move(expect);
+  c.act = [edit = std::move(edit)](BadInputEnv& env) {
+    return CreateWith(env, edit);
+  };
+  return c;
 }
 
 Observation CreateWith(BadInputEnv& env, const RequestEdit& edit) {

@@ -30,6 +30,10 @@ using RequestEdit =
 // job (kJob, job_id set).
 Observation CreateWith(BadInputEnv& env, const RequestEdit& edit);
 
+// A row whose action is CreateWith(env, edit).
+BadInputCase CreateCase(std::string name, std::string input, Expectation expect,
+                        RequestEdit edit);
+
 // UploadCalibration of `bytes` as `filename`: refused (kUploadCalibration,
 // unstored_sha256 set), or accepted and then CreateWith the uploaded set
 // as the calibration and `edit` applied.

@@ -44,18 +44,6 @@ RequestEdit Uri(std::function<absl::StatusOr<std::string>(BadInputEnv&)> uri) {
   };
 }
 
-BadInputCase CreateCase(std::string name, std::string input, Expectation expect,
-                        RequestEdit edit) {
-  BadInputCase c;
-  c.name = std::move(name);
-  c.input = std::move(input);
-  c.expect = std::move(expect);
-  c.act = [edit = std::move(edit)](BadInputEnv& env) {
-    return CreateWith(env, edit);
-  };
-  return c;
-}
-
 // A weight that is not finite: found by the worker's scan when the job
 // runs (CreateJob does not read every weight); a CreateJob refusal would
 // be as good.

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "core/base/read_roots.h"
 #include "core/base/status_macros.h"
 
 namespace quant {
@@ -29,13 +30,18 @@ absl::Status ErrnoToStatus(absl::string_view what, const std::string& path,
   if (err == ENOSPC || err == EFBIG || err == EDQUOT) {
     return absl::ResourceExhaustedError(message);
   }
+  // The path names the wrong kind of thing (a file where a directory is
+  // expected, a directory where a file is, a symlink loop): the caller's
+  // input is bad, not the service.
+  if (err == ENOTDIR || err == EISDIR || err == ELOOP || err == ENAMETOOLONG) {
+    return absl::InvalidArgumentError(message);
+  }
   return absl::InternalError(message);
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path,
                                              size_t max_bytes) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return ErrnoToStatus("cannot open", path, errno);
+  QUANT_ASSIGN_OR_RETURN(const int fd, OpenRegularFileForRead(path));
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     const int err = errno;

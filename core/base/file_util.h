@@ -15,7 +15,8 @@ namespace quant {
 
 // "<what> <path>: <strerror>" with the status code that fits errno `err`
 // (NotFound; PermissionDenied for EACCES, EPERM, EROFS; ResourceExhausted for
-// ENOSPC, EFBIG, EDQUOT; else Internal).
+// ENOSPC, EFBIG, EDQUOT; InvalidArgument for ENOTDIR, EISDIR, ELOOP,
+// ENAMETOOLONG; else Internal).
 absl::Status ErrnoToStatus(absl::string_view what, const std::string& path,
                            int err);
 

@@ -12,30 +12,22 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/read_roots.h"
 
 namespace quant {
 
 absl::StatusOr<std::unique_ptr<MappedFile>> MappedFile::Open(
     const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    const std::string message =
-        absl::StrCat("cannot open ", path, ": ", std::strerror(err));
-    return err == ENOENT ? absl::NotFoundError(message)
-                         : absl::PermissionDeniedError(message);
-  }
+  // A regular file under the thread's read roots (read_roots.h).
+  absl::StatusOr<int> opened = OpenRegularFileForRead(path);
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
   struct stat st;
   if (::fstat(fd, &st) != 0) {
     const int err = errno;
     ::close(fd);
     return absl::InternalError(
         absl::StrCat("cannot stat ", path, ": ", std::strerror(err)));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    ::close(fd);
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, " is not a regular file"));
   }
   const size_t size = static_cast<size_t>(st.st_size);
   if (size == 0) {

@@ -97,4 +97,38 @@ bool Regex::FullMatch(absl::string_view text) const {
   return rc >= 0;
 }
 
+absl::StatusOr<bool> Regex::BoundedFullMatch(absl::string_view text,
+                                             uint32_t match_limit) const {
+  auto* code = static_cast<pcre2_code*>(code_);
+  pcre2_match_context* context = pcre2_match_context_create(nullptr);
+  if (context == nullptr) {
+    return absl::ResourceExhaustedError("cannot allocate a match context");
+  }
+  pcre2_set_match_limit(context, match_limit);
+  // The backtracking depth and heap are bounded by the same budget.
+  pcre2_set_depth_limit(context, match_limit);
+  pcre2_set_heap_limit(context, 64 * 1024);  // KiB.
+  pcre2_match_data* match_data =
+      pcre2_match_data_create_from_pattern(code, nullptr);
+  const int rc =
+      pcre2_match(code, reinterpret_cast<PCRE2_SPTR>(text.data()), text.size(),
+                  0, PCRE2_ANCHORED | PCRE2_ENDANCHORED, match_data, context);
+  pcre2_match_data_free(match_data);
+  pcre2_match_context_free(context);
+  if (rc >= 0) return true;
+  if (rc == PCRE2_ERROR_NOMATCH || rc == PCRE2_ERROR_PARTIAL) return false;
+  PCRE2_UCHAR message[256];
+  pcre2_get_error_message(rc, message, sizeof(message));
+  if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
+      rc == PCRE2_ERROR_HEAPLIMIT) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("pattern '", pattern_, "' gave up matching \"", text,
+                     "\" (", reinterpret_cast<char*>(message),
+                     "): it backtracks catastrophically; simplify it"));
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("pattern '", pattern_, "' cannot match \"", text,
+                   "\": ", reinterpret_cast<char*>(message)));
+}
+
 }  // namespace quant

@@ -6,6 +6,7 @@
 #define QUANT_CORE_BASE_REGEX_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <utility>
@@ -40,6 +41,15 @@ class Regex {
   // \A(?:...)\z, but without re-parsing it). False for invalid UTF-8.
   // Thread-safe.
   bool FullMatch(absl::string_view text) const;
+
+  // FullMatch for untrusted patterns (recipes): PCRE2 gives up after
+  // `match_limit` steps of its matcher (a catastrophically backtracking
+  // pattern reaches the default limit in seconds, this one in
+  // milliseconds), and giving up is an error, ResourceExhausted, never
+  // "no match". Thread-safe.
+  static constexpr uint32_t kBoundedMatchLimit = 100'000;
+  absl::StatusOr<bool> BoundedFullMatch(
+      absl::string_view text, uint32_t match_limit = kBoundedMatchLimit) const;
 
   const std::string& pattern() const { return pattern_; }
 

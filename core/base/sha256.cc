@@ -2,6 +2,7 @@
 #include "core/base/sha256.h"
 
 #include <openssl/evp.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -11,6 +12,7 @@
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/read_roots.h"
 
 namespace quant {
 namespace {
@@ -38,23 +40,25 @@ std::string Sha256Hex(absl::string_view data) {
 }
 
 absl::StatusOr<std::string> Sha256File(const std::string& path) {
-  std::FILE* file = std::fopen(path.c_str(), "rb");
-  if (file == nullptr) {
-    const std::string message =
-        absl::StrCat("cannot open ", path, ": ", std::strerror(errno));
-    return errno == ENOENT ? absl::NotFoundError(message)
-                           : absl::InternalError(message);
-  }
+  absl::StatusOr<int> opened = OpenRegularFileForRead(path);
+  if (!opened.ok()) return opened.status();
+  const int fd = *opened;
   MdCtx ctx(EVP_MD_CTX_new());
   EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
   std::vector<char> buffer(1 << 20);
-  size_t n;
-  while ((n = std::fread(buffer.data(), 1, buffer.size(), file)) > 0) {
-    EVP_DigestUpdate(ctx.get(), buffer.data(), n);
+  for (;;) {
+    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int err = errno;
+      ::close(fd);
+      return absl::InternalError(
+          absl::StrCat("cannot read ", path, ": ", std::strerror(err)));
+    }
+    if (n == 0) break;
+    EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<size_t>(n));
   }
-  const bool failed = std::ferror(file) != 0;
-  std::fclose(file);
-  if (failed) return absl::InternalError(absl::StrCat("cannot read ", path));
+  ::close(fd);
   return Finish(ctx.get());
 }
 

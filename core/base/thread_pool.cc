@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "core/base/read_roots.h"
 #include "core/kernels/dispatch.h"
 
 namespace quant {
@@ -54,10 +55,13 @@ void ThreadPool::WorkerLoop() {
     const absl::FunctionRef<void(int64_t)> fn = *fn_;
     const int64_t n = n_;
     const kernels::KernelTable* table = kernels_;
+    std::shared_ptr<const ReadRootList> roots = read_roots_;
     lock.unlock();
     kernels::SetThreadOverride(table);
+    SetThreadReadRoots(std::move(roots));
     RunIterations(fn, n);
     kernels::SetThreadOverride(nullptr);
+    SetThreadReadRoots(nullptr);
     lock.lock();
     if (--busy_workers_ == 0) work_done_.notify_one();
   }
@@ -74,6 +78,7 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
     std::lock_guard<std::mutex> lock(mutex_);
     fn_ = &fn;
     kernels_ = &kernels::CurrentKernels();
+    read_roots_ = ThreadReadRoots();
     n_ = n;
     next_ = 0;
     busy_workers_ = static_cast<int>(workers_.size());
@@ -88,6 +93,7 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
   work_done_.wait(lock, [&] { return busy_workers_ == 0; });
   fn_ = nullptr;
   kernels_ = nullptr;
+  read_roots_ = nullptr;
   n_ = 0;
 }
 

@@ -13,13 +13,16 @@
 // oversubscription).
 //
 // Every iteration runs at the kernel level (core/kernels/dispatch.h) of the
-// thread that called ParallelFor, whichever thread runs it.
+// thread that called ParallelFor, whichever thread runs it, and under its
+// read roots (core/base/read_roots.h).
 #ifndef QUANT_CORE_BASE_THREAD_POOL_H_
 #define QUANT_CORE_BASE_THREAD_POOL_H_
 
 #include <condition_variable>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -62,6 +65,8 @@ class ThreadPool {
   const absl::FunctionRef<void(int64_t)>* fn_ = nullptr;
   // The caller's kernels, which the helper threads run the loop with.
   const kernels::KernelTable* kernels_ = nullptr;
+  // The caller's read roots (read_roots.h), for the same reason.
+  std::shared_ptr<const std::vector<std::string>> read_roots_;
   int64_t n_ = 0;
   int64_t next_ = 0;
   uint64_t generation_ = 0;

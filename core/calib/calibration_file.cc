@@ -6,9 +6,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {
@@ -26,9 +28,14 @@ bool IsBlank(absl::string_view line) {
 
 absl::StatusOr<CalibrationDocument> ParseJsonLine(absl::string_view text,
                                                   int line) {
-  const json value = json::parse(text.begin(), text.end(), nullptr,
-                                 /*allow_exceptions=*/false);
-  if (value.is_discarded()) return LineError(line, "invalid JSON");
+  absl::StatusOr<json> parsed = ParseJsonFile(text, "invalid JSON");
+  if (!parsed.ok()) {
+    // "invalid JSON: not valid JSON: ..." reads badly; keep the problem.
+    absl::string_view problem = parsed.status().message();
+    absl::ConsumePrefix(&problem, "invalid JSON: not valid JSON: ");
+    return LineError(line, absl::StrCat("invalid JSON: ", problem));
+  }
+  const json value = *std::move(parsed);
   if (!value.is_object()) return LineError(line, "document is not an object");
   CalibrationDocument doc;
   doc.line = line;

@@ -1,6 +1,7 @@
 // The Llama decoder block, stage by stage.
 #include "core/forward/block_forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -66,6 +67,11 @@ RowMatrixF AttentionContext(const ModelConfig& config,
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   RowMatrixF context(attention_input.rows(), config.q_size());
   RowMatrixF scores(seq_len, seq_len);
+  // Mistral's sliding window: query t sees keys t - window + 1 .. t.
+  const int window =
+      config.sliding_window.has_value() && *config.sliding_window < seq_len
+          ? static_cast<int>(*config.sliding_window)
+          : seq_len;
   for (Eigen::Index b = 0; b < batch; ++b) {
     const Eigen::Index row0 = b * seq_len;
     rope.Apply(head_dim, q.middleRows(row0, seq_len));
@@ -77,11 +83,13 @@ RowMatrixF AttentionContext(const ModelConfig& config,
       const auto vh = v.block(row0, kv * head_dim, seq_len, head_dim);
       scores.noalias() = (qh * kh.transpose()) * scale;
       for (int t = 0; t < seq_len; ++t) {
-        // Causal softmax over positions 0..t.
-        auto row = scores.row(t).head(t + 1);
+        // Causal softmax over positions first..t.
+        const int first = std::max(0, t - window + 1);
+        auto row = scores.row(t).segment(first, t + 1 - first);
         const float max = row.maxCoeff();
         row = (row.array() - max).exp().matrix();
         row /= row.sum();
+        scores.row(t).head(first).setZero();
         scores.row(t).tail(seq_len - t - 1).setZero();
       }
       context.block(row0, h * head_dim, seq_len, head_dim).noalias() =

@@ -7,8 +7,8 @@
 
 namespace quant {
 
-int MaxPositions(const ModelConfig& config) {
-  return static_cast<int>(std::max<int64_t>(config.max_position_embeddings, 1));
+int64_t MaxPositions(const ModelConfig& config) {
+  return std::max<int64_t>(config.max_position_embeddings, 1);
 }
 
 absl::StatusOr<std::unique_ptr<LlamaModel>> LlamaModel::Load(
@@ -35,12 +35,12 @@ RowMatrixF LlamaModel::Logits(const ConstRowMatrixRef& hidden) const {
 }
 
 absl::StatusOr<std::vector<int32_t>> FlattenBatch(
-    const std::vector<std::vector<int32_t>>& batch, int max_positions) {
+    const std::vector<std::vector<int32_t>>& batch, int64_t max_positions) {
   if (batch.empty() || batch[0].empty()) {
     return absl::InvalidArgumentError("forward needs at least one token");
   }
   const size_t seq_len = batch[0].size();
-  if (seq_len > static_cast<size_t>(max_positions)) {
+  if (seq_len > static_cast<uint64_t>(max_positions)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "sequence length ", seq_len, " exceeds ", max_positions, " positions"));
   }

@@ -22,10 +22,10 @@ namespace quant {
 // The ids of `batch` (sequences of equal length, at most `max_positions`)
 // one sequence after another; InvalidArgument otherwise.
 absl::StatusOr<std::vector<int32_t>> FlattenBatch(
-    const std::vector<std::vector<int32_t>>& batch, int max_positions);
+    const std::vector<std::vector<int32_t>>& batch, int64_t max_positions);
 
 // The positions a model of `config` is built for (at least 1).
-int MaxPositions(const ModelConfig& config);
+int64_t MaxPositions(const ModelConfig& config);
 
 class LlamaModel {
  public:
@@ -52,7 +52,7 @@ class LlamaModel {
       const std::vector<std::vector<int32_t>>& batch) const;
 
  private:
-  LlamaModel(ModelConfig config, int max_positions)
+  LlamaModel(ModelConfig config, int64_t max_positions)
       : config_(std::move(config)), rope_(config_, max_positions) {}
 
   ModelConfig config_;

@@ -1,7 +1,10 @@
 // Rotary position embeddings.
 #include "core/forward/rope.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 namespace quant {
 namespace {
@@ -23,7 +26,8 @@ double ScaleLlama3(double inv_freq, const Llama3RopeScaling& scaling) {
 
 }  // namespace
 
-RopeTable::RopeTable(const ModelConfig& config, int max_positions) {
+RopeTable::RopeTable(const ModelConfig& config, int64_t max_positions)
+    : max_positions_(max_positions) {
   const int half = config.head_dim / 2;
   inv_freq_.resize(half);
   for (int i = 0; i < half; ++i) {
@@ -38,9 +42,10 @@ RopeTable::RopeTable(const ModelConfig& config, int max_positions) {
     }
     inv_freq_[i] = static_cast<float>(inv);
   }
-  cos_.resize(max_positions, half);
-  sin_.resize(max_positions, half);
-  for (int t = 0; t < max_positions; ++t) {
+  const int rows = static_cast<int>(std::min(max_positions, kTablePositions));
+  cos_.resize(rows, half);
+  sin_.resize(rows, half);
+  for (int t = 0; t < rows; ++t) {
     for (int i = 0; i < half; ++i) {
       const float angle =
           static_cast<float>(t) * static_cast<float>(inv_freq_[i]);
@@ -53,14 +58,31 @@ RopeTable::RopeTable(const ModelConfig& config, int max_positions) {
 void RopeTable::Apply(int head_dim, Eigen::Ref<RowMatrixF> x) const {
   const int half = head_dim / 2;
   const int heads = static_cast<int>(x.cols()) / head_dim;
+  std::vector<float> cos_row(half), sin_row(half);
   for (Eigen::Index t = 0; t < x.rows(); ++t) {
+    const float* c = nullptr;
+    const float* s = nullptr;
+    if (t < cos_.rows()) {
+      c = cos_.row(t).data();
+      s = sin_.row(t).data();
+    } else {
+      // Past the table: the same float32 angles, computed here.
+      for (int i = 0; i < half; ++i) {
+        const float angle =
+            static_cast<float>(t) * static_cast<float>(inv_freq_[i]);
+        cos_row[i] = std::cos(angle);
+        sin_row[i] = std::sin(angle);
+      }
+      c = cos_row.data();
+      s = sin_row.data();
+    }
     for (int h = 0; h < heads; ++h) {
       float* v = x.row(t).data() + h * head_dim;
       for (int i = 0; i < half; ++i) {
         const float a = v[i];
         const float b = v[i + half];
-        v[i] = a * cos_(t, i) - b * sin_(t, i);
-        v[i + half] = b * cos_(t, i) + a * sin_(t, i);
+        v[i] = a * c[i] - b * s[i];
+        v[i + half] = b * c[i] + a * s[i];
       }
     }
   }

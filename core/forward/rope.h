@@ -3,6 +3,7 @@
 #ifndef QUANT_CORE_FORWARD_ROPE_H_
 #define QUANT_CORE_FORWARD_ROPE_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "core/model/model_config.h"
@@ -11,12 +12,17 @@
 namespace quant {
 
 // cos/sin of position * inv_freq for positions [0, max_positions), each row
-// holding head_dim / 2 values.
+// holding head_dim / 2 values. Only the first kTablePositions are tabulated
+// (a model may declare millions of positions; a table for all of them would
+// take gigabytes before the first token), later ones are computed as used,
+// with the same float32 arithmetic.
 class RopeTable {
  public:
-  RopeTable(const ModelConfig& config, int max_positions);
+  static constexpr int64_t kTablePositions = int64_t{1} << 16;
 
-  int max_positions() const { return static_cast<int>(cos_.rows()); }
+  RopeTable(const ModelConfig& config, int64_t max_positions);
+
+  int64_t max_positions() const { return max_positions_; }
 
   // Rotates every head of `x` ([seq_len, heads * head_dim], one sequence, row
   // t at position t) in place.
@@ -27,6 +33,7 @@ class RopeTable {
 
  private:
   std::vector<double> inv_freq_;
+  int64_t max_positions_;
   RowMatrixF cos_;
   RowMatrixF sin_;
 };

@@ -43,7 +43,7 @@ class StreamedModel {
   RowMatrixF Logits(const ConstRowMatrixRef& hidden) const;
 
  private:
-  StreamedModel(const Checkpoint& checkpoint, int max_positions)
+  StreamedModel(const Checkpoint& checkpoint, int64_t max_positions)
       : checkpoint_(checkpoint), rope_(checkpoint.config(), max_positions) {}
 
   const Checkpoint& checkpoint_;

@@ -13,8 +13,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "core/io/atomic_file_writer.h"
-#include "core/io/strict_json.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {
@@ -320,8 +320,19 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
   }
   const absl::string_view header_text =
       file_bytes.substr(kLengthPrefixBytes, header_length);
-  QUANT_ASSIGN_OR_RETURN(json header,
-                         ParseJsonStrict(header_text, "header JSON"));
+  StrictJsonOptions json_options;
+  json_options.max_values = limits.max_tensors * 12 + 1024;
+  QUANT_ASSIGN_OR_RETURN(
+      json header, ParseJsonStrict(header_text, "header JSON", json_options));
+  if (header.is_object()) {
+    const int64_t tensors = static_cast<int64_t>(header.size()) -
+                            (header.contains(kMetadataKey) ? 1 : 0);
+    if (tensors > limits.max_tensors) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("header lists ", tensors, " tensors, over the limit of ",
+                       limits.max_tensors));
+    }
+  }
   if (!header.is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "header JSON must be an object, not ", header.type_name()));

@@ -10,7 +10,7 @@
 #include "absl/strings/string_view.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
-#include "core/io/strict_json.h"
+#include "core/base/strict_json.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {

@@ -10,10 +10,20 @@
 #include "absl/strings/str_join.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {
 namespace {
+
+// Accepted ranges of the size fields: well above any released model
+// (Llama 4 Scout declares 10M positions; the widest hidden size is ~25k),
+// low enough that a typo or a hostile file cannot ask for terabytes, and
+// within the 32-bit indices the kernels and token ids use.
+constexpr int64_t kMaxPositionLimit = int64_t{1} << 24;
+constexpr int64_t kMaxHiddenSize = int64_t{1} << 17;
+constexpr int64_t kMaxIntermediateSize = int64_t{1} << 20;
+constexpr int64_t kMaxVocabSize = int64_t{1} << 24;
 
 using json = nlohmann::json;
 
@@ -79,7 +89,9 @@ class FieldReader {
     if (value->is_number_unsigned()) {
       const uint64_t u = value->get<uint64_t>();
       if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
-        return Error(field, absl::StrCat("(", Show(*value), ") is too large"));
+        return Error(field, absl::StrCat("(", Show(*value),
+                                         ") is too large for a 64-bit "
+                                         "integer"));
       }
       return std::optional<int64_t>(static_cast<int64_t>(u));
     }
@@ -101,13 +113,10 @@ class FieldReader {
 
   absl::StatusOr<int64_t> CheckPositive(absl::string_view field, int64_t value,
                                         int64_t max) const {
-    if (value <= 0) {
-      return Error(field,
-                   absl::StrCat("must be a positive integer, got ", value));
-    }
-    if (value > max) {
-      return Error(field,
-                   absl::StrCat("(", value, ") is over the limit of ", max));
+    // One message for both ends, so the user sees the accepted range.
+    if (value <= 0 || value > max) {
+      return Error(field, absl::StrCat("must be a positive integer in 1..", max,
+                                       ", got ", value));
     }
     return value;
   }
@@ -252,10 +261,9 @@ absl::StatusOr<std::optional<Llama3RopeScaling>> ParseRopeScaling(
   QUANT_ASSIGN_OR_RETURN(
       result.high_freq_factor,
       scaling.PositiveNumber("high_freq_factor", std::nullopt));
-  QUANT_ASSIGN_OR_RETURN(
-      result.original_max_position_embeddings,
-      scaling.PositiveInt("original_max_position_embeddings",
-                          std::numeric_limits<int64_t>::max()));
+  QUANT_ASSIGN_OR_RETURN(result.original_max_position_embeddings,
+                         scaling.PositiveInt("original_max_position_embeddings",
+                                             kMaxPositionLimit));
   // The wavelength bands low..high must be ordered, or the interpolation
   // between them divides by zero or inverts.
   if (!(result.high_freq_factor > result.low_freq_factor)) {
@@ -364,11 +372,7 @@ std::string SupportedArchitecturesList() {
 
 absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                                              absl::string_view source) {
-  const json root = json::parse(json_text.begin(), json_text.end(), nullptr,
-                                /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    return absl::InvalidArgumentError(absl::StrCat(source, ": not valid JSON"));
-  }
+  QUANT_ASSIGN_OR_RETURN(const json root, ParseJsonFile(json_text, source));
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(source, ": must hold a JSON object"));
@@ -378,9 +382,11 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   QUANT_ASSIGN_OR_RETURN(config.architecture, ResolveArchitecture(fields));
   config.model_type = std::string(ArchitectureModelType(config.architecture));
 
-  QUANT_ASSIGN_OR_RETURN(config.hidden_size, fields.PositiveInt("hidden_size"));
-  QUANT_ASSIGN_OR_RETURN(config.intermediate_size,
-                         fields.PositiveInt("intermediate_size"));
+  QUANT_ASSIGN_OR_RETURN(config.hidden_size,
+                         fields.PositiveInt("hidden_size", kMaxHiddenSize));
+  QUANT_ASSIGN_OR_RETURN(
+      config.intermediate_size,
+      fields.PositiveInt("intermediate_size", kMaxIntermediateSize));
   QUANT_ASSIGN_OR_RETURN(int64_t layers,
                          fields.PositiveInt("num_hidden_layers", 1 << 16));
   config.num_hidden_layers = static_cast<int>(layers);
@@ -388,13 +394,24 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                          fields.PositiveInt("num_attention_heads", 1 << 16));
   config.num_attention_heads = static_cast<int>(heads);
   QUANT_RETURN_IF_ERROR(CheckHeads(fields, config));
-  QUANT_ASSIGN_OR_RETURN(config.vocab_size, fields.PositiveInt("vocab_size"));
+  QUANT_ASSIGN_OR_RETURN(config.vocab_size,
+                         fields.PositiveInt("vocab_size", kMaxVocabSize));
 
   QUANT_ASSIGN_OR_RETURN(config.rms_norm_eps,
                          fields.PositiveNumber("rms_norm_eps", 1e-6));
   QUANT_ASSIGN_OR_RETURN(config.rope_theta,
                          fields.PositiveNumber("rope_theta", 10000.0));
   QUANT_ASSIGN_OR_RETURN(config.rope_scaling, ParseRopeScaling(fields, source));
+  // transformers' default RoPE rotates only this fraction of each head when
+  // the config sets it; the forward pass rotates whole heads.
+  QUANT_ASSIGN_OR_RETURN(std::optional<double> partial_rotary,
+                         fields.OptionalNumber("partial_rotary_factor"));
+  if (partial_rotary.has_value() && *partial_rotary != 1.0) {
+    return fields.Error("partial_rotary_factor",
+                        absl::StrCat("(", *partial_rotary,
+                                     ") is not supported; only 1 (RoPE over "
+                                     "the whole head)"));
+  }
   QUANT_ASSIGN_OR_RETURN(std::optional<int64_t> max_positions,
                          fields.OptionalInt("max_position_embeddings"));
   QUANT_ASSIGN_OR_RETURN(
@@ -402,7 +419,7 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
       fields.CheckPositive(
           "max_position_embeddings",
           max_positions.value_or(DefaultMaxPositions(config.architecture)),
-          std::numeric_limits<int64_t>::max()));
+          kMaxPositionLimit));
 
   QUANT_ASSIGN_OR_RETURN(config.tie_word_embeddings,
                          fields.Bool("tie_word_embeddings", false));
@@ -452,15 +469,53 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
                          fields.OptionalInt("sliding_window"));
   if (window.has_value()) {
     QUANT_RETURN_IF_ERROR(
-        fields
-            .CheckPositive("sliding_window", *window,
-                           std::numeric_limits<int64_t>::max())
+        fields.CheckPositive("sliding_window", *window, kMaxPositionLimit)
             .status());
   }
   QUANT_ASSIGN_OR_RETURN(bool use_sliding_window,
                          fields.Bool("use_sliding_window", false));
-  if (config.architecture == Architecture::kMistral || use_sliding_window) {
-    config.sliding_window = window;
+  // As transformers reads them: MistralConfig applies sliding_window to
+  // every layer; Qwen2/Qwen3 only with use_sliding_window, and then only
+  // from layer max_window_layers on, which the forward pass does not model,
+  // so such a checkpoint is refused rather than run with full attention;
+  // LlamaConfig has no sliding window at all (the fields are ignored there,
+  // as transformers ignores them).
+  switch (config.architecture) {
+    case Architecture::kMistral:
+      config.sliding_window = window;
+      break;
+    case Architecture::kQwen2:
+    case Architecture::kQwen3:
+      if (use_sliding_window && window.has_value()) {
+        return fields.Error(
+            "use_sliding_window",
+            "(true) is not supported: layers from \"max_window_layers\" on "
+            "would attend over a sliding window, which this version does not "
+            "apply; set it to false only if the model was trained that way");
+      }
+      break;
+    case Architecture::kLlama:
+      break;
+  }
+  // Newer configs list each layer's attention; anything but full attention
+  // (or, for mistral, its sliding window on every layer) is refused.
+  if (const json* layer_types = fields.Get("layer_types")) {
+    if (!layer_types->is_array()) {
+      return fields.Error("layer_types", "must be a list of strings");
+    }
+    const std::string wanted = config.sliding_window.has_value()
+                                   ? "sliding_attention"
+                                   : "full_attention";
+    for (size_t i = 0; i < layer_types->size(); ++i) {
+      const json& type = (*layer_types)[i];
+      if (!type.is_string() || type.get<std::string>() != wanted) {
+        return fields.Error(absl::StrCat("layer_types[", i, "]"),
+                            absl::StrCat("(", Show(type),
+                                         ") is not supported; every layer "
+                                         "must be \"",
+                                         wanted, "\" for this config"));
+      }
+    }
   }
 
   if (const json* quantization = fields.Get("quantization_config")) {

@@ -98,9 +98,9 @@ absl::StatusOr<PackedCompressedTensorsLayer> PackCompressedTensors(
   packed.weight_scale = std::move(scales.values);
   packed.max_scale_rounding = scales.max_relative_change;
 
-  packed.words_per_row = PackedWordCount(k, bits, PackLayout::kWholeCodes);
+  packed.words_per_row = PackedWordCount(k, bits, PackLayout::kBitstream);
   packed.weight_packed =
-      PackRows(layer.codes.data(), n, k, bits, PackLayout::kWholeCodes);
+      PackRows(layer.codes.data(), n, k, bits, PackLayout::kBitstream);
   if (!packed.symmetric) {
     // Zero points as [N, G], packed along N.
     std::vector<uint8_t> zeros(static_cast<size_t>(n * packed.num_groups));
@@ -111,7 +111,7 @@ absl::StatusOr<PackedCompressedTensorsLayer> PackCompressedTensors(
       }
     }
     packed.weight_zero_point = PackColumns(zeros.data(), n, packed.num_groups,
-                                           bits, PackLayout::kWholeCodes);
+                                           bits, PackLayout::kBitstream);
   }
   if (store_g_idx) packed.weight_g_idx = layer.g_idx;
   return packed;
@@ -131,7 +131,7 @@ std::vector<PackedTensor> CompressedTensorsLayerTensors(
       Int64Tensor(layer.name + ".weight_shape", {2}, {layer.rows, layer.cols}));
   if (!layer.weight_zero_point.empty()) {
     const int64_t zero_rows =
-        PackedWordCount(layer.rows, layer.bits, PackLayout::kWholeCodes);
+        PackedWordCount(layer.rows, layer.bits, PackLayout::kBitstream);
     tensors.push_back(WordTensor(layer.name + ".weight_zero_point",
                                  {zero_rows, layer.num_groups},
                                  layer.weight_zero_point));
@@ -220,6 +220,9 @@ absl::StatusOr<nlohmann::json> CompressedTensorsQuantizationConfig(
   }
   nlohmann::json config = {
       {"quant_method", "compressed-tensors"},
+      // The library version whose layout the packed words follow: readers
+      // tell the dense layout (0.18) from the 0.17 one by it.
+      {"version", kCompressedTensorsVersion},
       {"format", "pack-quantized"},
       {"quantization_status", "compressed"},
       {"config_groups", std::move(groups)},

@@ -2,15 +2,21 @@
 // them; vLLM's CompressedTensorsWNA16 and the compressed-tensors library read
 // them).
 //
-// Per linear layer <name> with N outputs, K inputs, b bits, G groups,
-// p = floor(32/b) codes per word:
-//   <name>.weight_packed      int32 [N, ceil(K/p)]  each row packed along K,
-//                             code j in word j/p at bit (j%p)*b, unused high
-//                             bits and the tail of the last word zero, so
+// Per linear layer <name> with N outputs, K inputs, b bits, G groups:
+//   <name>.weight_packed      int32 [N, ceil(K*b/32)]  each row packed along
+//                             K densely (compressed-tensors 0.18, PR 715):
+//                             code j at bits [j*b, j*b+b) of the row's
+//                             little-endian bit stream, codes straddling words
+//                             where b does not divide 32 (3 bits: 32 codes in
+//                             3 words), the tail of the last word zero, so
 //                             any K packs (e.g. K = 172 -> 22 words at 4 bits).
+//                             0.17 and earlier put floor(32/b) codes in a word
+//                             with the high bits zero; for 2, 4 and 8 bits the
+//                             two layouts are the same words. The config's
+//                             "version" says which (ParsePackedFormatConfig).
 //   <name>.weight_scale       [N, G] float (F16 by default; llm-compressor
 //                             writes the model's dtype, vLLM converts).
-//   <name>.weight_zero_point  int32 [ceil(N/p), G], asymmetric only: zero
+//   <name>.weight_zero_point  int32 [ceil(N*b/32), G], asymmetric only: zero
 //                             points packed along N (dimension 0) the same way.
 //   <name>.weight_shape       int64 [2] = {N, K}.
 //   <name>.weight_g_idx       int32 [K], only with actorder "group".
@@ -46,6 +52,10 @@
 #include "nlohmann/json.hpp"
 
 namespace quant {
+
+// Written as quantization_config.version: the first release with the dense
+// layout.
+inline constexpr char kCompressedTensorsVersion[] = "0.18.0";
 
 struct CompressedTensorsShapeFit {
   bool fits = false;

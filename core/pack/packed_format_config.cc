@@ -6,10 +6,13 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "core/base/status_macros.h"
 #include "core/pack/bit_packing.h"
@@ -283,6 +286,32 @@ absl::StatusOr<PackedSchemeRule> ModuleRule(const json& entry,
   return rule;
 }
 
+// The library version that wrote the file decides the packing: 0.18.0
+// introduced the dense layout (compressed_tensors_format.h). Files without
+// a version are older (and this project's own before it wrote one).
+absl::StatusOr<PackLayout> CompressedTensorsLayout(const json& block) {
+  const json* version = Member(block, "version");
+  if (version == nullptr) return PackLayout::kWholeCodes;
+  if (!version->is_string()) {
+    return BadField("version", absl::StrCat("is ", version->dump(),
+                                            ", expected a version string"));
+  }
+  // "0.18.0", "0.18.1.dev4+g1234": the leading major.minor decide.
+  const std::string text = version->get<std::string>();
+  const std::vector<absl::string_view> parts = absl::StrSplit(text, '.');
+  int major = 0;
+  int minor = 0;
+  if (parts.size() < 2 || !absl::SimpleAtoi(parts[0], &major) ||
+      !absl::SimpleAtoi(parts[1], &minor)) {
+    return BadField("version",
+                    absl::StrCat("is \"", text.substr(0, 64),
+                                 "\", expected MAJOR.MINOR[.PATCH...]"));
+  }
+  return std::make_pair(major, minor) >= std::make_pair(0, 18)
+             ? PackLayout::kBitstream
+             : PackLayout::kWholeCodes;
+}
+
 absl::StatusOr<PackedFormatConfig> ParseCompressedTensors(const json& block) {
   PackedFormatConfig config;
   config.format = PackedFormat::kCompressedTensors;
@@ -292,6 +321,8 @@ absl::StatusOr<PackedFormatConfig> ParseCompressedTensors(const json& block) {
   // "frozen" or "calibration" checkpoints hold unpacked weights.
   QUANT_RETURN_IF_ERROR(RequireName(block, "quantization_status", "compressed",
                                     /*required=*/false));
+  QUANT_ASSIGN_OR_RETURN(config.compressed_tensors_layout,
+                         CompressedTensorsLayout(block));
   const json* groups = Member(block, "config_groups");
   if (groups == nullptr || !groups->is_object() || groups->empty()) {
     return BadField("config_groups", "must be a non-empty object");

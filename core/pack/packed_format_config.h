@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/pack/bit_packing.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {
@@ -65,6 +66,11 @@ struct PackedFormatConfig {
   // (weight_g_idx stored for every packed layer).
   bool act_order = false;
   std::vector<PackedSchemeRule> rules;
+  // compressed-tensors: how codes sit in the words (compressed_tensors_format
+  // .h). Dense (kBitstream) when "version" is 0.18 or later, the 0.17
+  // layout (kWholeCodes) when it is older or absent; the same words for 2,
+  // 4 and 8 bits.
+  PackLayout compressed_tensors_layout = PackLayout::kBitstream;
 
   PackedScheme DefaultScheme() const {
     return {bits, group_size, symmetric, act_order};

@@ -296,8 +296,9 @@ absl::StatusOr<FloatTensor> PackedLayerReader::DequantizeCompressedTensors(
     int64_t k) const {
   const int bits = scheme.bits;
   const int64_t group_size = scheme.group_size;
-  const int64_t per_word = kWordBits / bits;
   const int64_t groups = group_size > 0 ? k / group_size : 1;
+  // Dense (0.18+) or the 0.17 layout, from the config's version.
+  const PackLayout layout = config_.compressed_tensors_layout;
   const TensorChecker checker(
       *tensors_, layer,
       absl::StrCat("compressed-tensors pack-quantized, weight [N=", n,
@@ -308,7 +309,7 @@ absl::StatusOr<FloatTensor> PackedLayerReader::DequantizeCompressedTensors(
         absl::StrCat("cannot describe K=", k, " in groups of ", group_size,
                      ": the group strategy needs whole groups"));
   }
-  const int64_t words_per_row = (k + per_word - 1) / per_word;
+  const int64_t words_per_row = PackedWordCount(k, bits, layout);
   QUANT_ASSIGN_OR_RETURN(
       TensorCollection::Entry packed_entry,
       checker.Get("weight_packed", {DType::kI32}, {n, words_per_row}));
@@ -335,14 +336,14 @@ absl::StatusOr<FloatTensor> PackedLayerReader::DequantizeCompressedTensors(
                                 "the config says symmetric: true");
     }
   } else {
-    const int64_t zero_rows = (n + per_word - 1) / per_word;
+    const int64_t zero_rows = PackedWordCount(n, bits, layout);
     QUANT_ASSIGN_OR_RETURN(
         TensorCollection::Entry zero_entry,
         checker.Get("weight_zero_point", {DType::kI32}, {zero_rows, groups}));
     const std::vector<uint32_t> packed_zeros = ReadInts<uint32_t>(zero_entry);
     for (int64_t g = 0; g < groups; ++g) {
-      UnpackLine(packed_zeros.data() + g, groups, n, bits,
-                 PackLayout::kWholeCodes, line.data(), 1);
+      UnpackLine(packed_zeros.data() + g, groups, n, bits, layout, line.data(),
+                 1);
       for (int64_t r = 0; r < n; ++r) {
         zeros[static_cast<size_t>(g * n + r)] = line[static_cast<size_t>(r)];
       }
@@ -375,8 +376,8 @@ absl::StatusOr<FloatTensor> PackedLayerReader::DequantizeCompressedTensors(
   weight.shape = {n, k};
   weight.data.resize(static_cast<size_t>(n * k));
   for (int64_t r = 0; r < n; ++r) {
-    UnpackLine(packed.data() + r * words_per_row, 1, k, bits,
-               PackLayout::kWholeCodes, line.data(), 1);
+    UnpackLine(packed.data() + r * words_per_row, 1, k, bits, layout,
+               line.data(), 1);
     float* out = weight.data.data() + r * k;
     for (int64_t c = 0; c < k; ++c) {
       const int64_t g = g_idx[static_cast<size_t>(c)];

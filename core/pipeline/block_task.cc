@@ -724,7 +724,7 @@ absl::Status BlockRunner::ApplyGroup(GroupPlan& plan,
     // What the format cannot hold is found now, before later groups are
     // calibrated on this layer's output.
     absl::StatusOr<std::vector<PackedTensor>> trial =
-        PackLayer(q.layer, result->name, recipe_);
+        PackLayer(q.layer, result->name, recipe_, config_);
     if (!trial.ok()) {
       if (trial.status().code() != absl::StatusCode::kFailedPrecondition) {
         return trial.status();
@@ -784,8 +784,9 @@ absl::StatusOr<std::vector<PackedTensor>> BlockRunner::BlockTensors() const {
   for (const LayerResult& result : results_) {
     const LinearWeights& linear = working_.Linear(result.type);
     if (result.quantized) {
-      QUANT_ASSIGN_OR_RETURN(std::vector<PackedTensor> packed,
-                             PackLayer(result.layer, result.name, recipe_));
+      QUANT_ASSIGN_OR_RETURN(
+          std::vector<PackedTensor> packed,
+          PackLayer(result.layer, result.name, recipe_, config_));
       for (PackedTensor& t : packed) tensors.push_back(std::move(t));
     } else {
       const RowMatrixF& w = linear.weight;

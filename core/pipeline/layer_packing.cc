@@ -33,11 +33,19 @@ CompressedTensorsActOrder ActOrderFor(const Recipe& recipe,
                               : CompressedTensorsActOrder::kGroup;
 }
 
+DType CompressedTensorsScaleDType(const ModelConfig& config) {
+  if (config.torch_dtype == "bfloat16") return DType::kBF16;
+  if (config.torch_dtype == "float32") return DType::kF32;
+  return DType::kF16;
+}
+
 absl::StatusOr<std::vector<PackedTensor>> PackLayer(const QuantizedLayer& layer,
                                                     absl::string_view name,
-                                                    const Recipe& recipe) {
+                                                    const Recipe& recipe,
+                                                    const ModelConfig& config) {
   if (recipe.format == OutputFormat::kCompressedTensors) {
     CompressedTensorsPackOptions options;
+    options.scale_dtype = CompressedTensorsScaleDType(config);
     options.actorder = ActOrderFor(recipe, layer.grid.group_size);
     QUANT_ASSIGN_OR_RETURN(PackedCompressedTensorsLayer packed,
                            PackCompressedTensors(layer, name, options));

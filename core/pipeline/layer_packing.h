@@ -10,6 +10,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/base/dtype.h"
+#include "core/model/model_config.h"
 #include "core/pack/compressed_tensors_format.h"
 #include "core/pack/packed_tensor.h"
 #include "core/quant/quantized_layer.h"
@@ -29,12 +31,18 @@ std::string FormatRefusal(OutputFormat format, int64_t n, int64_t k, int bits,
 // order invisible in storage).
 CompressedTensorsActOrder ActOrderFor(const Recipe& recipe, int64_t group_size);
 
+// The dtype compressed-tensors scales are stored in: the model's own
+// (config.json torch_dtype), as llm-compressor stores them; F16 when the
+// config names none (or one scales cannot take). GPTQ's are always F16.
+DType CompressedTensorsScaleDType(const ModelConfig& config);
+
 // The layer's tensors in the recipe's format (<name>.qweight ... or
 // <name>.weight_packed ...). FailedPrecondition when the format cannot hold
 // it; other errors for an inconsistent layer.
 absl::StatusOr<std::vector<PackedTensor>> PackLayer(const QuantizedLayer& layer,
                                                     absl::string_view name,
-                                                    const Recipe& recipe);
+                                                    const Recipe& recipe,
+                                                    const ModelConfig& config);
 
 }  // namespace quant
 

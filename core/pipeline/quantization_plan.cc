@@ -67,6 +67,15 @@ CalibrationSplitOptions SplitOptionsFromRecipe(const Recipe& recipe) {
 absl::StatusOr<QuantizationPlan> PlanQuantization(const ModelConfig& config,
                                                   const Recipe& recipe) {
   QUANT_RETURN_IF_ERROR(ValidateRecipe(recipe));
+  // Checked here, before any work: calibration, held-out and gate windows
+  // are all seq_len tokens, which the model must be able to attend over.
+  if (recipe.calibration.seq_len > config.max_position_embeddings) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("calibration.seq_len: ", recipe.calibration.seq_len,
+                     " exceeds the model's max_position_embeddings (",
+                     config.max_position_embeddings, "); use at most ",
+                     config.max_position_embeddings));
+  }
   const std::vector<LinearLayerSpec> specs = ListAllLinearLayers(config);
   std::vector<std::string> names;
   for (const LinearLayerSpec& spec : specs) names.push_back(spec.name);

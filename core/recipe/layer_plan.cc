@@ -94,9 +94,24 @@ absl::StatusOr<LayerPlan> ResolveLayerSettings(
     layer.grid = recipe.grid;
     layer.damp = DampValue{recipe.damp.automatic, recipe.damp.fraction};
 
+    // A pattern that gives up on a name is an error, not "no match": an
+    // ignore entry that silently failed would quantize a layer the user
+    // asked to keep.
+    const auto matches =
+        [&name](const Regex& regex, absl::string_view field, size_t i,
+                absl::string_view suffix) -> absl::StatusOr<bool> {
+      absl::StatusOr<bool> matched = regex.BoundedFullMatch(name);
+      if (!matched.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            field, "[", i, "]", suffix, ": ", matched.status().message()));
+      }
+      return *matched;
+    };
     int ignored_by = -1;
     for (size_t i = 0; i < ignore.size() && ignored_by < 0; ++i) {
-      if (ignore[i]->FullMatch(name)) ignored_by = static_cast<int>(i);
+      QUANT_ASSIGN_OR_RETURN(const bool hit,
+                             matches(*ignore[i], "ignore", i, ""));
+      if (hit) ignored_by = static_cast<int>(i);
     }
 
     FieldSetting<int> bits, group_size;
@@ -105,7 +120,9 @@ absl::StatusOr<LayerPlan> ResolveLayerSettings(
     FieldSetting<DampValue> damp;
     int kept_by = -1;
     for (size_t i = 0; i < overrides.size(); ++i) {
-      if (!overrides[i]->FullMatch(name)) continue;
+      QUANT_ASSIGN_OR_RETURN(const bool hit,
+                             matches(*overrides[i], "overrides", i, ".match"));
+      if (!hit) continue;
       ++matched[i];
       if (ignored_by >= 0) continue;
       ++applied[i];

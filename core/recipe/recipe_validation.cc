@@ -12,6 +12,11 @@ namespace quant {
 namespace {
 
 constexpr int kMaxCalibrationCount = 1 << 20;
+// Layer-name patterns: real ones are a few dozen characters and a recipe has
+// a handful. The bounds keep planning (every pattern against every layer
+// name) fast and error messages that quote a pattern short.
+constexpr size_t kMaxPatternLength = 256;
+constexpr size_t kMaxPatterns = 256;
 
 using MaybeError = std::optional<RecipeFieldError>;
 
@@ -46,6 +51,11 @@ MaybeError CheckDampFraction(const std::string& path, double fraction) {
 
 MaybeError CheckPattern(const std::string& path, const std::string& pattern) {
   if (pattern.empty()) return Error(path, "empty pattern");
+  if (pattern.size() > kMaxPatternLength) {
+    return Error(path,
+                 absl::StrCat("pattern of ", pattern.size(),
+                              " characters; at most ", kMaxPatternLength));
+  }
   absl::StatusOr<std::unique_ptr<Regex>> regex = Regex::Compile(pattern);
   if (!regex.ok()) return Error(path, std::string(regex.status().message()));
   return std::nullopt;
@@ -233,6 +243,14 @@ std::optional<RecipeFieldError> FindRecipeError(const Recipe& recipe) {
     }
   }
   if (MaybeError error = CheckCalibration(recipe.calibration)) return error;
+  if (recipe.ignore.size() > kMaxPatterns) {
+    return Error("ignore", absl::StrCat(recipe.ignore.size(),
+                                        " patterns; at most ", kMaxPatterns));
+  }
+  if (recipe.overrides.size() > kMaxPatterns) {
+    return Error("overrides", absl::StrCat(recipe.overrides.size(),
+                                           " entries; at most ", kMaxPatterns));
+  }
   for (size_t i = 0; i < recipe.ignore.size(); ++i) {
     if (MaybeError error =
             CheckPattern(absl::StrCat("ignore[", i, "]"), recipe.ignore[i])) {

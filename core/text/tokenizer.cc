@@ -7,8 +7,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/strip.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "core/text/added_vocabulary.h"
 #include "core/text/bpe_model.h"
 #include "core/text/decoder.h"
@@ -80,12 +82,8 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromDirectory(
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
     absl::string_view tokenizer_json, absl::string_view tokenizer_config_json) {
-  const Json root = Json::parse(tokenizer_json.begin(), tokenizer_json.end(),
-                                nullptr, /*allow_exceptions=*/false);
-  if (root.is_discarded()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(kTokenizerFile, ": not valid JSON"));
-  }
+  QUANT_ASSIGN_OR_RETURN(const Json root,
+                         ParseJsonFile(tokenizer_json, kTokenizerFile));
   if (!root.is_object()) {
     return absl::InvalidArgumentError(
         absl::StrCat(kTokenizerFile, ": expected a JSON object"));
@@ -170,12 +168,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
 
 absl::Status Tokenizer::LoadConfig(absl::string_view tokenizer_config_json) {
   if (tokenizer_config_json.empty()) return absl::OkStatus();
-  const Json config =
-      Json::parse(tokenizer_config_json.begin(), tokenizer_config_json.end(),
-                  nullptr, /*allow_exceptions=*/false);
-  if (config.is_discarded()) {
-    return absl::InvalidArgumentError("not valid JSON");
+  // The caller prefixes the file name.
+  absl::StatusOr<Json> parsed = ParseJsonFile(tokenizer_config_json, "");
+  if (!parsed.ok()) {
+    absl::string_view message = parsed.status().message();
+    absl::ConsumePrefix(&message, ": ");
+    return absl::InvalidArgumentError(message);
   }
+  const Json config = *std::move(parsed);
   if (!config.is_object()) {
     return absl::InvalidArgumentError("expected a JSON object");
   }

@@ -210,6 +210,9 @@ class JobStore {
   virtual absl::StatusOr<std::optional<Lease>> LeaseTask(
       const std::string& worker_id, int64_t lease_ms,
       const std::vector<std::string>& worker_levels = {}) = 0;
+  // The task a current (unexpired, not superseded) lease holds, with the
+  // worker that took it; FailedPrecondition like Heartbeat otherwise.
+  virtual absl::StatusOr<Task> CurrentLease(const std::string& lease_id) = 0;
   virtual absl::StatusOr<HeartbeatResult> Heartbeat(const std::string& lease_id,
                                                     double progress) = 0;
   virtual absl::StatusOr<CompleteTaskResult> CompleteTask(

@@ -62,6 +62,7 @@ class SqliteJobStore : public JobStore {
   absl::StatusOr<std::optional<Lease>> LeaseTask(
       const std::string& worker_id, int64_t lease_ms,
       const std::vector<std::string>& worker_levels = {}) override;
+  absl::StatusOr<Task> CurrentLease(const std::string& lease_id) override;
   absl::StatusOr<HeartbeatResult> Heartbeat(const std::string& lease_id,
                                             double progress) override;
   absl::StatusOr<CompleteTaskResult> CompleteTask(

@@ -351,6 +351,13 @@ absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
                isa_chosen};
 }
 
+absl::StatusOr<Task> SqliteJobStore::CurrentLease(const std::string& lease_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  QUANT_ASSIGN_OR_RETURN(TaskRow row,
+                         FindCurrentLease(lease_id, clock_->NowMs()));
+  return std::move(row.task);
+}
+
 absl::StatusOr<HeartbeatResult> SqliteJobStore::Heartbeat(
     const std::string& lease_id, double progress) {
   if (!std::isfinite(progress) || progress < 0 || progress > 1) {

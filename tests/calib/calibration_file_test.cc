@@ -39,6 +39,9 @@ TEST(CalibrationFileTest, JsonlErrorsNameTheLine) {
       {"{\"text\": \" \\n\"}", "line 1: \"text\" is empty"},
       {"{\"text\": \"a\", \"input_ids\": [1]}", "both"},
       {"{\"text\": \"a\"}\n[1, 2]\n", "line 2: document is not an object"},
+      {"{\"text\": \"a\", \"meta\": " + std::string(20000, '[') +
+           std::string(20000, ']') + "}",
+       "line 1: invalid JSON: nested deeper than 64 levels"},
   };
   for (const Case& c : cases) {
     auto file = ParseCalibrationFile(c.bytes);

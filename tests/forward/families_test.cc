@@ -1,9 +1,9 @@
 // The forward pass on tiny random checkpoints of the paths stories260K does
 // not exercise (llama3 rope scaling, attention biases, qwen2 q/k/v biases,
-// qwen3 q_norm/k_norm with head_dim != hidden / heads, grouped-query
-// attention, tied and untied lm_head), against float64 logits computed by
-// tests/fixtures/forward/generate_families.py from the Hugging Face modelling
-// semantics.
+// qwen3 q_norm/k_norm with head_dim != hidden / heads, mistral's sliding
+// window, grouped-query attention, tied and untied lm_head), against float64
+// logits computed by tests/fixtures/forward/generate_families.py from the
+// Hugging Face modelling semantics.
 #include <algorithm>
 #include <cmath>
 #include <memory>
@@ -104,6 +104,21 @@ TEST(FamiliesTest, Qwen2QkvBiasGqaTied) {
 
 TEST(FamiliesTest, Qwen3QkNormWideHeadsGqaTied) {
   ExpectMatchesReference("qwen3_qknorm");
+}
+
+TEST(FamiliesTest, MistralSlidingWindowGqaUntied) {
+  ExpectMatchesReference("mistral_window");
+}
+
+// A loader that recorded sliding_window but attended over every earlier
+// position (as this one once did) is caught: full attention's reference
+// logits are far from the windowed ones.
+TEST(FamiliesTest, MistralOutputDependsOnSlidingWindow) {
+  Fixture fixture;
+  ASSERT_NO_FATAL_FAILURE(RunFixture("mistral_window", &fixture));
+  ASSERT_EQ(fixture.config.sliding_window, 5);
+  EXPECT_GT(MaxDifference(fixture, "logits_without_sliding_window"), 0.5);
+  EXPECT_LT(MaxDifference(fixture, "logits"), kLogitTolerance);
 }
 
 // The fixtures exercise what their names promise, so a loader that ignored a

@@ -1,5 +1,5 @@
 // Tests for ParseJsonStrict: duplicates, nesting, syntax errors, values.
-#include "core/io/strict_json.h"
+#include "core/base/strict_json.h"
 
 #include <string>
 

@@ -112,6 +112,46 @@ TEST(ModelConfigTest, Qwen2HasQkvBiasButNoOProjBias) {
   EXPECT_FALSE(config->sliding_window.has_value());
 }
 
+// Every field that changes the forward pass is applied or refused: Qwen's
+// sliding window (layers from max_window_layers on) is not modelled, so a
+// config that turns it on is refused rather than run with full attention;
+// llama has no sliding window in transformers, so there the fields are
+// ignored as transformers ignores them.
+TEST(ModelConfigTest, SlidingWindowIsAppliedOrRefused) {
+  const std::string qwen = R"({
+    "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
+    "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2,
+    "num_attention_heads": 4, "vocab_size": 100, "sliding_window": 32,
+    "max_window_layers": 1, "use_sliding_window": true})";
+  absl::StatusOr<ModelConfig> refused = ParseModelConfig(qwen);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("\"use_sliding_window\" (true) is not supported"));
+
+  absl::StatusOr<ModelConfig> llama = ParseModelConfig(
+      LlamaWith(R"("sliding_window": 8, "use_sliding_window": true)"));
+  ASSERT_TRUE(llama.ok()) << llama.status();
+  EXPECT_FALSE(llama->sliding_window.has_value());
+
+  absl::StatusOr<ModelConfig> mixed = ParseModelConfig(LlamaWith(
+      R"("layer_types": ["full_attention", "sliding_attention", "full_attention",
+                         "full_attention", "full_attention"])"));
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_THAT(mixed.status().message(),
+              HasSubstr("\"layer_types[1]\" (\"sliding_attention\") is not "
+                        "supported"));
+  EXPECT_TRUE(
+      ParseModelConfig(LlamaWith(R"("layer_types": ["full_attention"])")).ok());
+
+  absl::StatusOr<ModelConfig> partial =
+      ParseModelConfig(LlamaWith(R"("partial_rotary_factor": 0.5)"));
+  ASSERT_FALSE(partial.ok());
+  EXPECT_THAT(partial.status().message(),
+              HasSubstr("\"partial_rotary_factor\" (0.5) is not supported"));
+  EXPECT_TRUE(
+      ParseModelConfig(LlamaWith(R"("partial_rotary_factor": 1.0)")).ok());
+}
+
 TEST(ModelConfigTest, Qwen2ForcesBiasEvenWhenFileSaysFalse) {
   absl::StatusOr<ModelConfig> config = ParseModelConfig(R"({
     "architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2",
@@ -227,9 +267,26 @@ TEST(ModelConfigTest, FieldErrorsNameTheField) {
            "vocab_size": 512})",
        "\"hidden_size\" is missing"},
       {LlamaWith(R"("hidden_size": -64)"),  // Later duplicate key wins.
-       "\"hidden_size\" must be a positive integer, got -64"},
+       "\"hidden_size\" must be a positive integer in 1..131072, got -64"},
       {LlamaWith(R"("vocab_size": 0)"),
-       "\"vocab_size\" must be a positive integer, got 0"},
+       "\"vocab_size\" must be a positive integer in 1..16777216, got 0"},
+      // Out of range: refused with the range, never truncated (2^32 + 64
+      // was once read as 64, 2^31 - 1 sized a RoPE table of 2^31 rows).
+      {LlamaWith(R"("max_position_embeddings": 4294967360)"),
+       "\"max_position_embeddings\" must be a positive integer in "
+       "1..16777216, got 4294967360"},
+      {LlamaWith(R"("max_position_embeddings": 4611686018427387904)"),
+       "got 4611686018427387904"},
+      {LlamaWith(R"("max_position_embeddings": 2147483647)"),
+       "in 1..16777216, got 2147483647"},
+      {LlamaWith(R"("max_position_embeddings": 18446744073709551615)"),
+       "is too large for a 64-bit integer"},
+      {LlamaWith(R"("sliding_window": 4294967296, "use_sliding_window": true)"),
+       "\"sliding_window\" must be a positive integer in 1..16777216"},
+      {LlamaWith(R"("hidden_size": 4294967360)"),
+       "\"hidden_size\" must be a positive integer in 1..131072"},
+      {LlamaWith(R"("num_hidden_layers": 4294967297)"),
+       "\"num_hidden_layers\" must be a positive integer in 1..65536"},
       {LlamaWith(R"("intermediate_size": "172")"),
        "\"intermediate_size\" must be an integer"},
       {LlamaWith(R"("num_hidden_layers": 5.5)"),
@@ -271,6 +328,20 @@ TEST(ModelConfigTest, FieldErrorsNameTheField) {
     EXPECT_THAT(message, HasSubstr(c.expected));
     EXPECT_THAT(message, ::testing::StartsWith("config.json: "));
   }
+}
+
+TEST(ModelConfigTest, DeepNestingIsRefusedAtTheLimit) {
+  std::string nested;
+  for (int i = 0; i < 20000; ++i) nested += "{\"a\": ";
+  nested += "1" + std::string(20000, '}');
+  const std::string message = ErrorOf(LlamaWith("\"extra\": " + nested));
+  EXPECT_THAT(message, ::testing::StartsWith("config.json: not valid JSON: "
+                                             "nested deeper than 64 levels"));
+  // Real files nest a few levels; 60 is accepted.
+  std::string shallow;
+  for (int i = 0; i < 60; ++i) shallow += "[";
+  shallow += std::string(60, ']');
+  EXPECT_TRUE(ParseModelConfig(LlamaWith("\"extra\": " + shallow)).ok());
 }
 
 TEST(ModelConfigTest, MissingConfigFileNamesThePath) {

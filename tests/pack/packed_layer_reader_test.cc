@@ -14,6 +14,7 @@
 #include "core/base/file_util.h"
 #include "core/io/safetensors.h"
 #include "core/io/tensor_collection.h"
+#include "core/pack/bit_packing.h"
 #include "core/pack/checkpoint_config.h"
 #include "core/pack/compressed_tensors_format.h"
 #include "core/pack/gptq_format.h"
@@ -228,6 +229,62 @@ TEST(PackedLayerReaderTest, CompressedTensorsLayersReadBackExactly) {
           scale_dtype);
     }
   }
+}
+
+// compressed-tensors 0.18 packs 3-bit codes densely and says so with
+// "version"; a file without one (0.17 and earlier, and this project's own
+// before it wrote one) holds 10 whole codes a word. Both read back; a
+// 0.17-layout file claiming 0.18 is refused by its shape, not misread.
+TEST(PackedLayerReaderTest, CompressedTensorsVersionSelectsThePacking) {
+  RandomLayerSpec spec;
+  spec.kind = GridKind::kSym;
+  spec.bits = 3;
+  spec.rows = 5;
+  spec.cols = 160;  // Dense: 15 words a row; 0.17: 16.
+  spec.group_size = 32;
+  spec.seed = 7;
+  const QuantizedLayer layer = MakeLayerWithUnroundedScales(spec);
+  absl::StatusOr<PackedCompressedTensorsLayer> dense =
+      PackCompressedTensors(layer, kLayer);
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_EQ(dense->words_per_row, 15);
+  CompressedTensorsConfigOptions options;
+  options.bits = 3;
+  options.group_size = 32;
+  options.ignore = {kPlainLayer};
+  absl::StatusOr<nlohmann::json> block =
+      CompressedTensorsQuantizationConfig(options);
+  ASSERT_TRUE(block.ok()) << block.status();
+  EXPECT_EQ((*block)["version"], kCompressedTensorsVersion);
+  ExpectReadsBack(WriteAndOpen(CompressedTensorsLayerTensors(*dense), *block),
+                  layer, DType::kF16);
+
+  PackedCompressedTensorsLayer legacy = *dense;
+  legacy.words_per_row = 16;
+  legacy.weight_packed = PackRows(layer.codes.data(), layer.rows, layer.cols, 3,
+                                  PackLayout::kWholeCodes);
+  nlohmann::json legacy_block = *block;
+  legacy_block.erase("version");
+  ExpectReadsBack(
+      WriteAndOpen(CompressedTensorsLayerTensors(legacy), legacy_block), layer,
+      DType::kF16);
+  legacy_block["version"] = "0.17.1";
+  ExpectReadsBack(
+      WriteAndOpen(CompressedTensorsLayerTensors(legacy), legacy_block), layer,
+      DType::kF16);
+
+  // The old words under a 0.18 claim: the reader expects 15 words a row.
+  const WrittenCheckpoint misread =
+      WriteAndOpen(CompressedTensorsLayerTensors(legacy), *block);
+  ASSERT_NE(misread.tensors, nullptr);
+  absl::StatusOr<PackedLayerReader> reader = PackedLayerReader::Create(
+      misread.tensors.get(), misread.quantization_config);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_FALSE(reader->Dequantize(kLayer, layer.rows, layer.cols).ok());
+
+  legacy_block["version"] = "new";
+  EXPECT_THAT(ParsePackedFormatConfig(legacy_block).status().message(),
+              ::testing::HasSubstr("\"version\" is \"new\", expected"));
 }
 
 // A symmetric-restricted grid stores zero 2^(b-1) like sym: both formats

@@ -124,7 +124,7 @@ absl::StatusOr<UnpackedLayer> UnpackGptqV1(const StoredTensors& tensors,
 
 absl::StatusOr<UnpackedLayer> UnpackCompressedTensors(
     const StoredTensors& tensors, const std::string& layer, int bits,
-    bool symmetric, int64_t group_size) {
+    bool symmetric, int64_t group_size, bool dense) {
   auto packed = Get(tensors, layer + ".weight_packed", DType::kI32, 2);
   auto shape = Get(tensors, layer + ".weight_shape", DType::kI64, 1);
   if (!packed.ok()) return packed.status();
@@ -150,7 +150,25 @@ absl::StatusOr<UnpackedLayer> UnpackCompressedTensors(
   const int64_t n = out.rows;
   const int64_t k = out.cols;
   const int per_word = 32 / bits;
-  const int64_t words_per_row = (k + per_word - 1) / per_word;
+  // Words holding `count` codes.
+  const auto words_for = [&](int64_t count) {
+    return dense ? (count * bits + 31) / 32 : (count + per_word - 1) / per_word;
+  };
+  // Code `index` of the line starting at word `first` (a row, or a column
+  // of `stride` words apart), read bit by bit.
+  const auto code_at = [&](const std::string& bytes, int64_t first,
+                           int64_t stride, int64_t index) {
+    int value = 0;
+    for (int bit = 0; bit < bits; ++bit) {
+      const int64_t position =
+          dense ? index * bits + bit
+                : (index / per_word) * 32 + (index % per_word) * bits + bit;
+      const uint32_t word = Word(bytes, first + (position / 32) * stride);
+      value |= static_cast<int>((word >> (position % 32)) & 1u) << bit;
+    }
+    return value;
+  };
+  const int64_t words_per_row = words_for(k);
   const int64_t groups = scale_tensor.shape[1];
   if ((*packed)->shape[0] != n || (*packed)->shape[1] != words_per_row ||
       scale_tensor.shape[0] != n) {
@@ -162,8 +180,7 @@ absl::StatusOr<UnpackedLayer> UnpackCompressedTensors(
   if (!symmetric) {
     auto zp = Get(tensors, layer + ".weight_zero_point", DType::kI32, 2);
     if (!zp.ok()) return zp.status();
-    if ((*zp)->shape[0] != (n + per_word - 1) / per_word ||
-        (*zp)->shape[1] != groups) {
+    if ((*zp)->shape[0] != words_for(n) || (*zp)->shape[1] != groups) {
       return absl::InvalidArgumentError(
           absl::StrCat(layer, ": weight_zero_point shape disagrees"));
     }
@@ -176,14 +193,11 @@ absl::StatusOr<UnpackedLayer> UnpackCompressedTensors(
   auto g_it = tensors.find(layer + ".weight_g_idx");
   if (g_it != tensors.end()) g_idx = &g_it->second;
   const int offset = 1 << (bits - 1);
-  const int mask = (1 << bits) - 1;
   out.weight.resize(static_cast<size_t>(n * k));
   out.codes.resize(static_cast<size_t>(n * k));
   for (int64_t r = 0; r < n; ++r) {
     for (int64_t c = 0; c < k; ++c) {
-      const uint32_t word =
-          Word((*packed)->bytes, r * words_per_row + c / per_word);
-      const int u = static_cast<int>(word >> ((c % per_word) * bits)) & mask;
+      const int u = code_at((*packed)->bytes, r * words_per_row, 1, c);
       const int q = u - offset;
       const int64_t g = g_idx != nullptr ? Int32At(g_idx->bytes, c)
                         : group_size > 0 ? c / group_size
@@ -194,10 +208,7 @@ absl::StatusOr<UnpackedLayer> UnpackCompressedTensors(
       }
       int zp = 0;
       if (zero_point != nullptr) {
-        const uint32_t zword =
-            Word(zero_point->bytes, (r / per_word) * groups + g);
-        zp = (static_cast<int>(zword >> ((r % per_word) * bits)) & mask) -
-             offset;
+        zp = code_at(zero_point->bytes, g, groups, r) - offset;
       }
       out.codes[static_cast<size_t>(r * k + c)] = u;
       out.weight[static_cast<size_t>(r * k + c)] =

@@ -40,15 +40,17 @@ struct UnpackedLayer {
 absl::StatusOr<UnpackedLayer> UnpackGptqV1(const StoredTensors& tensors,
                                            const std::string& layer, int bits);
 
-// compressed-tensors pack-quantized: weight_packed int32 [N, ceil(K/p)],
-// p = 32/b codes per word (code j in word j/p at bit (j%p)*b); stored u means
-// signed q = u - 2^(b-1); weight_zero_point int32 [ceil(N/p), G] packed along
-// N the same way (signed zp = stored - 2^(b-1)), zp = 0 when symmetric;
-// weight_scale float [N, G]; weight_g_idx [K] or k / group_size;
-// W = scale * (q - zp).
+// compressed-tensors pack-quantized. Dense (0.18, `dense` true):
+// weight_packed int32 [N, ceil(K*b/32)], code j at bits [j*b, j*b+b) of the
+// row's LSB-first bit stream over its words; the 0.17 layout (`dense`
+// false): [N, ceil(K/p)], p = 32/b codes per word, code j in word j/p at bit
+// (j%p)*b. Stored u means signed q = u - 2^(b-1); weight_zero_point int32
+// [words for N, G] packed along N the same way (signed zp = stored -
+// 2^(b-1)), zp = 0 when symmetric; weight_scale float [N, G]; weight_g_idx
+// [K] or k / group_size; W = scale * (q - zp).
 absl::StatusOr<UnpackedLayer> UnpackCompressedTensors(
     const StoredTensors& tensors, const std::string& layer, int bits,
-    bool symmetric, int64_t group_size);
+    bool symmetric, int64_t group_size, bool dense = true);
 
 }  // namespace quant::testing
 

@@ -3,6 +3,7 @@
 // ignore, full-match semantics, no-match warnings and conflicts.
 #include "core/recipe/layer_plan.h"
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -282,6 +283,53 @@ TEST(LayerPlanTest, DampOverrideAndAuto) {
   EXPECT_EQ(layers["model.layers.3.mlp.up_proj"].damp.fraction, 0.05);
   EXPECT_EQ(layers["model.layers.3.mlp.gate_proj"].damp.fraction,
             recipe.damp.fraction);
+}
+
+// A pattern that exhausts the matcher on a layer name used to count as "no
+// match", so an ignored layer was quantized. Now it fails planning, naming
+// the pattern, quickly (the bounded limit, not PCRE2's default of seconds).
+TEST(LayerPlanTest, PatternThatGivesUpIsAnErrorNotANoMatch) {
+  // Nested quantifiers over the same characters, then a class no name has:
+  // every way of splitting the name is tried before failing.
+  const std::string catastrophic = "([a-z_.0-9]|[a-z_.0-9])*[^a-z_.0-9]";
+  for (const bool in_ignore : {true, false}) {
+    Recipe recipe;
+    if (in_ignore) {
+      recipe.ignore = {"lm_head", catastrophic};
+    } else {
+      recipe.overrides = {Override(catastrophic)};
+    }
+    const auto start = std::chrono::steady_clock::now();
+    absl::StatusOr<LayerPlan> plan = ResolveLayerSettings(recipe, AllNames());
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    ASSERT_FALSE(plan.ok());
+    EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(plan.status().message(),
+                HasSubstr(in_ignore ? "ignore[1]: pattern '"
+                                    : "overrides[0].match: pattern '"));
+    EXPECT_THAT(plan.status().message(), HasSubstr("gave up matching"));
+    // Not a timing assertion on the machine's speed: PCRE2's default limit
+    // took 4.7 s here, the bounded one a few milliseconds per name.
+    EXPECT_LT(seconds, 2.0);
+  }
+}
+
+TEST(LayerPlanTest, PatternCountAndLengthAreBounded) {
+  Recipe recipe;
+  recipe.ignore.assign(257, "lm_head");
+  absl::Status status = ValidateRecipe(recipe);
+  EXPECT_THAT(status.message(), HasSubstr("ignore: 257 patterns; at most 256"));
+  recipe.ignore = {std::string(257, 'a')};
+  status = ValidateRecipe(recipe);
+  EXPECT_THAT(status.message(),
+              HasSubstr("ignore[0]: pattern of 257 characters; at most 256"));
+  recipe.ignore.clear();
+  recipe.overrides.assign(257, Override("lm_head"));
+  status = ValidateRecipe(recipe);
+  EXPECT_THAT(status.message(),
+              HasSubstr("overrides: 257 entries; at most 256"));
 }
 
 }  // namespace

@@ -348,6 +348,36 @@ TEST_F(QuantServiceTest, InvalidRequestsAreRejectedAndCreateNothing) {
   ASSERT_TRUE(WriteFileAtomically(calib_path, calib_text).ok());
   ASSERT_EQ(symlink("/etc", (temp_ + "/etc_link").c_str()), 0);
   ASSERT_EQ(mkdir((temp_ + "/not_a_model").c_str(), 0755), 0);
+  // A FIFO as the calibration file (once hung CreateJob forever), a
+  // directory as one (once INTERNAL).
+  ASSERT_EQ(mkfifo((temp_ + "/calib.fifo").c_str(), 0600), 0);
+  ASSERT_EQ(mkdir((temp_ + "/calib_dir").c_str(), 0755), 0);
+  // A checkpoint under a root whose config.json leads out of every root.
+  const std::string leaky = temp_ + "/leaky_model";
+  ASSERT_EQ(mkdir(leaky.c_str(), 0755), 0);
+  const std::string outside = RealPath(testing::MakeTempDir());
+  const std::string stories = models_ + "/stories260K/hf-f32";
+  for (const char* name : {"config.json", "model.safetensors"}) {
+    ASSERT_TRUE(WriteFileAtomically(
+                    outside + "/" + name,
+                    *ReadFileToString(stories + "/" + name, size_t{1} << 30))
+                    .ok());
+  }
+  ASSERT_EQ(symlink((outside + "/config.json").c_str(),
+                    (leaky + "/config.json").c_str()),
+            0);
+  ASSERT_EQ(symlink((stories + "/model.safetensors").c_str(),
+                    (leaky + "/model.safetensors").c_str()),
+            0);
+  // The same with model.safetensors leading out.
+  const std::string leaky_weights = temp_ + "/leaky_weights";
+  ASSERT_EQ(mkdir(leaky_weights.c_str(), 0755), 0);
+  ASSERT_EQ(symlink((stories + "/config.json").c_str(),
+                    (leaky_weights + "/config.json").c_str()),
+            0);
+  ASSERT_EQ(symlink((outside + "/model.safetensors").c_str(),
+                    (leaky_weights + "/model.safetensors").c_str()),
+            0);
 
   struct Case {
     BadRequestCase expect;
@@ -429,6 +459,70 @@ TEST_F(QuantServiceTest, InvalidRequestsAreRejectedAndCreateNothing) {
        }},
       {{"empty label key", grpc::StatusCode::INVALID_ARGUMENT, "labels"},
        [](v1::CreateJobRequest* r) { (*r->mutable_labels())[""] = "x"; }},
+      {{"calibration FIFO", grpc::StatusCode::INVALID_ARGUMENT,
+        "calibration.uri.uri: " + temp_ + "/calib.fifo is a FIFO"},
+       [&](v1::CreateJobRequest* r) {
+         auto* uri = r->mutable_calibration()->mutable_uri();
+         uri->set_uri("file://" + temp_ + "/calib.fifo");
+         uri->set_sha256(sha);
+       }},
+      {{"calibration directory", grpc::StatusCode::INVALID_ARGUMENT,
+        "is a directory, not a regular file"},
+       [&](v1::CreateJobRequest* r) {
+         auto* uri = r->mutable_calibration()->mutable_uri();
+         uri->set_uri("file://" + temp_ + "/calib_dir");
+         uri->set_sha256(sha);
+       }},
+      {{"config.json leading out", grpc::StatusCode::PERMISSION_DENIED,
+        "config.json leads outside the allowed roots"},
+       [&](v1::CreateJobRequest* r) {
+         r->set_checkpoint_uri("file://" + leaky);
+       }},
+      {{"model.safetensors leading out", grpc::StatusCode::PERMISSION_DENIED,
+        "model.safetensors leads outside the allowed roots"},
+       [&](v1::CreateJobRequest* r) {
+         r->set_checkpoint_uri("file://" + leaky_weights);
+       }},
+      {{"label too long", grpc::StatusCode::INVALID_ARGUMENT,
+        "labels: \"team\": key of 4 and value of 1000 bytes"},
+       [](v1::CreateJobRequest* r) {
+         (*r->mutable_labels())["team"] = std::string(1000, 'x');
+       }},
+      {{"request over the bound", grpc::StatusCode::INVALID_ARGUMENT,
+        "a CreateJobRequest may hold at most 524288"},
+       [](v1::CreateJobRequest* r) {
+         // One 4 MB label once made every later GetJob exceed a client's
+         // message limit (gRPC's own 4 MiB limit refuses larger requests).
+         (*r->mutable_labels())["team"] = std::string(1 << 20, 'x');
+       }},
+      {{"too many labels", grpc::StatusCode::INVALID_ARGUMENT,
+        "labels: 65 labels; at most 64"},
+       [](v1::CreateJobRequest* r) {
+         r->clear_labels();
+         for (int i = 0; i < 65; ++i) {
+           (*r->mutable_labels())[absl::StrCat("k", i)] = "v";
+         }
+       }},
+      {{"recipe over the bound", grpc::StatusCode::INVALID_ARGUMENT,
+        "recipe.ignore: 2000 patterns; at most 256"},
+       [](v1::CreateJobRequest* r) {
+         r->mutable_recipe()->clear_ignore();
+         for (int i = 0; i < 2000; ++i) {
+           r->mutable_recipe()->add_ignore(std::string(200, 'a'));
+         }
+       }},
+      {{"seq_len over max_position_embeddings",
+        grpc::StatusCode::INVALID_ARGUMENT,
+        "calibration.seq_len: 4096 exceeds the model's "
+        "max_position_embeddings (512)"},
+       [](v1::CreateJobRequest* r) {
+         r->mutable_recipe()->mutable_calibration()->set_seq_len(4096);
+       }},
+      {{"10,000-character URI", grpc::StatusCode::PERMISSION_DENIED,
+        "characters) is outside the allowed roots"},
+       [](v1::CreateJobRequest* r) {
+         r->set_checkpoint_uri("file:///" + std::string(10000, 'a'));
+       }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.expect.name);

@@ -8,12 +8,16 @@
 #include <string>
 #include <thread>
 
+#include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/recipe/recipe.h"
 #include "gtest/gtest.h"
 #include "server/artifact_store.h"
+#include "server/auth.h"
+#include "server/data_dir_lock.h"
 #include "server/listen_address.h"
 #include "server/recipe_convert.h"
 #include "server/store/clock.h"
@@ -138,6 +142,58 @@ TEST(UriPolicyTest, ResolvesUnderRootsAndRefusesEscapes) {
   EXPECT_FALSE(UriPolicy::Create({"relative"}).ok());
 }
 
+TEST(AuthTest, TokenFilesKeepOneLineOfVisibleAscii) {
+  const std::string dir = testing::MakeTempDir();
+  const auto read = [&](const std::string& contents) {
+    const std::string path = JoinPath(dir, "token");
+    EXPECT_TRUE(WriteFileAtomically(path, contents).ok());
+    return ReadTokenFile(path, "--token_file");
+  };
+  EXPECT_EQ(*read("0123456789abcdef\n"), "0123456789abcdef");
+  EXPECT_EQ(*read("0123456789abcdef\r\n"), "0123456789abcdef");
+  EXPECT_EQ(*read("0123456789abcdef"), "0123456789abcdef");
+  // Each of these once started quantd; clients could then not send the
+  // token (quantctl aborted in gRPC's metadata check) and workers
+  // crash-looped.
+  const std::string bad[] = {
+      "01234567\n89abcdef\n",  // a newline inside
+      "0123456789abcdef\n\n",  // two trailing newlines
+      std::string("01234567\0"
+                  "89abcdef",
+                  17),           // a NUL
+      "0123456789abcd\xc3\xa9",  // non-ASCII
+      "01234567 89abcdef",       // a space
+      "short\n",
+  };
+  for (const std::string& contents : bad) {
+    absl::StatusOr<std::string> token = read(contents);
+    ASSERT_FALSE(token.ok()) << absl::CHexEscape(contents);
+    EXPECT_EQ(token.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_TRUE(absl::StartsWith(token.status().message(), "--token_file: "))
+        << token.status();
+    // The message never echoes the token's bytes.
+    EXPECT_FALSE(absl::StrContains(token.status().message(), "01234567"))
+        << token.status();
+  }
+}
+
+TEST(AuthTest, BearerSchemeIsCaseInsensitive) {
+  AuthTokens tokens;
+  tokens.client = "client-token-0123456789";
+  tokens.worker = "worker-token-0123456789";
+  const Authenticator auth(tokens);
+  for (const std::string scheme : {"Bearer ", "bearer ", "BEARER "}) {
+    const std::string header = scheme + tokens.client;
+    EXPECT_TRUE(auth.CheckHeader(&header, CallerRole::kClient).ok()) << scheme;
+  }
+  const std::string basic = "Basic " + tokens.client;
+  EXPECT_TRUE(
+      absl::IsUnauthenticated(auth.CheckHeader(&basic, CallerRole::kClient)));
+  const std::string worker = "bearer " + tokens.worker;
+  EXPECT_TRUE(
+      absl::IsPermissionDenied(auth.CheckHeader(&worker, CallerRole::kClient)));
+}
+
 TEST(ListenAddressTest, OnlyLoopbackWithoutTokens) {
   for (const char* ok :
        {"127.0.0.1:50051", "127.1.2.3:0", "localhost:1", "[::1]:8080"}) {
@@ -186,6 +242,40 @@ TEST(FileArtifactStoreTest, ContentAddressedAndBounded) {
   EXPECT_TRUE(absl::IsResourceExhausted(
       (*store)->PutCalibration(std::string(17, 'x')).status()));
   EXPECT_FALSE(FileArtifactStore::Open(root, 16).ok());  // Not a URI.
+}
+
+TEST(FileArtifactStoreTest, OpenRemovesInterruptedUploads) {
+  const std::string root = RealTempDir() + "/art";
+  {
+    auto store = FileArtifactStore::Open("file://" + root, 1 << 20);
+    ASSERT_TRUE(store.ok()) << store.status();
+    ASSERT_TRUE((*store)->PutCalibration("kept\n").ok());
+  }
+  // What a SIGKILL during UploadCalibration leaves (WriteFileAtomically's
+  // temporary name).
+  const std::string orphan =
+      JoinPath(root, "calib/" + std::string(64, 'a') + ".jsonl.tmp-123-456");
+  ASSERT_TRUE(WriteFileAtomically(orphan, std::string(4096, 'x')).ok());
+  auto store = FileArtifactStore::Open("file://" + root, 1 << 20);
+  ASSERT_TRUE(store.ok()) << store.status();
+  EXPECT_FALSE(FileExists(orphan));
+  EXPECT_TRUE(FileExists((*store)->CalibrationPath(Sha256Hex("kept\n"))));
+}
+
+TEST(DataDirLockTest, SecondHolderIsRefusedNamingTheFirst) {
+  const std::string dir = testing::MakeTempDir();
+  auto first = DataDirLock::Acquire(dir);
+  ASSERT_TRUE(first.ok()) << first.status();
+  auto second = DataDirLock::Acquire(dir);
+  ASSERT_FALSE(second.ok());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(
+      absl::StrContains(second.status().message(),
+                        absl::StrCat("another quantd (pid ", ::getpid(), ")")))
+      << second.status();
+  first->reset();
+  // Released with its holder (a crashed quantd's lock goes with it).
+  EXPECT_TRUE(DataDirLock::Acquire(dir).ok());
 }
 
 TEST(TaskPlanTest, EnsureJobPlannedIsSafeToRace) {

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 
 #include <chrono>
+#include <cmath>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <thread>
@@ -167,11 +169,13 @@ TEST_F(WorkerProtocolTest, LeaseHandsOutTheTaskWithEverythingItNeeds) {
   // layer event and a progress event.
   v1::HeartbeatRequest beat;
   beat.set_lease_id(leased.lease_id());
+  beat.set_worker_id(worker_id);
   beat.mutable_progress()->set_layers_done(1);
   beat.mutable_progress()->set_layers_total(7);
   beat.mutable_progress()->set_current_layer("model.layers.0.self_attn.q_proj");
   v1::LayerAudit* layer = beat.mutable_progress()->add_finished_layers();
   layer->set_name("model.layers.0.self_attn.q_proj");
+  layer->set_type("q_proj");
   layer->set_rel_output_error_heldout(0.125);
   v1::HeartbeatResponse beat_response;
   ASSERT_TRUE(worker_->Heartbeat(Context().get(), beat, &beat_response).ok());
@@ -204,6 +208,7 @@ TEST_F(WorkerProtocolTest, LeaseHandsOutTheTaskWithEverythingItNeeds) {
   // ... and its completion is refused.
   v1::CompleteTaskRequest complete;
   complete.set_lease_id(leased.lease_id());
+  complete.set_worker_id(worker_id);
   complete.set_output_uri(task.work_uri() + "/block-00000");
   v1::CompleteTaskResponse complete_response;
   EXPECT_EQ(worker_->CompleteTask(Context().get(), complete, &complete_response)
@@ -229,6 +234,7 @@ TEST_F(WorkerProtocolTest, ExpiredLeaseIsRequeuedAndTheLateCompletionRefused) {
 
   v1::CompleteTaskRequest late;
   late.set_lease_id(first.lease_id());
+  late.set_worker_id(worker_id);
   late.set_output_uri("file:///x");
   v1::CompleteTaskResponse ignored;
   const grpc::Status refused =
@@ -238,6 +244,7 @@ TEST_F(WorkerProtocolTest, ExpiredLeaseIsRequeuedAndTheLateCompletionRefused) {
   // A failure that is not worth retrying fails the job with its message.
   v1::FailTaskRequest fail;
   fail.set_lease_id(second.lease_id());
+  fail.set_worker_id(worker_id);
   fail.set_error("checkpoint_uri: model.safetensors is truncated");
   fail.set_retryable(false);
   v1::FailTaskResponse fail_response;
@@ -248,6 +255,178 @@ TEST_F(WorkerProtocolTest, ExpiredLeaseIsRequeuedAndTheLateCompletionRefused) {
   ASSERT_TRUE(client_->GetJob(Context().get(), get, &failed).ok());
   EXPECT_EQ(failed.state(), v1::JOB_STATE_FAILED);
   EXPECT_NE(failed.error().find("truncated"), std::string::npos);
+}
+
+// A worker is not trusted beyond its own lease: another worker cannot beat,
+// complete or fail it; rows for layers that do not exist, NaN numbers and a
+// completion whose outputs were never published are refused; a resent row
+// is recorded once.
+TEST_F(WorkerProtocolTest, LeasesAnswerOnlyToTheirWorkerAndRowsAreChecked) {
+  ASSERT_NO_FATAL_FAILURE(Start(Options()));
+  const std::string owner = Register();
+  const std::string other = Register();
+  ASSERT_NE(owner, other);
+  const v1::Job job = CreateJob();
+  v1::LeaseTaskResponse leased;
+  ASSERT_TRUE(Lease(owner, 2000, &leased).ok());
+  ASSERT_TRUE(leased.has_task());
+
+  v1::HeartbeatRequest beat;
+  beat.set_lease_id(leased.lease_id());
+  beat.mutable_progress()->set_layers_total(7);
+  v1::HeartbeatResponse beat_response;
+  beat.set_worker_id(other);
+  EXPECT_EQ(
+      worker_->Heartbeat(Context().get(), beat, &beat_response).error_code(),
+      grpc::StatusCode::PERMISSION_DENIED);
+  beat.clear_worker_id();
+  EXPECT_EQ(
+      worker_->Heartbeat(Context().get(), beat, &beat_response).error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
+  v1::CompleteTaskRequest complete;
+  complete.set_lease_id(leased.lease_id());
+  complete.set_worker_id(other);
+  complete.set_output_uri(leased.task().work_uri() + "/block-00000");
+  v1::CompleteTaskResponse complete_response;
+  EXPECT_EQ(worker_->CompleteTask(Context().get(), complete, &complete_response)
+                .error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
+  v1::FailTaskRequest fail;
+  fail.set_lease_id(leased.lease_id());
+  fail.set_worker_id(other);
+  fail.set_error("not mine");
+  v1::FailTaskResponse fail_response;
+  EXPECT_EQ(
+      worker_->FailTask(Context().get(), fail, &fail_response).error_code(),
+      grpc::StatusCode::PERMISSION_DENIED);
+
+  beat.set_worker_id(owner);
+  const auto refused_row = [&](const v1::LayerAudit& row) {
+    beat.mutable_progress()->clear_finished_layers();
+    *beat.mutable_progress()->add_finished_layers() = row;
+    return worker_->Heartbeat(Context().get(), beat, &beat_response);
+  };
+  v1::LayerAudit row;
+  row.set_name("model.layers.0.mlp.up_proj");
+  row.set_type("up_proj");
+  row.set_rel_output_error_heldout(0.25);
+  v1::LayerAudit fake = row;
+  fake.set_name("model.layers.0.mlp.fake_proj");
+  fake.set_type("fake_proj");
+  const grpc::Status fake_status = refused_row(fake);
+  EXPECT_EQ(fake_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(fake_status.error_message().find("not a linear layer of block 0"),
+            std::string::npos);
+  v1::LayerAudit other_block = row;
+  other_block.set_name("model.layers.3.mlp.up_proj");
+  EXPECT_EQ(refused_row(other_block).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  v1::LayerAudit nan = row;
+  nan.set_rel_output_error_heldout(std::nan(""));
+  const grpc::Status nan_status = refused_row(nan);
+  EXPECT_EQ(nan_status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(nan_status.error_message().find("rel_output_error_heldout"),
+            std::string::npos);
+
+  // The real row twice (a resent beat): one layer event.
+  ASSERT_TRUE(refused_row(row).ok());
+  ASSERT_TRUE(refused_row(row).ok());
+  auto events = server_->store().ListEvents(job.id(), 0, 0);
+  ASSERT_TRUE(events.ok());
+  int layer_events = 0;
+  for (const auto& e : *events) layer_events += e.type == "layer";
+  EXPECT_EQ(layer_events, 1);
+
+  // Completion somewhere else, or before anything was published.
+  complete.set_worker_id(owner);
+  complete.set_output_uri("file:///tmp/elsewhere");
+  EXPECT_EQ(worker_->CompleteTask(Context().get(), complete, &complete_response)
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  complete.set_output_uri(leased.task().work_uri() + "/block-00000");
+  const grpc::Status unpublished =
+      worker_->CompleteTask(Context().get(), complete, &complete_response);
+  EXPECT_EQ(unpublished.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(unpublished.error_message().find("nothing was published"),
+            std::string::npos);
+}
+
+// With the state lost but the artifact root kept, new jobs would reuse old
+// ids and be answered with old checkpoints: quantd refuses to start, and a
+// second quantd on a data directory in use refuses too.
+TEST_F(WorkerProtocolTest, ResetDataDirectoryAndSecondCoordinatorAreRefused) {
+  ASSERT_NO_FATAL_FAILURE(Start(Options()));
+  const v1::Job job = CreateJob();
+  // What a finished job leaves in the artifact root.
+  ASSERT_TRUE(std::filesystem::create_directories(
+      absl::StrCat(temp_, "/artifacts/jobs/", job.id(), "/checkpoint")));
+  auto second = QuantdServer::Start(Options());
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(second.status().message().find("is in use by another quantd"),
+            std::string::npos)
+      << second.status();
+  server_->Shutdown(0);
+  server_.reset();
+
+  std::filesystem::remove_all(temp_ + "/data");
+  auto reset = QuantdServer::Start(Options());
+  ASSERT_FALSE(reset.ok());
+  EXPECT_EQ(reset.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(reset.status().message().find(
+                absl::StrCat("holds job ", job.id(), ", which the state")),
+            std::string::npos)
+      << reset.status();
+}
+
+// Server state is bounded: the worker registry forgets idle workers and
+// refuses beyond --max_workers; WatchJob streams beyond
+// --max_watch_streams are refused rather than each holding a thread.
+TEST_F(WorkerProtocolTest, RegistryAndWatchStreamsAreBounded) {
+  QuantdOptions options = Options();
+  options.workers.max_workers = 2;
+  options.workers.forget_worker_after_ms = 300;
+  options.max_watch_streams = 1;
+  ASSERT_NO_FATAL_FAILURE(Start(options));
+  v1::RegisterWorkerRequest request;
+  request.set_name("w");
+  request.set_slots(1);
+  v1::RegisterWorkerResponse registered;
+  ASSERT_TRUE(
+      worker_->RegisterWorker(Context().get(), request, &registered).ok());
+  ASSERT_TRUE(
+      worker_->RegisterWorker(Context().get(), request, &registered).ok());
+  const grpc::Status full =
+      worker_->RegisterWorker(Context().get(), request, &registered);
+  EXPECT_EQ(full.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(full.error_message().find("--max_workers 2"), std::string::npos);
+  // Unheard of for longer than the bound and holding no lease: forgotten.
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_TRUE(
+      worker_->RegisterWorker(Context().get(), request, &registered).ok());
+  request.set_version(std::string(129, 'v'));
+  EXPECT_EQ(worker_->RegisterWorker(Context().get(), request, &registered)
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  const v1::Job job = CreateJob();
+  v1::WatchJobRequest watch;
+  watch.set_id(job.id());
+  auto first_context = Context();
+  auto first = client_->WatchJob(first_context.get(), watch);
+  v1::JobEvent event;
+  ASSERT_TRUE(first->Read(&event));  // The first stream is open.
+  auto second_context = Context();
+  auto second = client_->WatchJob(second_context.get(), watch);
+  while (second->Read(&event)) {
+  }
+  const grpc::Status refused = second->Finish();
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(refused.error_message().find("--max_watch_streams"),
+            std::string::npos);
+  first_context->TryCancel();
+  while (first->Read(&event)) {
+  }
+  first->Finish();
 }
 
 TEST_F(WorkerProtocolTest, UnknownWorkerRegistersAgainAndFieldsAreChecked) {

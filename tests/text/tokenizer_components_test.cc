@@ -234,6 +234,22 @@ TEST(LoadErrorsTest, BadJson) {
               HasSubstr("tokenizer_config.json: not valid JSON"));
 }
 
+// Nesting 20,000 levels deep once crashed a worker (recursion) and 5,000
+// took 434 MB; now it is refused at the limit, naming the file.
+TEST(LoadErrorsTest, DeepNestingIsRefusedNamingTheFile) {
+  const std::string deep = std::string(20000, '[') + std::string(20000, ']');
+  json config = BaseTokenizer();
+  const std::string text = config.dump();
+  const std::string nested =
+      text.substr(0, text.size() - 1) + ", \"extra\": " + deep + "}";
+  EXPECT_THAT(LoadError(nested),
+              HasSubstr("tokenizer.json: not valid JSON: nested deeper than "
+                        "64 levels"));
+  EXPECT_THAT(LoadError(text, "{\"x\": " + deep + "}"),
+              HasSubstr("tokenizer_config.json: not valid JSON: nested "
+                        "deeper than 64 levels"));
+}
+
 TEST(LoadErrorsTest, UnknownModelType) {
   json config = BaseTokenizer();
   config["model"]["type"] = "WordPiece";

@@ -1,6 +1,7 @@
 // A SAX-driven DOM builder that rejects duplicate keys and deep nesting.
-#include "core/io/strict_json.h"
+#include "core/base/strict_json.h"
 
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -45,7 +46,7 @@ class StrictDomBuilder : public json::json_sax_t {
   }
   bool key(string_t& key) override {
     Frame& frame = stack_.back();
-    if (!frame.keys.insert(key).second) {
+    if (options_.reject_duplicate_keys && !frame.keys.insert(key).second) {
       error_ = absl::StrCat("duplicate key \"", absl::CHexEscape(key), "\"");
       if (!frame.name.empty()) {
         absl::StrAppend(&error_, " in object \"", absl::CHexEscape(frame.name),
@@ -119,12 +120,23 @@ class StrictDomBuilder : public json::json_sax_t {
     return &slot;
   }
 
+  // False (with the error) once the document holds too many values.
+  bool CountValue() {
+    if (options_.max_values > 0 && ++values_ > options_.max_values) {
+      error_ = absl::StrCat("more than ", options_.max_values, " values");
+      return false;
+    }
+    return true;
+  }
+
   bool AddScalar(json&& value) {
+    if (!CountValue()) return false;
     Place(std::move(value));
     return true;
   }
 
   bool OpenContainer(json&& container) {
+    if (!CountValue()) return false;
     if (static_cast<int>(stack_.size()) >= options_.max_depth) {
       error_ =
           absl::StrCat("nested deeper than ", options_.max_depth, " levels");
@@ -145,24 +157,51 @@ class StrictDomBuilder : public json::json_sax_t {
   json root_;
   std::vector<Frame> stack_;
   std::string error_;
+  int64_t values_ = 0;
 };
+
+// The value, or the problem in `error`.
+std::optional<json> Parse(absl::string_view text,
+                          const StrictJsonOptions& options,
+                          std::string* error) {
+  StrictDomBuilder builder(options);
+  const bool ok = json::sax_parse(text.begin(), text.end(), &builder,
+                                  json::input_format_t::json,
+                                  /*strict=*/true, /*ignore_comments=*/false);
+  if (!ok) {
+    *error =
+        builder.error().empty() ? std::string("parse failed") : builder.error();
+    return std::nullopt;
+  }
+  return std::move(builder.root());
+}
+
+// The value, or InvalidArgument "<prefix><problem>".
+absl::StatusOr<json> ParseOrExplain(absl::string_view text,
+                                    const StrictJsonOptions& options,
+                                    absl::string_view prefix) {
+  std::string error;
+  std::optional<json> value = Parse(text, options, &error);
+  if (!value.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(prefix, error));
+  }
+  return *std::move(value);
+}
 
 }  // namespace
 
 absl::StatusOr<json> ParseJsonStrict(absl::string_view text,
                                      absl::string_view what,
                                      const StrictJsonOptions& options) {
-  StrictDomBuilder builder(options);
-  const bool ok = json::sax_parse(text.begin(), text.end(), &builder,
-                                  json::input_format_t::json,
-                                  /*strict=*/true, /*ignore_comments=*/false);
-  if (!ok) {
-    const std::string& error =
-        builder.error().empty() ? std::string("parse failed") : builder.error();
-    return absl::InvalidArgumentError(
-        absl::StrCat(what, " is not valid JSON: ", error));
-  }
-  return std::move(builder.root());
+  return ParseOrExplain(text, options,
+                        absl::StrCat(what, " is not valid JSON: "));
+}
+
+absl::StatusOr<json> ParseJsonFile(absl::string_view text,
+                                   absl::string_view source,
+                                   const StrictJsonOptions& options) {
+  return ParseOrExplain(text, options,
+                        absl::StrCat(source, ": not valid JSON: "));
 }
 
 }  // namespace quant

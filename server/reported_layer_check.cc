@@ -1,0 +1,105 @@
+// CheckReportedLayer: a heartbeat's audit row against the task that sent it.
+#include "server/reported_layer_check.h"
+
+#include <cmath>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
+
+namespace quant::server {
+namespace {
+
+constexpr size_t kMaxNameBytes = 256;
+constexpr size_t kMaxTextBytes = 4096;
+constexpr int kMaxFlags = 16;
+
+// The block's linear layers as "<module>.<type>", in pipeline order.
+constexpr std::pair<absl::string_view, absl::string_view> kLayers[] = {
+    {"self_attn", "q_proj"}, {"self_attn", "k_proj"}, {"self_attn", "v_proj"},
+    {"self_attn", "o_proj"}, {"mlp", "gate_proj"},    {"mlp", "up_proj"},
+    {"mlp", "down_proj"},
+};
+
+absl::Status Bad(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("progress.finished_layers.", field, ": ", why));
+}
+
+}  // namespace
+
+absl::Status CheckReportedLayer(const v1::LayerAudit& layer,
+                                const store::Task& task) {
+  if (task.kind != store::TaskKind::kBlock) {
+    return Bad("name", "a finalize task reports no layers");
+  }
+  if (layer.name().size() > kMaxNameBytes) {
+    return Bad("name", absl::StrCat(layer.name().size(), " bytes; at most ",
+                                    kMaxNameBytes));
+  }
+  const std::string prefix = absl::StrCat("model.layers.", task.block, ".");
+  bool known = false;
+  for (const auto& [module, type] : kLayers) {
+    if (layer.name() == absl::StrCat(prefix, module, ".", type)) {
+      known = layer.type() == type;
+      break;
+    }
+  }
+  if (!known) {
+    return Bad("name",
+               absl::StrCat("\"", layer.name().substr(0, 80), "\" (type \"",
+                            layer.type().substr(0, 32),
+                            "\") is not a linear layer of block ", task.block));
+  }
+  if (layer.bits() < 0 || layer.bits() > 16) {
+    return Bad("bits", absl::StrCat(layer.bits(), " is outside 0..16"));
+  }
+  if (layer.group_size() < 0) {
+    return Bad("group_size", absl::StrCat(layer.group_size(), " is negative"));
+  }
+  const std::pair<const char*, double> errors[] = {
+      {"rel_output_error_cal", layer.rel_output_error_cal()},
+      {"rel_output_error_heldout", layer.rel_output_error_heldout()},
+      {"rtn_rel_output_error_cal", layer.rtn_rel_output_error_cal()},
+      {"rtn_rel_output_error_heldout", layer.rtn_rel_output_error_heldout()},
+      {"output_mse_cal", layer.output_mse_cal()},
+      {"output_mse_heldout", layer.output_mse_heldout()},
+      {"rtn_output_mse_cal", layer.rtn_output_mse_cal()},
+      {"rtn_output_mse_heldout", layer.rtn_output_mse_heldout()},
+      {"weight_mse", layer.weight_mse()},
+      {"rtn_weight_mse", layer.rtn_weight_mse()},
+      {"bits_per_weight", layer.bits_per_weight()},
+      {"seconds", layer.seconds()},
+  };
+  for (const auto& [field, value] : errors) {
+    if (!std::isfinite(value) || value < 0) {
+      return Bad(field, absl::StrCat(value, " is not a finite value >= 0"));
+    }
+  }
+  const std::pair<const char*, double> gains[] = {
+      {"gain_cal", layer.gain_cal()},
+      {"gain_heldout", layer.gain_heldout()},
+      {"flattery", layer.flattery()},
+  };
+  for (const auto& [field, value] : gains) {
+    if (std::isnan(value) || value < 0) {
+      return Bad(field, absl::StrCat(value, " is not a value >= 0"));
+    }
+  }
+  if (layer.flags_size() > kMaxFlags) {
+    return Bad("flags",
+               absl::StrCat(layer.flags_size(), " flags; at most ", kMaxFlags));
+  }
+  for (const std::string* text :
+       {&layer.reason(), &layer.method(), &layer.grid(), &layer.input_group(),
+        &layer.absorbed_awq_scales_of(), &layer.awq_fold()}) {
+    if (text->size() > kMaxTextBytes) {
+      return Bad("reason", absl::StrCat("a text field of ", text->size(),
+                                        " bytes; at most ", kMaxTextBytes));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace quant::server
