@@ -65,8 +65,9 @@ absl::Status RunDecode(const Tokenizer& tokenizer,
           tokenizer.vocab_size(), ")"));
     }
   }
-  const std::string text =
-      tokenizer.Decode(*ids, absl::GetFlag(FLAGS_skip_special));
+  QUANT_ASSIGN_OR_RETURN(
+      const std::string text,
+      tokenizer.Decode(*ids, absl::GetFlag(FLAGS_skip_special)));
   if (absl::GetFlag(FLAGS_json)) {
     *invocation.out << DumpJson(json{{"text", text}}) << "\n";
   } else {
@@ -85,8 +86,10 @@ absl::Status RunEncode(const Tokenizer& tokenizer,
   if (!file.empty()) {
     QUANT_ASSIGN_OR_RETURN(text, ReadFileToString(file));
   }
-  const std::vector<int32_t> ids = tokenizer.Encode(
-      text, /*add_special_tokens=*/!absl::GetFlag(FLAGS_no_special));
+  QUANT_ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
+                         tokenizer.Encode(text,
+                                          /*add_special_tokens=*/!absl::GetFlag(
+                                              FLAGS_no_special)));
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {

@@ -89,16 +89,26 @@ std::string FileArtifactStore::CheckpointUri(const std::string& job_id) const {
                       "/checkpoint");
 }
 
-absl::StatusOr<std::string> FileArtifactStore::ReadAudit(
-    const std::string& job_id) const {
+absl::StatusOr<std::string> FileArtifactStore::ReadPublished(
+    const std::string& job_id, const std::string& name) const {
   const std::string path = JoinPath(
       JoinPath(JoinPath(JoinPath(root_dir_, "jobs"), job_id), "checkpoint"),
-      "audit.json");
+      name);
   if (!FileExists(path)) {
-    return absl::NotFoundError(
-        absl::StrCat("job ", job_id, " has no published checkpoint yet"));
+    return absl::NotFoundError(absl::StrCat(
+        "job ", job_id, " has no published checkpoint yet (no ", name, ")"));
   }
   return ReadFileToString(path);
+}
+
+absl::StatusOr<std::string> FileArtifactStore::ReadAudit(
+    const std::string& job_id) const {
+  return ReadPublished(job_id, "audit.json");
+}
+
+absl::StatusOr<std::string> FileArtifactStore::ReadManifest(
+    const std::string& job_id) const {
+  return ReadPublished(job_id, "manifest.json");
 }
 
 }  // namespace quant::server

@@ -39,6 +39,9 @@ class ArtifactStore {
   // finalize task has published it.
   virtual absl::StatusOr<std::string> ReadAudit(
       const std::string& job_id) const = 0;
+  // Its manifest.json, likewise.
+  virtual absl::StatusOr<std::string> ReadManifest(
+      const std::string& job_id) const = 0;
 };
 
 // Files under a directory: calib/<sha256>.jsonl, written atomically
@@ -61,6 +64,8 @@ class FileArtifactStore : public ArtifactStore {
   std::string CheckpointUri(const std::string& job_id) const override;
   absl::StatusOr<std::string> ReadAudit(
       const std::string& job_id) const override;
+  absl::StatusOr<std::string> ReadManifest(
+      const std::string& job_id) const override;
   const std::string& root_dir() const { return root_dir_; }
 
  private:
@@ -69,6 +74,9 @@ class FileArtifactStore : public ArtifactStore {
       : root_uri_(std::move(root_uri)),
         root_dir_(std::move(root_dir)),
         max_calibration_bytes_(max_calibration_bytes) {}
+  // A file of the job's published checkpoint; NotFound before it exists.
+  absl::StatusOr<std::string> ReadPublished(const std::string& job_id,
+                                            const std::string& name) const;
 
   std::string root_uri_;
   std::string root_dir_;

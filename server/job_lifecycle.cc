@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/pipeline/finalize_task.h"
 #include "nlohmann/json.hpp"
 #include "server/job_events.h"
 #include "server/job_spec.h"
@@ -98,6 +99,14 @@ absl::Status JobLifecycle::FinishJob(const std::string& job_id) {
                                         "checkpoint is missing: ",
                                         audit.status().message()));
   }
+  // Tied to this job before it is reported: the manifest names the job and
+  // its recipe, so an old checkpoint under a reused id is refused.
+  if (absl::Status tied = CheckManifestNamesJob(job_id); !tied.ok()) {
+    return FailJob(job_id, absl::StrCat("every task finished but the "
+                                        "published checkpoint is not this "
+                                        "job's: ",
+                                        tied.message()));
+  }
   observer_->OnAudit(job_id, *audit);
   absl::StatusOr<store::Verdict> verdict = AuditVerdict(*audit);
   if (!verdict.ok())
@@ -109,6 +118,18 @@ absl::Status JobLifecycle::FinishJob(const std::string& job_id) {
   absl::Status progress = Progress(job_id, "done");
   if (!progress.ok()) return progress;
   return StateChanged(job_id, job->state);
+}
+
+absl::Status JobLifecycle::CheckManifestNamesJob(const std::string& job_id) {
+  absl::StatusOr<store::Job> job = store_->GetJob(job_id);
+  if (!job.ok()) return job.status();
+  absl::StatusOr<JobSpec> spec = JobSpecFromJson(job->spec_json);
+  if (!spec.ok()) return spec.status();
+  absl::StatusOr<std::string> manifest = artifacts_->ReadManifest(job_id);
+  if (!manifest.ok()) return manifest.status();
+  return quant::CheckManifestNamesJob(
+      nlohmann::json::parse(*manifest, nullptr, false), "manifest.json", job_id,
+      spec->recipe);
 }
 
 absl::Status JobLifecycle::FailJob(const std::string& job_id,

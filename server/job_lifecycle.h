@@ -60,6 +60,9 @@ class JobLifecycle {
   ArtifactStore& artifacts() { return *artifacts_; }
 
  private:
+  // OK when the published manifest names this job and its recipe.
+  absl::Status CheckManifestNamesJob(const std::string& job_id);
+
   store::JobStore* store_;
   ArtifactStore* artifacts_;
   ChangeSignal* signal_;

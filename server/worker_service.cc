@@ -418,10 +418,39 @@ absl::Status WorkerServiceImpl::DoFailTask(const v1::FailTaskRequest& request) {
   if (request.error().size() > kMaxErrorBytes) {
     absl::StrAppend(&error, "... (", request.error().size(), " bytes, cut)");
   }
+  // Blocks to compute again: their tasks, by index, in this job's plan.
+  std::vector<int> rerun;
+  if (request.rerun_blocks_size() > 0) {
+    QUANT_ASSIGN_OR_RETURN(
+        const store::Task leased,
+        lifecycle_->store().CurrentLease(request.lease_id()));
+    QUANT_ASSIGN_OR_RETURN(const std::vector<store::Task> tasks,
+                           lifecycle_->store().ListTasks(leased.job_id));
+    for (const int block : request.rerun_blocks()) {
+      auto it =
+          std::find_if(tasks.begin(), tasks.end(), [&](const store::Task& t) {
+            return t.kind == store::TaskKind::kBlock && t.block == block;
+          });
+      if (it == tasks.end() ||
+          std::find(rerun.begin(), rerun.end(), it->index) != rerun.end()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("rerun_blocks: ", block, " is not a block of job ",
+                         leased.job_id, " (or is listed twice)"));
+      }
+      rerun.push_back(it->index);
+    }
+  }
   absl::StatusOr<store::FailTaskResult> failed =
-      lifecycle_->store().FailTask(request.lease_id(), error);
+      lifecycle_->store().FailTask(request.lease_id(), error, rerun);
   if (!failed.ok()) return failed.status();
   EndLease(request.lease_id());
+  for (const int index : failed->rerun) {
+    // Shown on the job's events, so the rerun is visible.
+    QUANT_RETURN_IF_ERROR(lifecycle_->Progress(
+        failed->task.job_id,
+        absl::StrCat("task ", index, " runs again: task ", failed->task.index,
+                     " found its output changed on disk")));
+  }
   lifecycle_->observer().OnTaskFailed(failed->task, failed->requeued);
   const std::string& job_id = failed->task.job_id;
   if (failed->job_failed) {

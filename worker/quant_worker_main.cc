@@ -71,6 +71,20 @@ ABSL_FLAG(std::string, isa, "",
           "else auto. The worker takes tasks of jobs at this level or below "
           "(or of jobs not started yet, which then run at this level) and "
           "runs each at its job's level.");
+ABSL_FLAG(double, max_task_seconds,
+          quant::worker::WorkerOptions::kDefaultMaxTaskMs / 1000.0,
+          "A task running longer is cancelled and failed as retryable (it "
+          "is retried, on this or another worker, until the job's attempts "
+          "run out). 0: no bound.");
+ABSL_FLAG(double, cancel_grace_seconds,
+          quant::worker::WorkerOptions::kDefaultCancelGraceMs / 1000.0,
+          "How long a cancelled task (job cancelled, lease lost, SIGTERM, "
+          "--max_task_seconds) may take to return. Cancellation is seen "
+          "between layer groups, so this must exceed the longest group's "
+          "time. A task that takes longer is stuck where it cannot see it "
+          "(a read that never returns): the worker stops renewing its "
+          "lease, so the task goes to another worker, and exits with code "
+          "75 for its supervisor to restart it.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT to serve Prometheus /metrics on (IPv4 or localhost; "
           "port 0 picks one, printed on stderr). Empty: not served.");
@@ -125,6 +139,10 @@ int main(int argc, char** argv) {
   options.tls_ca = absl::GetFlag(FLAGS_tls_ca);
   options.lease_wait_ms = absl::GetFlag(FLAGS_lease_wait_ms);
   options.log_heartbeats = absl::GetFlag(FLAGS_log_heartbeats);
+  options.max_task_ms =
+      static_cast<int64_t>(absl::GetFlag(FLAGS_max_task_seconds) * 1000.0);
+  options.cancel_grace_ms =
+      static_cast<int64_t>(absl::GetFlag(FLAGS_cancel_grace_seconds) * 1000.0);
   const int64_t activation_mb = absl::GetFlag(FLAGS_max_activation_mb);
   if (activation_mb < 0) {
     std::fprintf(stderr,

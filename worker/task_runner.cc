@@ -65,6 +65,7 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
                                     const std::atomic<bool>* cancelled,
                                     const TaskLimits& limits) {
   JobTaskContext context;
+  context.job_id = task.job_id();
   context.max_activation_bytes = limits.max_activation_bytes;
   context.threads = limits.threads;
   absl::StatusOr<std::string> path =

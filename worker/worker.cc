@@ -4,6 +4,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <optional>
 #include <thread>
@@ -17,6 +18,7 @@
 #include "core/base/file_util.h"
 #include "core/base/read_roots.h"
 #include "core/kernels/dispatch.h"
+#include "core/pipeline/task_io.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "server/worker_task_counts.h"
@@ -39,6 +41,10 @@ struct RunningTask {
   std::atomic<bool> cancel{false};
   bool cancelled_by_job = false;
   bool lease_lost = false;
+  // Cancelled because it ran past WorkerOptions::max_task_ms.
+  bool past_deadline = false;
+  // Declared stuck: its lease is no longer renewed, nothing is reported.
+  bool abandoned = false;
 };
 
 std::string Describe(const v1::Task& task) {
@@ -61,6 +67,16 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
   if (options.server.empty()) {
     return absl::InvalidArgumentError("--server: required (HOST:PORT)");
   }
+  if (options.max_task_ms < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_task_seconds: must be >= 0 (0: no bound), got ",
+                     options.max_task_ms / 1000.0));
+  }
+  if (options.cancel_grace_ms < 1000) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--cancel_grace_seconds: must be at least 1, got ",
+                     options.cancel_grace_ms / 1000.0));
+  }
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       grpc::InsecureChannelCredentials();
   if (!options.tls_ca.empty()) {
@@ -78,6 +94,17 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
   worker->channel_ = grpc::CreateChannel(worker->options_.server, credentials);
   worker->stub_ = v1::WorkerService::NewStub(worker->channel_);
   return worker;
+}
+
+void Worker::OnStuckTask(const std::string& message) {
+  if (options_.on_stuck_task != nullptr) {
+    options_.on_stuck_task(message);
+    return;
+  }
+  Log(absl::StrCat(message, "; exiting with code ", kStuckTaskExitCode,
+                   " (the stuck thread cannot be stopped)"));
+  std::fflush(stderr);
+  std::_Exit(kStuckTaskExitCode);
 }
 
 void Worker::Log(const std::string& message) const {
@@ -314,11 +341,40 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
   std::thread heartbeat([&] {
     std::unique_lock<std::mutex> lock(running.mu);
     auto next = Clock::now() + std::chrono::milliseconds(heartbeat_ms_.load());
+    std::optional<Clock::time_point> cancelled_at;
     while (!running.finished) {
       running.wake.wait_for(lock, std::chrono::milliseconds(100));
       if (running.finished) break;
       if (stop_.load()) running.cancel.store(true);
-      if (Clock::now() < next) continue;
+      const auto now = Clock::now();
+      if (options_.max_task_ms > 0 && !running.past_deadline &&
+          now - started > std::chrono::milliseconds(options_.max_task_ms)) {
+        running.past_deadline = true;
+        running.cancel.store(true);
+      }
+      if (running.cancel.load() && !cancelled_at.has_value()) {
+        cancelled_at = now;
+      }
+      if (cancelled_at.has_value() &&
+          now - *cancelled_at >
+              std::chrono::milliseconds(options_.cancel_grace_ms)) {
+        // Renewing the lease now would keep the task from every other
+        // worker for as long as this thread stays stuck.
+        running.abandoned = true;
+        lock.unlock();
+        OnStuckTask(absl::StrCat(
+            what, " did not stop within ", options_.cancel_grace_ms / 1000.0,
+            " s of being cancelled (",
+            running.past_deadline      ? "it ran past --max_task_seconds"
+            : running.cancelled_by_job ? "its job was cancelled"
+            : running.lease_lost       ? "its lease was lost"
+                                       : "the worker is stopping",
+            "): it is stuck where it cannot see the cancellation, most "
+            "likely in a read that does not return; its lease is no longer "
+            "renewed, so the task goes to another worker"));
+        return;
+      }
+      if (now < next) continue;
       lock.unlock();
       beat();
       lock.lock();
@@ -363,8 +419,10 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
       confined.emplace(std::vector<std::string>(task.read_roots().begin(),
                                                 task.read_roots().end()));
     }
-    return RunTask(task, sink, &running.cancel,
-                   TaskLimits{options_.max_activation_bytes, options_.threads});
+    const TaskLimits limits{options_.max_activation_bytes, options_.threads};
+    return options_.run_task != nullptr
+               ? options_.run_task(task, sink, &running.cancel, limits)
+               : RunTask(task, sink, &running.cancel, limits);
   }();
   {
     std::lock_guard<std::mutex> lock(running.mu);
@@ -388,6 +446,15 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
     std::this_thread::sleep_for(backoff);
     backoff = std::min(backoff * 2, std::chrono::milliseconds(3000));
   };
+  if (running.abandoned) {
+    // Its lease went to another worker (or will): nothing to report.
+    outcome_label = metrics::TaskOutcome::kLeaseLost;
+    Log(absl::StrCat(what,
+                     ": returned after it was declared stuck; result "
+                     "not reported"));
+    ++failed_;
+    return;
+  }
   if (outcome.ok() && !running.lease_lost) {
     // The last layers reach the job's events before the task ends.
     while (!beat() && Clock::now() < give_up) wait_a_bit();
@@ -437,9 +504,20 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
     outcome_label = metrics::TaskOutcome::kCancelled;
     request.set_error("job cancelled");
     request.set_retryable(true);
+  } else if (running.past_deadline && absl::IsCancelled(error)) {
+    request.set_error(absl::StrCat("task exceeded --max_task_seconds (",
+                                   options_.max_task_ms / 1000.0,
+                                   " s) and was cancelled"));
+    request.set_retryable(true);
   } else if (absl::IsCancelled(error)) {
     request.set_error("worker stopping (SIGTERM); task released");
     request.set_retryable(true);
+  } else if (std::optional<int> changed = ChangedBlockOutput(error)) {
+    // An input changed on disk since its task completed: quantd runs that
+    // block again, then this task.
+    request.set_error(std::string(error.message()));
+    request.set_retryable(true);
+    request.add_rerun_blocks(*changed);
   } else {
     request.set_error(std::string(error.message()));
     request.set_retryable(IsRetryable(error));

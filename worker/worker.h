@@ -9,11 +9,20 @@
 // worker picks them up at once instead of after the lease expires.
 // A coordinator that restarted answers LeaseTask NOT_FOUND: the worker
 // registers again. An unreachable coordinator is retried with backoff.
+//
+// Every task is time-bounded: past max_task_ms it is cancelled and failed
+// (retryable). A task that does not return within cancel_grace_ms of being
+// cancelled, for any reason, is stuck where it cannot see the cancellation
+// (a read from storage that never returns): the worker stops renewing its
+// lease, so that the task goes to another worker when the lease expires,
+// and calls on_stuck_task, which by default ends the process (the stuck
+// thread cannot be stopped; a supervisor restarts the worker).
 #ifndef QUANT_WORKER_WORKER_H_
 #define QUANT_WORKER_WORKER_H_
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,6 +34,7 @@
 #include "grpcpp/channel.h"
 #include "quant/v1/worker.grpc.pb.h"
 #include "server/metrics/worker_metrics.h"
+#include "worker/task_runner.h"
 
 namespace quant::worker {
 
@@ -54,7 +64,31 @@ struct WorkerOptions {
   std::vector<std::string> isa_levels;
   // Where to record task and core metrics; null: none. Not owned.
   metrics::WorkerMetrics* metrics = nullptr;
+  // A task running longer than this is cancelled and failed as retryable
+  // ("exceeded --max_task_seconds"); 0: no bound.
+  int64_t max_task_ms = kDefaultMaxTaskMs;
+  // How long a cancelled task may take to return before it counts as stuck.
+  // Cancellation is seen between layer groups, so this must exceed the
+  // longest layer group's time.
+  int64_t cancel_grace_ms = kDefaultCancelGraceMs;
+  // Called (once, from the heartbeat thread) with a message naming the task
+  // when it is stuck; its lease is no longer renewed. Null: log the message
+  // and end the process with exit code kStuckTaskExitCode.
+  std::function<void(const std::string&)> on_stuck_task;
+  // Runs a leased task. Null: RunTask (task_runner.h). Tests inject tasks
+  // that hang.
+  std::function<absl::StatusOr<TaskOutcome>(
+      const v1::Task&, const TaskProgressSink&, const std::atomic<bool>*,
+      const TaskLimits&)>
+      run_task;
+
+  static constexpr int64_t kDefaultMaxTaskMs = 24LL * 3600 * 1000;
+  static constexpr int64_t kDefaultCancelGraceMs = 600'000;
 };
+
+// The exit code of a worker that ended itself because a task was stuck
+// (EX_TEMPFAIL: try again; the task is retried elsewhere).
+inline constexpr int kStuckTaskExitCode = 75;
 
 class Worker {
  public:
@@ -83,6 +117,8 @@ class Worker {
                  const std::string& worker_id);
   std::unique_ptr<grpc::ClientContext> Context(int64_t timeout_ms) const;
   void Log(const std::string& message) const;
+  // WorkerOptions::on_stuck_task, or log and exit.
+  void OnStuckTask(const std::string& message);
 
   WorkerOptions options_;
   std::shared_ptr<grpc::Channel> channel_;

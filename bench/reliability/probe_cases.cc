@@ -166,6 +166,32 @@ std::vector<BadInputCase> ProbeCases() {
         return absl::OkStatus();
       }));
   cases.push_back(CreateCase(
+      "tokenizer/catastrophic_split",
+      "tokenizer.json whose Split pattern backtracks catastrophically on "
+      "the calibration text (used to end the split silently)",
+      {Stage::kJob, "FAILED", {"cannot tokenize", "gave up at byte"}},
+      [](BadInputEnv& env, v1::CreateJobRequest& request) -> absl::Status {
+        const std::string dir = JoinPath(env.ModelsDir(), "catastrophic_split");
+        QUANT_RETURN_IF_ERROR(CopyCheckpoint(env.good_checkpoint(), dir));
+        const std::string path = JoinPath(dir, "tokenizer.json");
+        QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+        nlohmann::json tokenizer = nlohmann::json::parse(text, nullptr, false);
+        if (!tokenizer.is_object()) {
+          return absl::InternalError("tokenizer.json is not an object");
+        }
+        // Two ways to take every character, then a class no text has: each
+        // split of the text is tried (a class, unlike a literal, is not a
+        // "required character" PCRE2 can look for first).
+        tokenizer["pre_tokenizer"] = {
+            {"type", "Split"},
+            {"pattern", {{"Regex", "([^\\x00]|[^\\x00])*[\\x00\\x01]"}}},
+            {"behavior", "Isolated"},
+            {"invert", false}};
+        QUANT_RETURN_IF_ERROR(WriteFileAtomically(path, tokenizer.dump()));
+        request.set_checkpoint_uri("file://" + dir);
+        return absl::OkStatus();
+      }));
+  cases.push_back(CreateCase(
       "api/oversized_label", "one label value of 1 MiB",
       {Stage::kCreateJob, "INVALID_ARGUMENT", {"request", "at most 524288"}},
       [](BadInputEnv&, v1::CreateJobRequest& request) {

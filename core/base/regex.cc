@@ -49,7 +49,23 @@ absl::StatusOr<std::unique_ptr<Regex>> Regex::CompileWithOptions(
 
 Regex::~Regex() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
 
-std::vector<Regex::Match> Regex::FindAll(absl::string_view text) const {
+namespace {
+
+// A pattern echoed in an error, cut so that a long one cannot swamp it.
+std::string PatternForMessage(const std::string& pattern) {
+  constexpr size_t kMaxEcho = 256;
+  if (pattern.size() <= kMaxEcho) return pattern;
+  size_t cut = kMaxEcho;
+  while (cut > 0 && (static_cast<unsigned char>(pattern[cut]) & 0xC0) == 0x80) {
+    --cut;
+  }
+  return absl::StrCat(pattern.substr(0, cut), "...");
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<Regex::Match>> Regex::FindAll(
+    absl::string_view text) const {
   std::vector<Match> matches;
   auto* code = static_cast<pcre2_code*>(code_);
   pcre2_match_data* match_data =
@@ -59,7 +75,19 @@ std::vector<Regex::Match> Regex::FindAll(absl::string_view text) const {
   while (start <= text.size()) {
     const int rc = pcre2_match(code, subject, text.size(), start,
                                PCRE2_NO_UTF_CHECK, match_data, nullptr);
-    if (rc < 0) break;  // PCRE2_ERROR_NOMATCH, or a resource limit.
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    if (rc < 0) {
+      // A limit reached, or a matcher error: the matches found so far are
+      // not all of them, so none are returned.
+      pcre2_match_data_free(match_data);
+      PCRE2_UCHAR message[256];
+      pcre2_get_error_message(rc, message, sizeof(message));
+      return absl::ResourceExhaustedError(
+          absl::StrCat("pattern '", PatternForMessage(pattern_),
+                       "' gave up at byte ", start, " of a ", text.size(),
+                       "-byte text (", reinterpret_cast<char*>(message),
+                       "): it backtracks catastrophically on this input"));
+    }
     const PCRE2_SIZE* ovector = pcre2_get_ovector_pointer(match_data);
     const size_t begin = ovector[0];
     const size_t end = ovector[1];
@@ -121,14 +149,14 @@ absl::StatusOr<bool> Regex::BoundedFullMatch(absl::string_view text,
   pcre2_get_error_message(rc, message, sizeof(message));
   if (rc == PCRE2_ERROR_MATCHLIMIT || rc == PCRE2_ERROR_DEPTHLIMIT ||
       rc == PCRE2_ERROR_HEAPLIMIT) {
-    return absl::ResourceExhaustedError(
-        absl::StrCat("pattern '", pattern_, "' gave up matching \"", text,
-                     "\" (", reinterpret_cast<char*>(message),
-                     "): it backtracks catastrophically; simplify it"));
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "pattern '", PatternForMessage(pattern_), "' gave up matching \"", text,
+        "\" (", reinterpret_cast<char*>(message),
+        "): it backtracks catastrophically; simplify it"));
   }
-  return absl::InvalidArgumentError(
-      absl::StrCat("pattern '", pattern_, "' cannot match \"", text,
-                   "\": ", reinterpret_cast<char*>(message)));
+  return absl::InvalidArgumentError(absl::StrCat(
+      "pattern '", PatternForMessage(pattern_), "' cannot match \"", text,
+      "\": ", reinterpret_cast<char*>(message)));
 }
 
 }  // namespace quant

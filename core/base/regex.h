@@ -34,8 +34,11 @@ class Regex {
   Regex& operator=(const Regex&) = delete;
 
   // All non-overlapping matches, left to right. An empty match advances the
-  // search by one character. `text` must be valid UTF-8. Thread-safe.
-  std::vector<Match> FindAll(absl::string_view text) const;
+  // search by one character. `text` must be valid UTF-8. PCRE2 giving up
+  // (its match, depth or heap limit, reached by a pattern that backtracks
+  // catastrophically) is ResourceExhausted naming the pattern and the
+  // offset, never a shorter list of matches. Thread-safe.
+  absl::StatusOr<std::vector<Match>> FindAll(absl::string_view text) const;
 
   // Whether the whole of `text` matches (as if the pattern were wrapped in
   // \A(?:...)\z, but without re-parsing it). False for invalid UTF-8.

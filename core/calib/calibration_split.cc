@@ -66,9 +66,14 @@ absl::StatusOr<std::vector<int32_t>> DocumentTokens(
   }
   // Stripped like the evaluation's documents (core/eval/evaluate.h), so a
   // trailing space never becomes a lone token to calibrate on.
-  const std::vector<int32_t> body = tokenizer.Encode(
+  absl::StatusOr<std::vector<int32_t>> body = tokenizer.Encode(
       absl::StripAsciiWhitespace(doc.text), /*add_special_tokens=*/false);
-  ids.insert(ids.end(), body.begin(), body.end());
+  if (!body.ok()) {
+    return absl::Status(body.status().code(),
+                        absl::StrCat("line ", doc.line, ": cannot tokenize: ",
+                                     body.status().message()));
+  }
+  ids.insert(ids.end(), body->begin(), body->end());
   return ids;
 }
 

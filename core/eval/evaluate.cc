@@ -90,9 +90,14 @@ absl::StatusOr<std::vector<std::vector<int32_t>>> TokenizeDocuments(
     const absl::string_view text = options.strip_whitespace
                                        ? absl::StripAsciiWhitespace(doc.text)
                                        : absl::string_view(doc.text);
-    const std::vector<int32_t> body =
+    absl::StatusOr<std::vector<int32_t>> body =
         tokenizer.Encode(text, /*add_special_tokens=*/false);
-    ids.insert(ids.end(), body.begin(), body.end());
+    if (!body.ok()) {
+      return absl::Status(body.status().code(),
+                          absl::StrCat("line ", doc.line, ": cannot tokenize: ",
+                                       body.status().message()));
+    }
+    ids.insert(ids.end(), body->begin(), body->end());
     documents.push_back(std::move(ids));
   }
   return documents;

@@ -40,18 +40,20 @@ absl::StatusOr<std::vector<ContinuationComparison>> CompareContinuations(
   for (const std::string& prompt : prompts) {
     std::vector<int32_t> ids;
     if (tokenizer.bos_id().has_value()) ids.push_back(*tokenizer.bos_id());
-    const std::vector<int32_t> text_ids = tokenizer.Encode(prompt, false);
+    QUANT_ASSIGN_OR_RETURN(const std::vector<int32_t> text_ids,
+                           tokenizer.Encode(prompt, false));
     ids.insert(ids.end(), text_ids.begin(), text_ids.end());
     ContinuationComparison c;
     c.prompt = prompt;
     QUANT_ASSIGN_OR_RETURN(
         c.ids, GreedyContinue(model, ids, max_new_tokens, tokenizer.eos_id()));
-    c.text = tokenizer.Decode(c.ids, true);
+    QUANT_ASSIGN_OR_RETURN(c.text, tokenizer.Decode(c.ids, true));
     if (reference != nullptr) {
       QUANT_ASSIGN_OR_RETURN(
           c.reference_ids,
           GreedyContinue(*reference, ids, max_new_tokens, tokenizer.eos_id()));
-      c.reference_text = tokenizer.Decode(c.reference_ids, true);
+      QUANT_ASSIGN_OR_RETURN(c.reference_text,
+                             tokenizer.Decode(c.reference_ids, true));
       while (c.agreeing_prefix < static_cast<int>(c.ids.size()) &&
              c.agreeing_prefix < static_cast<int>(c.reference_ids.size()) &&
              c.ids[c.agreeing_prefix] == c.reference_ids[c.agreeing_prefix]) {

@@ -334,12 +334,57 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
        {{"format", OutputFormatName(recipe.format)},
         {"verdict", output.audit.at("verdict")},
         {"files", outputs.at("files")}}}};
+  if (!input.job_id.empty()) {
+    output.manifest["job"] = {{"id", input.job_id},
+                              {"recipe_sha256", RecipeSha256(recipe)}};
+  }
   QUANT_RETURN_IF_ERROR(WriteFileAtomically(
       JoinPath(temp, "manifest.json"), output.manifest.dump(2) + "\n", fs));
   QUANT_RETURN_IF_ERROR(SyncDirectory(temp, fs));
   QUANT_RETURN_IF_ERROR(RenameDirectoryIntoPlace(temp, out, fs));
   guard.Release();
   return output;
+}
+
+absl::Status CheckManifestNamesJob(const json& manifest,
+                                   const std::string& path,
+                                   const std::string& job_id,
+                                   const Recipe& recipe) {
+  const std::string expected_recipe = RecipeSha256(recipe);
+  const json* job = nullptr;
+  if (manifest.is_object()) {
+    auto it = manifest.find("job");
+    if (it != manifest.end() && it->is_object()) job = &*it;
+  }
+  auto field = [&](const char* name) -> std::string {
+    if (job == nullptr) return "";
+    auto it = job->find(name);
+    return it != job->end() && it->is_string() ? it->get<std::string>() : "";
+  };
+  const std::string id = field("id");
+  const std::string recipe_sha256 = field("recipe_sha256");
+  if (job == nullptr || id.empty() || recipe_sha256.empty()) {
+    return absl::DataLossError(absl::StrCat(
+        path,
+        ": names no job (no \"job\" with \"id\" and \"recipe_sha256\"), "
+        "so it cannot be the checkpoint of job ",
+        job_id));
+  }
+  // Cut: the fields are the file's, which may be anything.
+  const auto cut = [](const std::string& text) {
+    return text.size() <= 80 ? text : absl::StrCat(text.substr(0, 80), "...");
+  };
+  if (id != job_id) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": is the checkpoint of job ", cut(id), ", not of job ", job_id,
+        " (a job id reused while the artifact store kept an old one?)"));
+  }
+  if (recipe_sha256 != expected_recipe) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": was written with recipe sha256 ", cut(recipe_sha256), ", job ",
+        job_id, "'s recipe has sha256 ", expected_recipe));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace quant

@@ -13,7 +13,8 @@
 //   audit.json               see audit_report.h
 //   manifest.json            recipe, tool version, source fingerprint,
 //                            calibration hash and split, sha256 of every
-//                            other file
+//                            other file, and (a service job) the job's id
+//                            and recipe hash
 #ifndef QUANT_CORE_PIPELINE_FINALIZE_TASK_H_
 #define QUANT_CORE_PIPELINE_FINALIZE_TASK_H_
 
@@ -50,6 +51,10 @@ struct FinalizeInput {
   const CalibrationSplit* split = nullptr;
   std::string tokenizer_dir;
   std::string out_dir;  // Must not exist yet.
+  // The service job this checkpoint is published for; empty for a local
+  // run. Recorded in the manifest ("job": id and RecipeSha256) so that the
+  // coordinator can refuse a checkpoint that belongs to another job.
+  std::string job_id;
   // Per block in order: its tensors and layer results.
   std::vector<std::vector<PackedTensor>> block_tensors;
   std::vector<LayerResult> layers;
@@ -81,6 +86,16 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(
 // sha256 of "<name> <sha256>\n" lines in name order.
 absl::StatusOr<nlohmann::json> FingerprintFiles(
     const std::string& dir, const std::vector<std::string>& names);
+
+// Checks that `manifest` (manifest.json's parsed content, named by `path` in
+// errors) was written for job `job_id` with `recipe`: its "job" section
+// holds that id and RecipeSha256(recipe). DataLoss otherwise, naming what
+// the manifest says: a checkpoint of another job (an id reused after the
+// coordinator's state was lost) must never be reported as this one's.
+absl::Status CheckManifestNamesJob(const nlohmann::json& manifest,
+                                   const std::string& path,
+                                   const std::string& job_id,
+                                   const Recipe& recipe);
 
 }  // namespace quant
 

@@ -86,7 +86,12 @@ absl::Status EnteringStates(const JobTaskContext& context,
                             const JobInputs& inputs, int block,
                             StatePlacement* placement, SourcePtr* calibration,
                             SourcePtr* heldout) {
-  auto read_leaving = [&](int b) {
+  auto read_leaving = [&](int b) -> absl::Status {
+    // Written by another task, perhaps on another machine: checked first.
+    QUANT_RETURN_IF_ERROR(
+        VerifyBlockFile(context.work_dir, b, ".cal.safetensors"));
+    QUANT_RETURN_IF_ERROR(
+        VerifyBlockFile(context.work_dir, b, ".heldout.safetensors"));
     return OpenLeavingStates(context.work_dir, b, placement->spill(),
                              calibration, heldout);
   };
@@ -342,6 +347,16 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
   const std::string published_audit = JoinPath(artifact_dir, "audit.json");
   if (FileExists(JoinPath(artifact_dir, "manifest.json")) &&
       FileExists(published_audit)) {
+    // Published by an earlier attempt of this task, or by another job whose
+    // id this one reuses: only the first may be reported.
+    if (!context.job_id.empty()) {
+      const std::string manifest_path = JoinPath(artifact_dir, "manifest.json");
+      QUANT_ASSIGN_OR_RETURN(std::string manifest_text,
+                             ReadFileToString(manifest_path));
+      QUANT_RETURN_IF_ERROR(CheckManifestNamesJob(
+          nlohmann::json::parse(manifest_text, nullptr, false), manifest_path,
+          context.job_id, context.recipe));
+    }
     QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(published_audit));
     result.audit = nlohmann::json::parse(text, nullptr, false);
     if (!result.audit.is_object() || !result.audit.contains("verdict")) {
@@ -374,6 +389,7 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
   finalize.split = &inputs.split;
   finalize.tokenizer_dir = inputs.tokenizer_dir;
   finalize.out_dir = artifact_dir;
+  finalize.job_id = context.job_id;
   finalize.max_shard_bytes = max_shard_bytes;
   finalize.threads = context.threads;
   finalize.file_system = context.file_system;

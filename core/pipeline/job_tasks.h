@@ -38,6 +38,10 @@ inline constexpr int64_t kDefaultMaxActivationBytes = int64_t{1} << 30;
 
 // What every task of a job reads.
 struct JobTaskContext {
+  // The service job the tasks belong to; empty for a local run. The
+  // finalize records it in the manifest and refuses a published checkpoint
+  // that names another job.
+  std::string job_id;
   std::string checkpoint_dir;
   std::string tokenizer_dir;  // Empty: checkpoint_dir.
   std::string calibration_path;

@@ -159,6 +159,11 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
         FileExists(BlockOutputPrefix(options.work_dir, b) + ".layers.json")) {
       obs.OnBlockResumed(b, blocks);
       QUANT_RETURN_IF_ERROR(ReadBackBlock(options.work_dir, b, &finalize));
+      // Written by an earlier run: checked before it is built on.
+      QUANT_RETURN_IF_ERROR(
+          VerifyBlockFile(options.work_dir, b, ".cal.safetensors"));
+      QUANT_RETURN_IF_ERROR(
+          VerifyBlockFile(options.work_dir, b, ".heldout.safetensors"));
       QUANT_RETURN_IF_ERROR(OpenLeavingStates(options.work_dir, b, spill,
                                               &calibration, &heldout));
       continue;

@@ -4,10 +4,13 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/cord.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
+#include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/io/safetensors.h"
 #include "core/kernels/dispatch.h"
@@ -301,6 +304,66 @@ std::string BlockOutputPrefix(const std::string& dir, int block) {
   return JoinPath(dir, absl::StrFormat("block-%05d", block));
 }
 
+namespace {
+
+// The block files whose sha256 layers.json records, by suffix.
+constexpr const char* kHashedSuffixes[] = {".safetensors", ".cal.safetensors",
+                                           ".heldout.safetensors"};
+
+constexpr char kChangedBlockPayload[] =
+    "type.googleapis.com/quant.ChangedBlockOutput";
+
+absl::Status ChangedBlockError(int block, std::string message) {
+  absl::Status status = absl::DataLossError(std::move(message));
+  status.SetPayload(kChangedBlockPayload, absl::Cord(absl::StrCat(block)));
+  return status;
+}
+
+}  // namespace
+
+std::optional<int> ChangedBlockOutput(const absl::Status& status) {
+  const auto payload = status.GetPayload(kChangedBlockPayload);
+  int block = 0;
+  if (!payload.has_value() ||
+      !absl::SimpleAtoi(std::string(*payload), &block) || block < 0) {
+    return std::nullopt;
+  }
+  return block;
+}
+
+absl::Status VerifyBlockFile(const std::string& dir, int block,
+                             const std::string& suffix) {
+  const std::string prefix = BlockOutputPrefix(dir, block);
+  const std::string layers_path = prefix + ".layers.json";
+  QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(layers_path));
+  const json doc = json::parse(text, nullptr, false);
+  const json* files = nullptr;
+  if (doc.is_object()) {
+    auto it = doc.find("sha256");
+    if (it != doc.end() && it->is_object()) files = &*it;
+  }
+  if (files == nullptr || !files->contains(suffix) ||
+      !(*files)[suffix].is_string()) {
+    return ChangedBlockError(
+        block,
+        absl::StrCat(layers_path, ": records no sha256 for block-file suffix ",
+                     suffix,
+                     ": not the output of this version of the block "
+                     "task"));
+  }
+  const std::string recorded = (*files)[suffix].get<std::string>();
+  QUANT_ASSIGN_OR_RETURN(const std::string actual, Sha256File(prefix + suffix));
+  if (actual != recorded) {
+    return ChangedBlockError(
+        block, absl::StrCat(prefix, suffix, ": sha256 is ", actual, ", block ",
+                            block, "'s task recorded ", recorded,
+                            " when it completed: the file changed on disk "
+                            "since, so block ",
+                            block, " must be computed again"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status WriteBlockOutput(const std::string& dir,
                               const BlockTaskOutput& output, FileSystem* fs) {
   const std::string prefix = BlockOutputPrefix(dir, output.block);
@@ -319,6 +382,15 @@ absl::Status WriteBlockOutput(const std::string& dir,
   for (const LayerResult& l : output.layers) {
     layers.push_back(LayerResultToTaskJson(l));
   }
+  // What a later task reads is checked against these: a file changed on
+  // disk between tasks must not reach a published checkpoint.
+  json sha256 = json::object();
+  for (const char* suffix : kHashedSuffixes) {
+    const std::string path = prefix + suffix;
+    if (!FileExists(path)) continue;
+    QUANT_ASSIGN_OR_RETURN(std::string digest, Sha256File(path));
+    sha256[suffix] = std::move(digest);
+  }
   // Last: its presence means the block's other files are complete.
   // The level matters to every later reader: results differ in the last
   // bits between levels, and a job's blocks must not mix them.
@@ -326,6 +398,7 @@ absl::Status WriteBlockOutput(const std::string& dir,
       prefix + ".layers.json",
       json{{"block", output.block},
            {"isa", std::string(kernels::IsaName(kernels::CurrentIsa()))},
+           {"sha256", std::move(sha256)},
            {"layers", std::move(layers)}}
           .dump(1),
       fs);
@@ -380,6 +453,7 @@ absl::StatusOr<StoredBlockOutput> ReadBlockOutput(const std::string& dir,
     }
     out.layers.push_back(std::move(*result));
   }
+  QUANT_RETURN_IF_ERROR(VerifyBlockFile(dir, block, ".safetensors"));
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
                          SafetensorsFile::Open(prefix + ".safetensors"));
   for (const TensorInfo& info : file->tensors()) {

@@ -9,7 +9,9 @@
 //   block output    <dir>/block-00003.safetensors   the block's tensors as
 //                                                   the checkpoint stores them
 //                   <dir>/block-00003.layers.json   every LayerResult (audit,
-//                                                   settings, choices), exact
+//                                                   settings, choices), exact,
+//                                                   and the sha256 of the
+//                                                   block's other files
 //                   <dir>/block-00003.cal.safetensors / .heldout.safetensors
 //                                                   the hidden states leaving
 //                                                   it
@@ -19,6 +21,7 @@
 #ifndef QUANT_CORE_PIPELINE_TASK_IO_H_
 #define QUANT_CORE_PIPELINE_TASK_IO_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,8 +66,21 @@ struct StoredBlockOutput {
   std::vector<LayerResult> layers;
   std::string isa;  // The kernel level it was computed at ("" if unrecorded).
 };
+// Checks <prefix><suffix> (".safetensors", ".cal.safetensors" or
+// ".heldout.safetensors") of a published block against the sha256 its
+// layers.json recorded when the block's task wrote it. DataLoss, naming the
+// file and both hashes, when it differs or none was recorded.
+absl::Status VerifyBlockFile(const std::string& dir, int block,
+                             const std::string& suffix);
+
+// The block whose published output a VerifyBlockFile error is about (a
+// payload on the status), so that the coordinator can run that block's task
+// again; nullopt for any other status.
+std::optional<int> ChangedBlockOutput(const absl::Status& status);
+
 // FailedPrecondition when the block was computed at another kernel level
-// than the calling thread's (core/kernels/dispatch.h).
+// than the calling thread's (core/kernels/dispatch.h). DataLoss when the
+// tensors file is not the one the block's task wrote (VerifyBlockFile).
 absl::StatusOr<StoredBlockOutput> ReadBlockOutput(const std::string& dir,
                                                   int block);
 

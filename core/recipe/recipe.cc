@@ -2,6 +2,7 @@
 #include "core/recipe/recipe.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/base/sha256.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {
@@ -240,6 +241,10 @@ std::string RecipeToJson(const Recipe& recipe) {
   // instead of an exception.
   return EscapeForYaml(json.dump(2, ' ', /*ensure_ascii=*/false,
                                  OrderedJson::error_handler_t::replace));
+}
+
+std::string RecipeSha256(const Recipe& recipe) {
+  return Sha256Hex(RecipeToJson(recipe));
 }
 
 }  // namespace quant

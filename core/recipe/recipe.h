@@ -178,6 +178,11 @@ absl::Status ValidateRecipe(const Recipe& recipe);
 // hash it.
 std::string RecipeToJson(const Recipe& recipe);
 
+// sha256 (lowercase hex) of RecipeToJson(recipe): what a job's manifest
+// records so that a published checkpoint can be tied to the recipe of the
+// job that reports it.
+std::string RecipeSha256(const Recipe& recipe);
+
 }  // namespace quant
 
 #endif  // QUANT_CORE_RECIPE_RECIPE_H_

@@ -86,9 +86,10 @@ absl::StatusOr<AddedVocabulary> AddedVocabulary::FromJson(
   for (size_t index = 0; index < vocabulary.tokens_.size(); ++index) {
     const AddedToken& token = vocabulary.tokens_[index];
     if (token.normalized) {
-      std::string pattern = normalizer != nullptr
-                                ? normalizer->Normalize(token.content)
-                                : token.content;
+      std::string pattern = token.content;
+      if (normalizer != nullptr) {
+        QUANT_ASSIGN_OR_RETURN(pattern, normalizer->Normalize(token.content));
+      }
       vocabulary.AddToMatcher(&vocabulary.normalized_matcher_, index,
                               std::move(pattern));
     } else {
@@ -181,7 +182,8 @@ std::vector<AddedVocabulary::Span> AddedVocabulary::FindTokens(
   return spans;
 }
 
-std::vector<InputPiece> AddedVocabulary::Split(absl::string_view text) const {
+absl::StatusOr<std::vector<InputPiece>> AddedVocabulary::Split(
+    absl::string_view text) const {
   std::vector<InputPiece> pieces;
   for (const Span& raw : FindTokens(raw_matcher_, text)) {
     const bool at_text_start = raw.begin == 0;
@@ -193,9 +195,10 @@ std::vector<InputPiece> AddedVocabulary::Split(absl::string_view text) const {
     }
     const absl::string_view raw_text =
         text.substr(raw.begin, raw.end - raw.begin);
-    const std::string normalized = normalizer_ != nullptr
-                                       ? normalizer_->Normalize(raw_text)
-                                       : std::string(raw_text);
+    std::string normalized(raw_text);
+    if (normalizer_ != nullptr) {
+      QUANT_ASSIGN_OR_RETURN(normalized, normalizer_->Normalize(raw_text));
+    }
     for (const Span& span : FindTokens(normalized_matcher_, normalized)) {
       InputPiece piece{normalized.substr(span.begin, span.end - span.begin),
                        span.token_id, at_text_start && span.begin == 0};

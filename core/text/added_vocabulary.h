@@ -51,8 +51,9 @@ class AddedVocabulary {
 
   // Cuts tokens out of `text` (valid UTF-8): tokens with normalized=false
   // from the raw text, then normalises the rest and cuts tokens with
-  // normalized=true from it. Empty pieces are left out.
-  std::vector<InputPiece> Split(absl::string_view text) const;
+  // normalized=true from it. Empty pieces are left out. An error is the
+  // normaliser failing on this text.
+  absl::StatusOr<std::vector<InputPiece>> Split(absl::string_view text) const;
 
   const AddedToken* FindById(int32_t id) const;
   std::optional<int32_t> TokenToId(absl::string_view content) const;

@@ -24,10 +24,11 @@ class SequenceDecoder : public Decoder {
  public:
   explicit SequenceDecoder(std::vector<std::unique_ptr<Decoder>> parts)
       : parts_(std::move(parts)) {}
-  std::vector<std::string> DecodeChain(
+  absl::StatusOr<std::vector<std::string>> DecodeChain(
       std::vector<std::string> tokens) const override {
-    for (const auto& part : parts_)
-      tokens = part->DecodeChain(std::move(tokens));
+    for (const auto& part : parts_) {
+      QUANT_ASSIGN_OR_RETURN(tokens, part->DecodeChain(std::move(tokens)));
+    }
     return tokens;
   }
 
@@ -39,10 +40,11 @@ class ReplaceDecoder : public Decoder {
  public:
   ReplaceDecoder(std::unique_ptr<Regex> pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
-  std::vector<std::string> DecodeChain(
+  absl::StatusOr<std::vector<std::string>> DecodeChain(
       std::vector<std::string> tokens) const override {
-    for (std::string& token : tokens)
-      token = ReplaceAll(*pattern_, token, content_);
+    for (std::string& token : tokens) {
+      QUANT_ASSIGN_OR_RETURN(token, ReplaceAll(*pattern_, token, content_));
+    }
     return tokens;
   }
 
@@ -55,7 +57,7 @@ class ReplaceDecoder : public Decoder {
 // UTF-8; otherwise each byte token becomes U+FFFD.
 class ByteFallbackDecoder : public Decoder {
  public:
-  std::vector<std::string> DecodeChain(
+  absl::StatusOr<std::vector<std::string>> DecodeChain(
       std::vector<std::string> tokens) const override {
     std::vector<std::string> out;
     std::string pending_bytes;
@@ -103,9 +105,9 @@ class ByteFallbackDecoder : public Decoder {
 
 class FuseDecoder : public Decoder {
  public:
-  std::vector<std::string> DecodeChain(
+  absl::StatusOr<std::vector<std::string>> DecodeChain(
       std::vector<std::string> tokens) const override {
-    return {absl::StrJoin(tokens, "")};
+    return std::vector<std::string>{absl::StrJoin(tokens, "")};
   }
 };
 
@@ -115,7 +117,7 @@ class StripDecoder : public Decoder {
  public:
   StripDecoder(std::string content, size_t start, size_t stop)
       : content_(std::move(content)), start_(start), stop_(stop) {}
-  std::vector<std::string> DecodeChain(
+  absl::StatusOr<std::vector<std::string>> DecodeChain(
       std::vector<std::string> tokens) const override {
     for (std::string& token : tokens) {
       absl::string_view view(token);
@@ -141,13 +143,13 @@ class StripDecoder : public Decoder {
 // own UTF-8 bytes. Invalid UTF-8 in the result becomes U+FFFD.
 class ByteLevelDecoder : public Decoder {
  public:
-  std::vector<std::string> DecodeChain(
+  absl::StatusOr<std::vector<std::string>> DecodeChain(
       std::vector<std::string> tokens) const override {
     std::string bytes;
     for (const std::string& token : tokens) {
       if (!ByteLevelToBytes(token, &bytes)) bytes += token;
     }
-    return {ReplaceInvalidUtf8(bytes)};
+    return std::vector<std::string>{ReplaceInvalidUtf8(bytes)};
   }
 };
 
@@ -157,7 +159,7 @@ class MetaspaceDecoder : public Decoder {
  public:
   MetaspaceDecoder(std::string replacement, bool strip_first)
       : replacement_(std::move(replacement)), strip_first_(strip_first) {}
-  std::vector<std::string> DecodeChain(
+  absl::StatusOr<std::vector<std::string>> DecodeChain(
       std::vector<std::string> tokens) const override {
     for (size_t i = 0; i < tokens.size(); ++i) {
       tokens[i] = absl::StrReplaceAll(tokens[i], {{replacement_, " "}});

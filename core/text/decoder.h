@@ -16,8 +16,8 @@ class Decoder {
  public:
   virtual ~Decoder() = default;
   // One step of the chain; the final text is the concatenation of the
-  // returned strings.
-  virtual std::vector<std::string> DecodeChain(
+  // returned strings. An error is a Replace pattern that gave up.
+  virtual absl::StatusOr<std::vector<std::string>> DecodeChain(
       std::vector<std::string> tokens) const = 0;
 };
 

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/base/regex.h"
 #include "core/base/status_macros.h"
 #include "core/text/json_fields.h"
@@ -22,9 +23,11 @@ class SequenceNormalizer : public Normalizer {
  public:
   explicit SequenceNormalizer(std::vector<std::unique_ptr<Normalizer>> parts)
       : parts_(std::move(parts)) {}
-  std::string Normalize(absl::string_view text) const override {
+  absl::StatusOr<std::string> Normalize(absl::string_view text) const override {
     std::string current(text);
-    for (const auto& part : parts_) current = part->Normalize(current);
+    for (const auto& part : parts_) {
+      QUANT_ASSIGN_OR_RETURN(current, part->Normalize(current));
+    }
     return current;
   }
 
@@ -36,7 +39,7 @@ class SequenceNormalizer : public Normalizer {
 class PrependNormalizer : public Normalizer {
  public:
   explicit PrependNormalizer(std::string prefix) : prefix_(std::move(prefix)) {}
-  std::string Normalize(absl::string_view text) const override {
+  absl::StatusOr<std::string> Normalize(absl::string_view text) const override {
     if (text.empty()) return "";
     std::string out = prefix_;
     out.append(text.data(), text.size());
@@ -51,7 +54,7 @@ class ReplaceNormalizer : public Normalizer {
  public:
   ReplaceNormalizer(std::unique_ptr<Regex> pattern, std::string content)
       : pattern_(std::move(pattern)), content_(std::move(content)) {}
-  std::string Normalize(absl::string_view text) const override {
+  absl::StatusOr<std::string> Normalize(absl::string_view text) const override {
     return ReplaceAll(*pattern_, text, content_);
   }
 
@@ -64,16 +67,20 @@ class ReplaceNormalizer : public Normalizer {
 class UnicodeNormalizer : public Normalizer {
  public:
   explicit UnicodeNormalizer(int options) : options_(options) {}
-  std::string Normalize(absl::string_view text) const override {
+  absl::StatusOr<std::string> Normalize(absl::string_view text) const override {
     if (text.empty()) return "";
     utf8proc_uint8_t* mapped = nullptr;
     const utf8proc_ssize_t length =
         utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
                      static_cast<utf8proc_ssize_t>(text.size()), &mapped,
                      static_cast<utf8proc_option_t>(options_));
-    // The input is valid UTF-8, so utf8proc only fails on allocation;
-    // leaving the text as it is then is the least surprising outcome.
-    if (length < 0) return std::string(text);
+    // The input is valid UTF-8, so utf8proc fails only on allocation or a
+    // text too long for it; text left unnormalised would tokenize wrongly.
+    if (length < 0) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("Unicode normalisation of a ", text.size(),
+                       "-byte text failed: ", utf8proc_errmsg(length)));
+    }
     std::string out(reinterpret_cast<const char*>(mapped),
                     static_cast<size_t>(length));
     std::free(mapped);
@@ -88,7 +95,7 @@ class UnicodeNormalizer : public Normalizer {
 class StripNormalizer : public Normalizer {
  public:
   StripNormalizer(bool left, bool right) : left_(left), right_(right) {}
-  std::string Normalize(absl::string_view text) const override {
+  absl::StatusOr<std::string> Normalize(absl::string_view text) const override {
     size_t begin = 0;
     size_t end = text.size();
     if (left_) {

@@ -15,8 +15,11 @@ namespace quant {
 class Normalizer {
  public:
   virtual ~Normalizer() = default;
-  // `text` is valid UTF-8; so is the result.
-  virtual std::string Normalize(absl::string_view text) const = 0;
+  // `text` is valid UTF-8; so is the result. An error (a pattern that gives
+  // up on this text) means the text cannot be tokenized as the tokenizer
+  // defines it.
+  virtual absl::StatusOr<std::string> Normalize(
+      absl::string_view text) const = 0;
 };
 
 // Builds the normaliser described by `config` (a non-null JSON object).

@@ -1,7 +1,10 @@
 // String/Regex pattern fields and literal replacement.
 #include "core/text/pattern.h"
 
+#include <vector>
+
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/text/json_fields.h"
 
 namespace quant {
@@ -37,11 +40,14 @@ absl::StatusOr<std::unique_ptr<Regex>> PatternFromJson(
   return regex;
 }
 
-std::string ReplaceAll(const Regex& pattern, absl::string_view text,
-                       absl::string_view content) {
+absl::StatusOr<std::string> ReplaceAll(const Regex& pattern,
+                                       absl::string_view text,
+                                       absl::string_view content) {
+  QUANT_ASSIGN_OR_RETURN(const std::vector<Regex::Match> matches,
+                         pattern.FindAll(text));
   std::string out;
   size_t previous = 0;
-  for (const Regex::Match& match : pattern.FindAll(text)) {
+  for (const Regex::Match& match : matches) {
     out.append(text.data() + previous, match.first - previous);
     out.append(content.data(), content.size());
     previous = match.second;

@@ -17,9 +17,11 @@ namespace quant {
 absl::StatusOr<std::unique_ptr<Regex>> PatternFromJson(
     const nlohmann::json& config, const std::string& path);
 
-// `text` with every match of `pattern` replaced by `content`.
-std::string ReplaceAll(const Regex& pattern, absl::string_view text,
-                       absl::string_view content);
+// `text` with every match of `pattern` replaced by `content`; an error when
+// the pattern gives up on `text` (see Regex::FindAll).
+absl::StatusOr<std::string> ReplaceAll(const Regex& pattern,
+                                       absl::string_view text,
+                                       absl::string_view content);
 
 }  // namespace quant
 

@@ -51,11 +51,14 @@ struct Segment {
 
 // Splits `text` around the matches of `pattern` the way the Rust crate's
 // NormalizedString::split does, appending non-empty pieces to `out`.
-void SplitByPattern(const Regex& pattern, SplitBehavior behavior, bool invert,
-                    const std::string& text, std::vector<std::string>* out) {
+absl::Status SplitByPattern(const Regex& pattern, SplitBehavior behavior,
+                            bool invert, const std::string& text,
+                            std::vector<std::string>* out) {
+  QUANT_ASSIGN_OR_RETURN(const std::vector<Regex::Match> matches,
+                         pattern.FindAll(text));
   std::vector<Segment> segments;
   size_t previous = 0;
-  for (const Regex::Match& match : pattern.FindAll(text)) {
+  for (const Regex::Match& match : matches) {
     if (previous != match.first) {
       segments.push_back({previous, match.first, invert});
     }
@@ -111,6 +114,7 @@ void SplitByPattern(const Regex& pattern, SplitBehavior behavior, bool invert,
     if (s.is_match || s.end == s.begin) continue;
     out->push_back(text.substr(s.begin, s.end - s.begin));
   }
+  return absl::OkStatus();
 }
 
 class SequencePreTokenizer : public PreTokenizer {
@@ -118,11 +122,12 @@ class SequencePreTokenizer : public PreTokenizer {
   explicit SequencePreTokenizer(
       std::vector<std::unique_ptr<PreTokenizer>> parts)
       : parts_(std::move(parts)) {}
-  std::vector<std::string> PreTokenize(
+  absl::StatusOr<std::vector<std::string>> PreTokenize(
       std::vector<std::string> pieces,
       bool first_at_text_start) const override {
     for (const auto& part : parts_) {
-      pieces = part->PreTokenize(std::move(pieces), first_at_text_start);
+      QUANT_ASSIGN_OR_RETURN(
+          pieces, part->PreTokenize(std::move(pieces), first_at_text_start));
     }
     return pieces;
   }
@@ -136,11 +141,12 @@ class SplitPreTokenizer : public PreTokenizer {
   SplitPreTokenizer(std::unique_ptr<Regex> pattern, SplitBehavior behavior,
                     bool invert)
       : pattern_(std::move(pattern)), behavior_(behavior), invert_(invert) {}
-  std::vector<std::string> PreTokenize(std::vector<std::string> pieces,
-                                       bool) const override {
+  absl::StatusOr<std::vector<std::string>> PreTokenize(
+      std::vector<std::string> pieces, bool) const override {
     std::vector<std::string> out;
     for (const std::string& piece : pieces) {
-      SplitByPattern(*pattern_, behavior_, invert_, piece, &out);
+      QUANT_RETURN_IF_ERROR(
+          SplitByPattern(*pattern_, behavior_, invert_, piece, &out));
     }
     return out;
   }
@@ -157,14 +163,15 @@ class ByteLevelPreTokenizer : public PreTokenizer {
  public:
   ByteLevelPreTokenizer(bool add_prefix_space, std::unique_ptr<Regex> regex)
       : add_prefix_space_(add_prefix_space), regex_(std::move(regex)) {}
-  std::vector<std::string> PreTokenize(std::vector<std::string> pieces,
-                                       bool) const override {
+  absl::StatusOr<std::vector<std::string>> PreTokenize(
+      std::vector<std::string> pieces, bool) const override {
     std::vector<std::string> split;
     for (std::string& piece : pieces) {
       if (piece.empty()) continue;
       if (add_prefix_space_ && piece[0] != ' ') piece.insert(0, " ");
       if (regex_ != nullptr) {
-        SplitByPattern(*regex_, SplitBehavior::kIsolated, false, piece, &split);
+        QUANT_RETURN_IF_ERROR(SplitByPattern(*regex_, SplitBehavior::kIsolated,
+                                             false, piece, &split));
       } else {
         split.push_back(std::move(piece));
       }
@@ -189,7 +196,7 @@ class MetaspacePreTokenizer : public PreTokenizer {
       : replacement_(std::move(replacement)),
         scheme_(scheme),
         split_pattern_(std::move(split_pattern)) {}
-  std::vector<std::string> PreTokenize(
+  absl::StatusOr<std::vector<std::string>> PreTokenize(
       std::vector<std::string> pieces,
       bool first_at_text_start) const override {
     std::vector<std::string> out;
@@ -202,8 +209,9 @@ class MetaspacePreTokenizer : public PreTokenizer {
         piece.insert(0, replacement_);
       }
       if (split_pattern_ != nullptr) {
-        SplitByPattern(*split_pattern_, SplitBehavior::kMergedWithNext, false,
-                       piece, &out);
+        QUANT_RETURN_IF_ERROR(SplitByPattern(*split_pattern_,
+                                             SplitBehavior::kMergedWithNext,
+                                             false, piece, &out));
       } else if (!piece.empty()) {
         out.push_back(std::move(piece));
       }

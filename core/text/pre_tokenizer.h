@@ -18,7 +18,8 @@ class PreTokenizer {
   // Splits (and may rewrite) each piece; empty pieces are dropped.
   // `first_at_text_start` says whether pieces[0] begins the whole input (not
   // after an added token), which Metaspace's prepend_scheme "first" needs.
-  virtual std::vector<std::string> PreTokenize(
+  // An error is a split pattern that gave up on a piece.
+  virtual absl::StatusOr<std::vector<std::string>> PreTokenize(
       std::vector<std::string> pieces, bool first_at_text_start) const = 0;
 };
 

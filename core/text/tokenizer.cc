@@ -194,11 +194,13 @@ absl::Status Tokenizer::LoadConfig(absl::string_view tokenizer_config_json) {
   return absl::OkStatus();
 }
 
-std::vector<int32_t> Tokenizer::Encode(absl::string_view text,
-                                       bool add_special_tokens) const {
+absl::StatusOr<std::vector<int32_t>> Tokenizer::Encode(
+    absl::string_view text, bool add_special_tokens) const {
   const std::string valid_text = ReplaceInvalidUtf8(text);
+  QUANT_ASSIGN_OR_RETURN(std::vector<InputPiece> pieces,
+                         added_vocabulary_->Split(valid_text));
   std::vector<int32_t> ids;
-  for (InputPiece& piece : added_vocabulary_->Split(valid_text)) {
+  for (InputPiece& piece : pieces) {
     if (piece.token_id.has_value()) {
       ids.push_back(*piece.token_id);
       continue;
@@ -206,8 +208,8 @@ std::vector<int32_t> Tokenizer::Encode(absl::string_view text,
     std::vector<std::string> words;
     words.push_back(std::move(piece.text));
     if (pre_tokenizer_ != nullptr) {
-      words =
-          pre_tokenizer_->PreTokenize(std::move(words), piece.at_text_start);
+      QUANT_ASSIGN_OR_RETURN(words, pre_tokenizer_->PreTokenize(
+                                        std::move(words), piece.at_text_start));
     }
     for (const std::string& word : words) model_->Tokenize(word, &ids);
   }
@@ -217,8 +219,8 @@ std::vector<int32_t> Tokenizer::Encode(absl::string_view text,
   return ids;
 }
 
-std::string Tokenizer::Decode(absl::Span<const int32_t> ids,
-                              bool skip_special_tokens) const {
+absl::StatusOr<std::string> Tokenizer::Decode(absl::Span<const int32_t> ids,
+                                              bool skip_special_tokens) const {
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
@@ -236,7 +238,9 @@ std::string Tokenizer::Decode(absl::Span<const int32_t> ids,
     }
   }
   if (decoder_ == nullptr) return absl::StrJoin(tokens, " ");
-  return absl::StrJoin(decoder_->DecodeChain(std::move(tokens)), "");
+  QUANT_ASSIGN_OR_RETURN(std::vector<std::string> decoded,
+                         decoder_->DecodeChain(std::move(tokens)));
+  return absl::StrJoin(decoded, "");
 }
 
 absl::StatusOr<int32_t> Tokenizer::TokenToId(absl::string_view token) const {

@@ -53,13 +53,17 @@ class Tokenizer {
   // As the library's encode(text, add_special_tokens): added tokens in the
   // text are always recognised; add_special_tokens applies the
   // post-processor (e.g. the BOS of a TemplateProcessing). Thread-safe.
-  std::vector<int32_t> Encode(absl::string_view text,
-                              bool add_special_tokens) const;
+  // An error (ResourceExhausted) is a pattern of tokenizer.json that gave
+  // up on this text: the tokens would not be the ones the tokenizer
+  // defines, so none are returned.
+  absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text,
+                                              bool add_special_tokens) const;
 
   // As the library's decode(ids, skip_special_tokens): ids that are not in
   // the vocabulary are skipped. Never performs clean_up_tokenization_spaces.
-  std::string Decode(absl::Span<const int32_t> ids,
-                     bool skip_special_tokens) const;
+  // Errors as for Encode (a decoder's Replace pattern).
+  absl::StatusOr<std::string> Decode(absl::Span<const int32_t> ids,
+                                     bool skip_special_tokens) const;
 
   // Largest id (model or added token) + 1.
   int32_t vocab_size() const { return vocab_size_; }

@@ -144,6 +144,8 @@ struct FailTaskResult {
   Task task;
   bool requeued = false;    // back to PENDING for another attempt
   bool job_failed = false;  // out of attempts: task and job FAILED
+  // The DONE tasks (by index) returned to PENDING to be recomputed.
+  std::vector<int> rerun;
 };
 
 struct JobChange {
@@ -217,8 +219,17 @@ class JobStore {
                                                     double progress) = 0;
   virtual absl::StatusOr<CompleteTaskResult> CompleteTask(
       const std::string& lease_id, const std::string& output_uri) = 0;
-  virtual absl::StatusOr<FailTaskResult> FailTask(const std::string& lease_id,
-                                                  const std::string& error) = 0;
+  // Ends the lease with `error`: the task goes back to PENDING while it has
+  // attempts left, else it and its job fail. `rerun` names DONE tasks of
+  // the same job whose published outputs this task found changed on disk:
+  // unless the job fails, they go back to PENDING within their attempt
+  // budget (so the failing task, which depends on them, runs again after
+  // they have; a file that keeps changing runs the budgets out). An index
+  // that is not another DONE task of the job is InvalidArgument, and
+  // nothing changes.
+  virtual absl::StatusOr<FailTaskResult> FailTask(
+      const std::string& lease_id, const std::string& error,
+      const std::vector<int>& rerun = {}) = 0;
   // Requeues (or, out of attempts, fails) every lease past its expiry.
   // Returns how many expired.
   virtual absl::StatusOr<int> ExpireLeases() = 0;

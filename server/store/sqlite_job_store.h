@@ -67,8 +67,9 @@ class SqliteJobStore : public JobStore {
                                             double progress) override;
   absl::StatusOr<CompleteTaskResult> CompleteTask(
       const std::string& lease_id, const std::string& output_uri) override;
-  absl::StatusOr<FailTaskResult> FailTask(const std::string& lease_id,
-                                          const std::string& error) override;
+  absl::StatusOr<FailTaskResult> FailTask(
+      const std::string& lease_id, const std::string& error,
+      const std::vector<int>& rerun = {}) override;
   absl::StatusOr<int> ExpireLeases() override;
   absl::StatusOr<int64_t> LeaseExpiryCount() override;
   absl::StatusOr<std::map<JobState, int64_t>> CountJobs() override;

@@ -429,7 +429,8 @@ absl::StatusOr<CompleteTaskResult> SqliteJobStore::CompleteTask(
 }
 
 absl::StatusOr<FailTaskResult> SqliteJobStore::FailTask(
-    const std::string& lease_id, const std::string& error) {
+    const std::string& lease_id, const std::string& error,
+    const std::vector<int>& rerun) {
   if (error.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("lease ", lease_id, ": error is empty"));
@@ -438,6 +439,15 @@ absl::StatusOr<FailTaskResult> SqliteJobStore::FailTask(
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   const int64_t now = clock_->NowMs();
   QUANT_ASSIGN_OR_RETURN(TaskRow row, FindCurrentLease(lease_id, now));
+  // Before anything changes: every task to rerun is a DONE one of this job.
+  for (const int index : rerun) {
+    QUANT_ASSIGN_OR_RETURN(TaskRow producer, TaskAt(row.job_seq, index));
+    if (producer.task.state != TaskState::kDone || index == row.task.index) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rerun: task ", index, " of job ", row.task.job_id,
+          " is not a finished task that ", DescribeTask(row.task), " reads"));
+    }
+  }
   const int attempts = row.task.attempts - row.task.budget_start;
   const bool requeue = attempts < options_.max_attempts;
   QUANT_ASSIGN_OR_RETURN(
@@ -456,10 +466,31 @@ absl::StatusOr<FailTaskResult> SqliteJobStore::FailTask(
                                   attempts, " attempts: ", error),
                      now));
   }
+  std::vector<int> rerun_done;
+  if (!job_failed) {
+    QUANT_ASSIGN_OR_RETURN(
+        Statement reopen,
+        db_->Prepare("UPDATE tasks SET state = 'PENDING', progress = 0, "
+                     "output_uri = '', lease_expires_ms = 0, error = ?3, "
+                     "updated_ms = ?4 WHERE job_seq = ?1 AND idx = ?2 AND "
+                     "state = 'DONE'"));
+    for (const int index : rerun) {
+      QUANT_RETURN_IF_ERROR(
+          reopen
+              .BindAll(row.job_seq, index,
+                       absl::StrCat("rerun: ", DescribeTask(row.task),
+                                    " found its output changed on disk"),
+                       now)
+              .Run());
+      reopen.Reset();
+      rerun_done.push_back(index);
+    }
+  }
   QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));
   QUANT_ASSIGN_OR_RETURN(TaskRow updated, TaskAt(row.job_seq, row.task.index));
   QUANT_RETURN_IF_ERROR(txn->Commit());
-  return FailTaskResult{std::move(updated.task), requeue, job_failed};
+  return FailTaskResult{std::move(updated.task), requeue, job_failed,
+                        std::move(rerun_done)};
 }
 
 }  // namespace quant::store

@@ -76,8 +76,11 @@ TEST_F(CalibrationSplitTest, ConcatenatedWindowsStartDocumentsWithBos) {
   // then that document's own tokens.
   const int first = split->calibration_documents[0];
   std::vector<int32_t> expected = {*tokenizer_->bos_id()};
-  const auto body = tokenizer_->Encode(
-      absl::StripAsciiWhitespace(file_.documents[first].text), false);
+  const auto body =
+      tokenizer_
+          ->Encode(absl::StripAsciiWhitespace(file_.documents[first].text),
+                   false)
+          .value();
   expected.insert(expected.end(), body.begin(), body.end());
   const auto& window = split->calibration.sequences[0];
   ASSERT_LT(expected.size(), window.size());

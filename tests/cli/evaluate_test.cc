@@ -93,14 +93,14 @@ TEST_F(EvaluateTest, TokenizeDocumentsPutsBosBeforeEachStrippedText) {
   ASSERT_EQ(file->documents[0].text, "Once upon a time ");
   ASSERT_TRUE(tokenizer_->bos_id().has_value());
   const int32_t bos = *tokenizer_->bos_id();
+  const std::vector<int32_t> first_body =
+      tokenizer_->Encode("Once upon a time", false).value();
+  const std::vector<int32_t> second_body =
+      tokenizer_->Encode("The cat sat.", false).value();
   std::vector<int32_t> first = {bos};
-  for (int32_t id : tokenizer_->Encode("Once upon a time", false)) {
-    first.push_back(id);
-  }
+  first.insert(first.end(), first_body.begin(), first_body.end());
   std::vector<int32_t> second = {bos};
-  for (int32_t id : tokenizer_->Encode("The cat sat.", false)) {
-    second.push_back(id);
-  }
+  second.insert(second.end(), second_body.begin(), second_body.end());
 
   TextEvaluationOptions options;
   options.max_documents = 1;
@@ -124,7 +124,7 @@ TEST_F(EvaluateTest, TokenizeDocumentsPutsBosBeforeEachStrippedText) {
   auto raw = TokenizeDocuments(*file, *tokenizer_, options);
   ASSERT_TRUE(raw.ok());
   ASSERT_EQ(raw->size(), 2u);
-  EXPECT_EQ((*raw)[0], tokenizer_->Encode("Once upon a time ", false));
+  EXPECT_EQ((*raw)[0], tokenizer_->Encode("Once upon a time ", false).value());
   EXPECT_NE((*raw)[0], std::vector<int32_t>(first.begin() + 1, first.end()));
 
   options.max_documents = -1;
@@ -220,11 +220,15 @@ TEST_F(EvaluateTest, PaddingDoesNotLeakIntoRealPositions) {
   QUANT_REQUIRE_SHARED(f32_);
   LoadStories260K();
   const std::vector<int32_t> short_doc =
-      tokenizer_->Encode("Once upon a time, there was a cat.", true);
-  const std::vector<int32_t> long_doc = tokenizer_->Encode(
-      "The little girl went to the park. She saw a big red ball and she "
-      "wanted to play with it all day long.",
-      true);
+      tokenizer_->Encode("Once upon a time, there was a cat.", true).value();
+  const std::vector<int32_t> long_doc =
+      tokenizer_
+          ->Encode(
+              "The little girl went to the park. She saw a big red ball and "
+              "she "
+              "wanted to play with it all day long.",
+              true)
+          .value();
   ASSERT_GT(long_doc.size(), short_doc.size() + 5);
   // In one batch the short window runs padded to the long one's length.
   auto windows_padded_with = [&](int32_t pad_id) {

@@ -16,10 +16,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
        {absl::string_view("Once upon a time, 12345 "),
         absl::string_view("\xF0\x9F\x98\x80 \xE4\xB8\xAD\xFF  \n\t x")}) {
     const auto ids = (*tokenizer)->Encode(text, /*add_special_tokens=*/true);
-    for (int32_t id : ids) {
+    // A pattern that gives up is an error, not a crash.
+    if (!ids.ok()) continue;
+    for (int32_t id : *ids) {
       if (id < 0 || id >= (*tokenizer)->vocab_size()) std::abort();
     }
-    (void)(*tokenizer)->Decode(ids, /*skip_special_tokens=*/false);
+    (void)(*tokenizer)->Decode(*ids, /*skip_special_tokens=*/false);
   }
   return 0;
 }

@@ -21,7 +21,9 @@
 #include "core/io/safetensors.h"
 #include "core/pipeline/local_pipeline.h"
 #include "core/pipeline/task_io.h"
+#include "core/recipe/recipe.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/pipeline/pipeline_fixture.h"
 #include "tests/support/fault_injecting_file_system.h"
 #include "tests/support/test_env.h"
@@ -69,7 +71,8 @@ TEST_F(JobTasksTest, IndependentBlocksInAnyOrderEqualTheLocalRun) {
   const Recipe recipe =
       SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
                   Propagation::kIndependent);
-  const JobTaskContext context = Context(recipe, "independent");
+  JobTaskContext context = Context(recipe, "independent");
+  context.job_id = "job-independent";
   TaskControl control;
   int layers = 0;
   control.on_layer = [&](const LayerResult&) { ++layers; };
@@ -95,6 +98,33 @@ TEST_F(JobTasksTest, IndependentBlocksInAnyOrderEqualTheLocalRun) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_TRUE(again->already_done);
   EXPECT_EQ(again->passed, finalized->passed);
+
+  // The manifest names the job and its recipe; a finalize of another job
+  // (an id reused onto a kept artifact) or recipe refuses what is there
+  // instead of reporting it as its own.
+  auto manifest_text =
+      ReadFileToString(temp_ + "/independent-out/manifest.json");
+  ASSERT_TRUE(manifest_text.ok());
+  const nlohmann::json manifest = nlohmann::json::parse(*manifest_text);
+  EXPECT_EQ(manifest["job"]["id"], "job-independent");
+  EXPECT_EQ(manifest["job"]["recipe_sha256"], RecipeSha256(recipe));
+  JobTaskContext other_job = context;
+  other_job.job_id = "job-other";
+  auto refused = RunFinalizeJobTask(other_job, temp_ + "/independent-out",
+                                    kDefaultMaxShardBytes, control);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsDataLoss(refused.status())) << refused.status();
+  EXPECT_NE(refused.status().message().find(
+                "is the checkpoint of job job-independent, not of job "
+                "job-other"),
+            std::string::npos)
+      << refused.status();
+  JobTaskContext other_recipe = context;
+  other_recipe.recipe.bits = 8;
+  refused = RunFinalizeJobTask(other_recipe, temp_ + "/independent-out",
+                               kDefaultMaxShardBytes, control);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_TRUE(absl::IsDataLoss(refused.status())) << refused.status();
 }
 
 TEST_F(JobTasksTest, SequentialBlocksNeedTheirPredecessorAndRerunsMatch) {
@@ -129,6 +159,63 @@ TEST_F(JobTasksTest, SequentialBlocksNeedTheirPredecessorAndRerunsMatch) {
   auto service = ReadFileToString(temp_ + "/sequential-out/model.safetensors");
   ASSERT_TRUE(service.ok());
   EXPECT_TRUE(*service == LocalTensors(recipe, "sequential"));
+}
+
+// Flips the last byte of `path` (tensor data, not the header).
+void FlipLastByte(const std::string& path) {
+  std::fstream file(path, std::ios::in | std::ios::out | std::ios::binary);
+  ASSERT_TRUE(file.good()) << path;
+  file.seekg(-1, std::ios::end);
+  char byte = 0;
+  file.get(byte);
+  file.seekp(-1, std::ios::end);
+  file.put(static_cast<char>(byte ^ 0x5A));
+}
+
+// A block output changed on disk between tasks used to end up in the
+// published checkpoint with a PASS. Each block's layers.json records the
+// sha256 of its other files; the next block and the finalize check them.
+TEST_F(JobTasksTest, BlockFilesChangedOnDiskAreRefused) {
+  const Recipe recipe = SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kGptq,
+                                    Propagation::kSequential);
+  const JobTaskContext context = Context(recipe, "changed");
+  for (int block = 0; block < 2; ++block) {
+    ASSERT_TRUE(RunBlockJobTask(context, block,
+                                temp_ + "/c-" + std::to_string(block),
+                                TaskControl())
+                    .ok());
+  }
+  ASSERT_TRUE(ReadBlockOutput(context.work_dir, 1).ok());
+  for (const char* suffix : {".cal.safetensors", ".heldout.safetensors"}) {
+    SCOPED_TRACE(suffix);
+    const std::string states = BlockOutputPrefix(context.work_dir, 1) + suffix;
+    auto before = ReadFileToString(states);
+    ASSERT_TRUE(before.ok());
+    FlipLastByte(states);
+    const absl::Status next =
+        RunBlockJobTask(context, 2, temp_ + "/c-2", TaskControl());
+    EXPECT_TRUE(absl::IsDataLoss(next)) << next;
+    // Named so that the coordinator runs block 1 again.
+    EXPECT_EQ(ChangedBlockOutput(next), 1);
+    EXPECT_NE(next.message().find(std::string("block-00001") + suffix +
+                                  ": sha256 is "),
+              std::string::npos)
+        << next;
+    EXPECT_FALSE(
+        FileExists(BlockOutputPrefix(context.work_dir, 2) + ".layers.json"));
+    ASSERT_TRUE(WriteFileAtomically(states, *before).ok());
+  }
+  const std::string tensors =
+      BlockOutputPrefix(context.work_dir, 1) + ".safetensors";
+  FlipLastByte(tensors);
+  auto read = ReadBlockOutput(context.work_dir, 1);
+  ASSERT_FALSE(read.ok());
+  EXPECT_TRUE(absl::IsDataLoss(read.status())) << read.status();
+  EXPECT_EQ(ChangedBlockOutput(read.status()), 1);
+  EXPECT_EQ(ChangedBlockOutput(absl::DataLossError("other")), std::nullopt);
+  EXPECT_NE(read.status().message().find("the file changed on disk since"),
+            std::string::npos)
+      << read.status();
 }
 
 // A block's layers.json without the measured times, which differ by run.

@@ -3,7 +3,6 @@
 // ignore, full-match semantics, no-match warnings and conflicts.
 #include "core/recipe/layer_plan.h"
 
-#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -287,7 +286,8 @@ TEST(LayerPlanTest, DampOverrideAndAuto) {
 
 // A pattern that exhausts the matcher on a layer name used to count as "no
 // match", so an ignored layer was quantized. Now it fails planning, naming
-// the pattern, quickly (the bounded limit, not PCRE2's default of seconds).
+// the pattern. (How fast it gives up is bench material, not a test: the
+// bounded limit is reached in milliseconds, PCRE2's default took 4.7 s.)
 TEST(LayerPlanTest, PatternThatGivesUpIsAnErrorNotANoMatch) {
   // Nested quantifiers over the same characters, then a class no name has:
   // every way of splitting the name is tried before failing.
@@ -299,20 +299,13 @@ TEST(LayerPlanTest, PatternThatGivesUpIsAnErrorNotANoMatch) {
     } else {
       recipe.overrides = {Override(catastrophic)};
     }
-    const auto start = std::chrono::steady_clock::now();
     absl::StatusOr<LayerPlan> plan = ResolveLayerSettings(recipe, AllNames());
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-            .count();
     ASSERT_FALSE(plan.ok());
     EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(plan.status().message(),
                 HasSubstr(in_ignore ? "ignore[1]: pattern '"
                                     : "overrides[0].match: pattern '"));
     EXPECT_THAT(plan.status().message(), HasSubstr("gave up matching"));
-    // Not a timing assertion on the machine's speed: PCRE2's default limit
-    // took 4.7 s here, the bounded one a few milliseconds per name.
-    EXPECT_LT(seconds, 2.0);
   }
 }
 

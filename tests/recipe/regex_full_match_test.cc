@@ -3,6 +3,7 @@
 // match that FindAll would report.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/base/regex.h"
 #include "gtest/gtest.h"
@@ -24,7 +25,32 @@ TEST(RegexFullMatchTest, WholeTextOnly) {
   EXPECT_FALSE(head->FullMatch("lm_head2"));
   EXPECT_FALSE(head->FullMatch(""));
   // FindAll still finds substrings: FullMatch is what differs.
-  EXPECT_EQ(head->FindAll("model.lm_head").size(), 1u);
+  absl::StatusOr<std::vector<Regex::Match>> matches =
+      head->FindAll("model.lm_head");
+  ASSERT_TRUE(matches.ok()) << matches.status();
+  EXPECT_EQ(matches->size(), 1u);
+}
+
+// FindAll used to stop at PCRE2's first error, so a pattern that gave up
+// returned the matches found so far as if they were all of them.
+TEST(RegexFindAllTest, GivingUpIsAnErrorNotFewerMatches) {
+  // Nested alternatives over the same character, then a class the text
+  // lacks: every split of the run of a's is tried before failing.
+  std::unique_ptr<Regex> catastrophic = MustCompile("x|(a|a)*[^ax]");
+  ASSERT_NE(catastrophic, nullptr);
+  const std::string text = "x" + std::string(40, 'a');
+  absl::StatusOr<std::vector<Regex::Match>> matches =
+      catastrophic->FindAll(text);
+  ASSERT_FALSE(matches.ok());
+  EXPECT_EQ(matches.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(matches.status().message().find("pattern 'x|(a|a)*[^ax]' gave up "
+                                            "at byte 1 of a 41-byte text"),
+            std::string::npos)
+      << matches.status();
+  // The same pattern on a text it can finish with is fine.
+  matches = catastrophic->FindAll("xx");
+  ASSERT_TRUE(matches.ok()) << matches.status();
+  EXPECT_EQ(matches->size(), 2u);
 }
 
 TEST(RegexFullMatchTest, TriesLaterAlternatives) {

@@ -4,12 +4,14 @@
 #include "server/job_lifecycle.h"
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
+#include "core/recipe/recipe.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -25,6 +27,7 @@ namespace quant::server {
 namespace {
 
 using ::testing::ElementsAre;
+using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
 nlohmann::json Layer(const std::string& name, int64_t tokens, int64_t k,
@@ -36,6 +39,62 @@ nlohmann::json Layer(const std::string& name, int64_t tokens, int64_t k,
 
 std::string Audit(const std::vector<nlohmann::json>& layers) {
   return nlohmann::json{{"verdict", "PASS"}, {"layers", layers}}.dump();
+}
+
+// The "job" section a finalize writes into manifest.json.
+std::string Manifest(const std::string& job_id, const Recipe& recipe) {
+  return nlohmann::json{
+      {"format_version", 1},
+      {"job", {{"id", job_id}, {"recipe_sha256", RecipeSha256(recipe)}}}}
+      .dump();
+}
+
+// A store with one job whose every task is done, and its checkpoint folder.
+struct FinishedTasks {
+  std::string dir;
+  std::unique_ptr<store::SqliteJobStore> store;
+  std::unique_ptr<FileArtifactStore> artifacts;
+  JobSpec spec;
+  std::string id;
+  std::string checkpoint;
+};
+
+FinishedTasks MakeFinishedTasks() {
+  FinishedTasks out;
+  out.dir = testing::MakeTempDir();
+  auto store = store::SqliteJobStore::Open(out.dir + "/quantd.db",
+                                           store::SystemClock::Default());
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return out;
+  out.store = *std::move(store);
+  auto artifacts =
+      FileArtifactStore::Open("file://" + out.dir + "/art", 1 << 20);
+  EXPECT_TRUE(artifacts.ok()) << artifacts.status();
+  if (!artifacts.ok()) return out;
+  out.artifacts = *std::move(artifacts);
+  out.spec.checkpoint_uri = "file:///models/m";
+  out.spec.checkpoint_path = "/models/m";
+  out.spec.num_blocks = 1;
+  out.spec.calibration_sha256 = std::string(64, 'a');
+  out.spec.calibration_path = "/calib/a.jsonl";
+  out.spec.warnings = {"recipe: at submit"};
+  auto created = out.store->CreateJob("req", JobSpecToJson(out.spec), {});
+  EXPECT_TRUE(created.ok()) << created.status();
+  if (!created.ok()) return out;
+  out.id = created->job.id;
+  bool planned = false;
+  EXPECT_TRUE(EnsureJobPlanned(*out.store, out.id, 1, Propagation::kSequential,
+                               &planned)
+                  .ok());
+  for (int task = 0; task < 2; ++task) {  // block 0, finalize
+    auto lease = out.store->LeaseTask("w", 60'000);
+    EXPECT_TRUE(lease.ok() && lease->has_value());
+    if (!lease.ok() || !lease->has_value()) return out;
+    EXPECT_TRUE(out.store->CompleteTask((*lease)->lease_id, "file:///o").ok());
+  }
+  out.checkpoint = absl::StrCat(out.dir, "/art/jobs/", out.id, "/checkpoint");
+  std::filesystem::create_directories(out.checkpoint);
+  return out;
 }
 
 TEST(AuditWarningsTest, OneLinePerShapeOfTheRankDeficientLayers) {
@@ -70,41 +129,20 @@ TEST(AuditWarningsTest, NoneForAFullRankOrUnreadableAudit) {
 }
 
 TEST(JobLifecycleTest, FinishedJobShowsSubmitAndAuditWarnings) {
-  const std::string dir = testing::MakeTempDir();
-  auto store = store::SqliteJobStore::Open(dir + "/quantd.db",
-                                           store::SystemClock::Default());
-  ASSERT_TRUE(store.ok()) << store.status();
-  auto artifacts = FileArtifactStore::Open("file://" + dir + "/art", 1 << 20);
-  ASSERT_TRUE(artifacts.ok()) << artifacts.status();
+  FinishedTasks f = MakeFinishedTasks();
+  ASSERT_NE(f.artifacts, nullptr);
   ChangeSignal signal;
-  JobLifecycle lifecycle(store->get(), artifacts->get(), &signal);
-
-  JobSpec spec;
-  spec.checkpoint_uri = "file:///models/m";
-  spec.checkpoint_path = "/models/m";
-  spec.num_blocks = 1;
-  spec.calibration_sha256 = std::string(64, 'a');
-  spec.calibration_path = "/calib/a.jsonl";
-  spec.warnings = {"recipe: at submit"};
-  auto created = (*store)->CreateJob("req", JobSpecToJson(spec), {});
-  ASSERT_TRUE(created.ok()) << created.status();
-  const std::string id = created->job.id;
-  bool planned = false;
-  ASSERT_TRUE(
-      EnsureJobPlanned(**store, id, 1, Propagation::kSequential, &planned)
-          .ok());
-  for (int task = 0; task < 2; ++task) {  // block 0, finalize
-    auto lease = (*store)->LeaseTask("w", 60'000);
-    ASSERT_TRUE(lease.ok() && lease->has_value());
-    ASSERT_TRUE((*store)->CompleteTask((*lease)->lease_id, "file:///o").ok());
-  }
-  const std::string checkpoint =
-      absl::StrCat(dir, "/art/jobs/", id, "/checkpoint");
-  std::filesystem::create_directories(checkpoint);
+  JobLifecycle lifecycle(f.store.get(), f.artifacts.get(), &signal);
+  const std::string& id = f.id;
+  const JobSpec& spec = f.spec;
+  auto* store = &f.store;
   ASSERT_TRUE(WriteFileAtomically(
-                  checkpoint + "/audit.json",
+                  f.checkpoint + "/audit.json",
                   Audit({Layer("l.0.down_proj", 96, 172, {"rank_deficient"}),
                          Layer("l.0.q_proj", 96, 64, {})}))
+                  .ok());
+  ASSERT_TRUE(WriteFileAtomically(f.checkpoint + "/manifest.json",
+                                  Manifest(id, spec.recipe))
                   .ok());
 
   ASSERT_TRUE(lifecycle.FinishJob(id).ok());
@@ -124,6 +162,60 @@ TEST(JobLifecycleTest, FinishedJobShowsSubmitAndAuditWarnings) {
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_FALSE(again->created);
   EXPECT_EQ(again->job.id, id);
+}
+
+// With the coordinator's state lost but the artifact root kept, a new job
+// could get the id of an old one whose checkpoint is still published; it
+// was then answered with the old checkpoint and its PASS. The manifest
+// names its job and recipe, and FinishJob refuses one that is not this
+// job's.
+TEST(JobLifecycleTest, CheckpointOfAnotherJobIsNotReported) {
+  Recipe other_recipe;
+  other_recipe.bits = 8;
+  struct Case {
+    std::string name;
+    std::function<std::string(const std::string& id, const Recipe& recipe)>
+        manifest;
+    std::string error;
+  };
+  const std::vector<Case> cases = {
+      {"another job's id",
+       [](const std::string&, const Recipe& r) { return Manifest("j-old", r); },
+       "is the checkpoint of job j-old, not of job"},
+      {"another recipe",
+       [&](const std::string& id, const Recipe&) {
+         return Manifest(id, other_recipe);
+       },
+       "was written with recipe sha256 "},
+      {"no job section",
+       [](const std::string&, const Recipe&) {
+         return std::string("{\"format_version\": 1}");
+       },
+       "names no job"},
+      {"not JSON",
+       [](const std::string&, const Recipe&) { return std::string("{"); },
+       "names no job"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    FinishedTasks f = MakeFinishedTasks();
+    ASSERT_NE(f.artifacts, nullptr);
+    ChangeSignal signal;
+    JobLifecycle lifecycle(f.store.get(), f.artifacts.get(), &signal);
+    ASSERT_TRUE(
+        WriteFileAtomically(f.checkpoint + "/audit.json", Audit({})).ok());
+    ASSERT_TRUE(WriteFileAtomically(f.checkpoint + "/manifest.json",
+                                    c.manifest(f.id, f.spec.recipe))
+                    .ok());
+    ASSERT_TRUE(lifecycle.FinishJob(f.id).ok());
+    auto job = lifecycle.JobProto(f.id);
+    ASSERT_TRUE(job.ok()) << job.status();
+    EXPECT_EQ(job->state(), v1::JOB_STATE_FAILED);
+    EXPECT_NE(job->verdict(), v1::VERDICT_PASS);
+    EXPECT_THAT(job->error(), HasSubstr("published checkpoint is not this "
+                                        "job's"));
+    EXPECT_THAT(job->error(), HasSubstr(c.error));
+  }
 }
 
 }  // namespace

@@ -1,21 +1,30 @@
 // The worker protocol and authentication over real loopback gRPC against an
 // in-process quantd (real SQLite file, real artifact directory): what a
 // lease hands out, heartbeats turning into job events, cancellation,
-// refused late completions, failures, re-registration after a restart, and
-// the two bearer tokens (plus TLS) on both services.
+// refused late completions, failures, re-registration after a restart, the
+// two bearer tokens (plus TLS) on both services, and an in-process Worker
+// whose task hangs or runs past its time bound.
 #include <limits.h>
 #include <stdlib.h>
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
+#include <condition_variable>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
+#include "core/base/status_macros.h"
+#include "core/pipeline/task_io.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
 #include "gtest/gtest.h"
@@ -23,6 +32,7 @@
 #include "quant/v1/worker.grpc.pb.h"
 #include "server/quantd_server.h"
 #include "tests/support/test_env.h"
+#include "worker/worker.h"
 
 namespace quant {
 namespace {
@@ -553,6 +563,307 @@ TEST_F(WorkerProtocolTest, TlsWhenACertificateIsGiven) {
 
   options.tls_key_file.clear();
   EXPECT_TRUE(absl::IsInvalidArgument(QuantdServer::Start(options).status()));
+}
+
+// A block task that finds its predecessor's published output changed on
+// disk fails naming that block: quantd runs the predecessor's task again,
+// then the failing one (its dependency). Nothing else may be named.
+TEST_F(WorkerProtocolTest, ChangedBlockOutputRunsItsProducerAgain) {
+  ASSERT_NO_FATAL_FAILURE(Start(Options()));
+  const std::string worker_id = Register();
+  const v1::Job job = CreateJob();
+  // Block 0 completes (its marker published where the worker would).
+  v1::LeaseTaskResponse block0;
+  ASSERT_TRUE(Lease(worker_id, 2000, &block0).ok());
+  ASSERT_TRUE(block0.has_task());
+  ASSERT_EQ(block0.task().block(), 0);
+  const std::string work = block0.task().work_uri().substr(7);
+  std::filesystem::create_directories(work);
+  ASSERT_TRUE(
+      WriteFileAtomically(work + "/block-00000.layers.json", "{}").ok());
+  v1::CompleteTaskRequest complete;
+  complete.set_lease_id(block0.lease_id());
+  complete.set_worker_id(worker_id);
+  complete.set_output_uri(block0.task().work_uri() + "/block-00000");
+  v1::CompleteTaskResponse completed;
+  ASSERT_TRUE(
+      worker_->CompleteTask(Context().get(), complete, &completed).ok());
+
+  v1::LeaseTaskResponse block1;
+  ASSERT_TRUE(Lease(worker_id, 2000, &block1).ok());
+  ASSERT_TRUE(block1.has_task());
+  ASSERT_EQ(block1.task().block(), 1);
+  v1::FailTaskRequest fail;
+  fail.set_lease_id(block1.lease_id());
+  fail.set_worker_id(worker_id);
+  fail.set_error("block-00000.cal.safetensors: sha256 is ...");
+  fail.set_retryable(true);
+  v1::FailTaskResponse failed;
+  // Not a block of the job, or the same block twice: refused, no change.
+  fail.add_rerun_blocks(7);
+  grpc::Status status = worker_->FailTask(Context().get(), fail, &failed);
+  EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(status.error_message().find("rerun_blocks: 7"), std::string::npos)
+      << status.error_message();
+  fail.clear_rerun_blocks();
+  fail.add_rerun_blocks(0);
+  fail.add_rerun_blocks(0);
+  EXPECT_EQ(worker_->FailTask(Context().get(), fail, &failed).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  // Block 1 itself is not finished: not something it can ask to rerun.
+  fail.clear_rerun_blocks();
+  fail.add_rerun_blocks(1);
+  EXPECT_EQ(worker_->FailTask(Context().get(), fail, &failed).error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+
+  fail.clear_rerun_blocks();
+  fail.add_rerun_blocks(0);
+  ASSERT_TRUE(worker_->FailTask(Context().get(), fail, &failed).ok());
+  // Block 0 comes back first (block 1 depends on it), then block 1.
+  v1::LeaseTaskResponse again;
+  ASSERT_TRUE(Lease(worker_id, 2000, &again).ok());
+  ASSERT_TRUE(again.has_task());
+  EXPECT_EQ(again.task().block(), 0);
+  EXPECT_EQ(again.task().attempt(), 2);
+  auto events = server_->store().ListEvents(job.id(), 0, 0);
+  ASSERT_TRUE(events.ok());
+  bool rerun_shown = false;
+  for (const auto& e : *events) {
+    rerun_shown =
+        rerun_shown || e.payload_json.find(
+                           "task 0 runs again: task 1 found its "
+                           "output changed on disk") != std::string::npos;
+  }
+  EXPECT_TRUE(rerun_shown);
+  complete.set_lease_id(again.lease_id());
+  ASSERT_TRUE(
+      worker_->CompleteTask(Context().get(), complete, &completed).ok());
+  v1::LeaseTaskResponse block1_again;
+  ASSERT_TRUE(Lease(worker_id, 2000, &block1_again).ok());
+  ASSERT_TRUE(block1_again.has_task());
+  EXPECT_EQ(block1_again.task().block(), 1);
+  EXPECT_EQ(block1_again.task().attempt(), 2);
+}
+
+// The worker turns a task's "this input changed on disk" error into that
+// request: block 0 runs again before block 1's second attempt.
+TEST_F(WorkerProtocolTest, WorkerAsksForAChangedInputToBeRecomputed) {
+  ASSERT_NO_FATAL_FAILURE(Start(Options()));
+  // A block output whose layers.json records no hashes: what
+  // VerifyBlockFile says about it is the error a block task returns.
+  const std::string stale = temp_ + "/stale";
+  std::filesystem::create_directories(stale);
+  ASSERT_TRUE(
+      WriteFileAtomically(stale + "/block-00000.layers.json", R"({"block": 0})")
+          .ok());
+  const absl::Status changed = VerifyBlockFile(stale, 0, ".cal.safetensors");
+  ASSERT_EQ(ChangedBlockOutput(changed), 0) << changed;
+
+  std::mutex mu;
+  std::vector<std::pair<int, int>> runs;  // (block, attempt)
+  worker::WorkerOptions options;
+  options.server = server_->address();
+  options.name = "in-process";
+  options.lease_wait_ms = 500;
+  options.run_task =
+      [&](const v1::Task& task, const worker::TaskProgressSink&,
+          const std::atomic<bool>*,
+          const worker::TaskLimits&) -> absl::StatusOr<worker::TaskOutcome> {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      runs.emplace_back(task.block(), task.attempt());
+    }
+    if (task.kind() != v1::TASK_KIND_BLOCK || task.block() > 1) {
+      return absl::CancelledError("not needed by this test");
+    }
+    if (task.block() == 1 && task.attempt() == 1) return changed;
+    const std::string work = task.work_uri().substr(7);
+    std::filesystem::create_directories(work);
+    const std::string prefix = BlockOutputPrefix(work, task.block());
+    QUANT_RETURN_IF_ERROR(WriteFileAtomically(prefix + ".layers.json", "{}"));
+    return worker::TaskOutcome{"file://" + prefix, false};
+  };
+  auto created = worker::Worker::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<worker::Worker> in_process = *std::move(created);
+  std::thread running([&] { (void)in_process->Run(); });
+  CreateJob();
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  auto seen = [&] {
+    std::lock_guard<std::mutex> lock(mu);
+    return std::find(runs.begin(), runs.end(), std::make_pair(1, 2)) !=
+           runs.end();
+  };
+  while (!seen() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  in_process->RequestStop();
+  running.join();
+  std::lock_guard<std::mutex> lock(mu);
+  ASSERT_GE(runs.size(), 4u);
+  EXPECT_EQ(runs[0], std::make_pair(0, 1));
+  EXPECT_EQ(runs[1], std::make_pair(1, 1));
+  EXPECT_EQ(runs[2], std::make_pair(0, 2));  // Recomputed first.
+  EXPECT_EQ(runs[3], std::make_pair(1, 2));
+}
+
+// A task that never returns, whatever its cancel flag says: a read from
+// storage that hangs. Released by the test at the end.
+class HangingTask {
+ public:
+  absl::StatusOr<worker::TaskOutcome> Run(const v1::Task& task) {
+    std::unique_lock<std::mutex> lock(mu_);
+    leased_tasks_.push_back(task);
+    wake_.notify_all();
+    wake_.wait(lock, [&] { return released_; });
+    return absl::UnavailableError("released by the test");
+  }
+  void Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    released_ = true;
+    wake_.notify_all();
+  }
+  void OnStuck(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    stuck_messages_.push_back(message);
+    wake_.notify_all();
+  }
+  // Waits up to `seconds` for a stuck report.
+  std::vector<std::string> WaitForStuck(int seconds) {
+    std::unique_lock<std::mutex> lock(mu_);
+    wake_.wait_for(lock, std::chrono::seconds(seconds),
+                   [&] { return !stuck_messages_.empty(); });
+    return stuck_messages_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool released_ = false;
+  std::vector<v1::Task> leased_tasks_;
+  std::vector<std::string> stuck_messages_;
+};
+
+worker::WorkerOptions InProcessWorker(const std::string& address) {
+  worker::WorkerOptions options;
+  options.server = address;
+  options.name = "in-process";
+  options.lease_wait_ms = 500;
+  options.cancel_grace_ms = 1000;
+  return options;
+}
+
+// A task stuck inside I/O used to hold its lease forever: the heartbeats
+// went on, cancelling the job freed nothing and the next job stayed
+// QUEUED. Now a task that does not return within the grace period of being
+// cancelled is declared stuck and its lease is no longer renewed, so it
+// expires and another worker takes the task.
+TEST_F(WorkerProtocolTest, TaskStuckPastItsBoundIsAbandonedAndItsLeaseFreed) {
+  ASSERT_NO_FATAL_FAILURE(Start(Options()));
+  HangingTask hanging;
+  worker::WorkerOptions options = InProcessWorker(server_->address());
+  options.max_task_ms = 300;
+  options.run_task = [&](const v1::Task& task, const worker::TaskProgressSink&,
+                         const std::atomic<bool>*, const worker::TaskLimits&) {
+    return hanging.Run(task);
+  };
+  options.on_stuck_task = [&](const std::string& m) { hanging.OnStuck(m); };
+  auto created = worker::Worker::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<worker::Worker> in_process = *std::move(created);
+  std::thread running([&] { (void)in_process->Run(); });
+
+  const v1::Job job = CreateJob();
+  const std::vector<std::string> stuck = hanging.WaitForStuck(20);
+  ASSERT_EQ(stuck.size(), 1u);
+  EXPECT_NE(stuck[0].find(job.id() + " block 0 did not stop within 1 s of "
+                                     "being cancelled (it ran past "
+                                     "--max_task_seconds)"),
+            std::string::npos)
+      << stuck[0];
+
+  // The lease is no longer renewed: it expires (1 s here) and another
+  // worker gets the task's next attempt.
+  const std::string other = Register();
+  v1::LeaseTaskResponse leased;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (!leased.has_task() && std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(Lease(other, 2000, &leased).ok());
+  }
+  ASSERT_TRUE(leased.has_task());
+  EXPECT_EQ(leased.task().job_id(), job.id());
+  EXPECT_EQ(leased.task().block(), 0);
+  EXPECT_EQ(leased.task().attempt(), 2);
+
+  hanging.Release();
+  in_process->RequestStop();
+  running.join();
+  // The stuck attempt's late return is not reported as anything.
+  EXPECT_EQ(in_process->completed(), 0);
+}
+
+// A task that sees its cancel flag but runs past --max_task_seconds is
+// failed as retryable with a message that says why.
+TEST_F(WorkerProtocolTest, TaskPastItsTimeBoundFailsSayingSo) {
+  ASSERT_NO_FATAL_FAILURE(Start(Options()));
+  worker::WorkerOptions options = InProcessWorker(server_->address());
+  options.max_task_ms = 200;
+  std::atomic<int> runs{0};
+  options.run_task =
+      [&](const v1::Task&, const worker::TaskProgressSink&,
+          const std::atomic<bool>* cancelled,
+          const worker::TaskLimits&) -> absl::StatusOr<worker::TaskOutcome> {
+    ++runs;
+    while (!cancelled->load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return absl::CancelledError("task cancelled");
+  };
+  options.on_stuck_task = [](const std::string& m) {
+    ADD_FAILURE() << "not stuck: it returns once cancelled: " << m;
+  };
+  auto created = worker::Worker::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<worker::Worker> in_process = *std::move(created);
+  std::thread running([&] { (void)in_process->Run(); });
+
+  const v1::Job job = CreateJob();
+  v1::Job now;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    v1::GetJobRequest get;
+    get.set_id(job.id());
+    ASSERT_TRUE(client_->GetJob(Context().get(), get, &now).ok());
+    if (now.state() == v1::JOB_STATE_FAILED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  in_process->RequestStop();
+  running.join();
+  ASSERT_EQ(now.state(), v1::JOB_STATE_FAILED);
+  // Retried until the attempts ran out (3), each ended by the bound.
+  EXPECT_EQ(runs.load(), 3);
+  EXPECT_NE(now.error().find("task exceeded --max_task_seconds (0.2 s) and "
+                             "was cancelled"),
+            std::string::npos)
+      << now.error();
+}
+
+TEST(WorkerOptionsTest, BoundsAreChecked) {
+  worker::WorkerOptions options = InProcessWorker("127.0.0.1:1");
+  options.max_task_ms = -1;
+  auto created = worker::Worker::Create(options);
+  ASSERT_FALSE(created.ok());
+  EXPECT_NE(created.status().message().find("--max_task_seconds"),
+            std::string::npos);
+  options = InProcessWorker("127.0.0.1:1");
+  options.cancel_grace_ms = 10;
+  created = worker::Worker::Create(options);
+  ASSERT_FALSE(created.ok());
+  EXPECT_NE(created.status().message().find("--cancel_grace_seconds"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -11,9 +11,12 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/support/status_matchers.h"
 
 namespace quant {
 namespace {
+
+using ::quant::testing::IsOkAndHolds;
 
 using nlohmann::json;
 using ::testing::ElementsAre;
@@ -61,15 +64,17 @@ std::string LoadError(const std::string& tokenizer_json,
 TEST(BpeTest, MergesInRankOrder) {
   auto tokenizer = Load(BaseTokenizer());
   ASSERT_NE(tokenizer, nullptr);
-  EXPECT_THAT(tokenizer->Encode("abc", false), ElementsAre(5));  // a+b, ab+c
+  EXPECT_THAT(tokenizer->Encode("abc", false),
+              IsOkAndHolds(ElementsAre(5)));  // a+b, ab+c
   json reordered = BaseTokenizer();
   // "b c" now outranks "a b": a|bc, and "a bc" is no merge.
   reordered["model"]["merges"] =
       json::array({json::array({"b", "c"}), json::array({"a", "b"})});
   auto other = Load(reordered);
   ASSERT_NE(other, nullptr);
-  EXPECT_THAT(other->Encode("abc", false), ElementsAre(0, 4));
-  EXPECT_EQ(other->Decode(other->Encode("abcab", false), false), "abcab");
+  EXPECT_THAT(other->Encode("abc", false), IsOkAndHolds(ElementsAre(0, 4)));
+  EXPECT_THAT(other->Decode(other->Encode("abcab", false).value(), false),
+              IsOkAndHolds("abcab"));
 }
 
 TEST(BpeTest, EqualRanksMergeLeftmostFirst) {
@@ -78,7 +83,7 @@ TEST(BpeTest, EqualRanksMergeLeftmostFirst) {
   config["model"]["merges"] = json::array({"a a"});
   auto tokenizer = Load(config);
   ASSERT_NE(tokenizer, nullptr);
-  EXPECT_THAT(tokenizer->Encode("aaa", false), ElementsAre(1, 0));
+  EXPECT_THAT(tokenizer->Encode("aaa", false), IsOkAndHolds(ElementsAre(1, 0)));
 }
 
 TEST(BpeTest, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
@@ -87,11 +92,11 @@ TEST(BpeTest, IgnoreMergesTakesWholeWordsFromTheVocabulary) {
   config["model"]["vocab"]["ac"] = 6;
   auto without = Load(config);
   ASSERT_NE(without, nullptr);
-  EXPECT_THAT(without->Encode("ac", false), ElementsAre(0, 2));
+  EXPECT_THAT(without->Encode("ac", false), IsOkAndHolds(ElementsAre(0, 2)));
   config["model"]["ignore_merges"] = true;
   auto with = Load(config);
   ASSERT_NE(with, nullptr);
-  EXPECT_THAT(with->Encode("ac", false), ElementsAre(6));
+  EXPECT_THAT(with->Encode("ac", false), IsOkAndHolds(ElementsAre(6)));
 }
 
 TEST(BpeTest, UnknownCharactersUseUnkAndFuseUnk) {
@@ -100,11 +105,12 @@ TEST(BpeTest, UnknownCharactersUseUnkAndFuseUnk) {
   config["model"]["unk_token"] = "<unk>";
   auto separate = Load(config);
   ASSERT_NE(separate, nullptr);
-  EXPECT_THAT(separate->Encode("axyc", false), ElementsAre(0, 6, 6, 2));
+  EXPECT_THAT(separate->Encode("axyc", false),
+              IsOkAndHolds(ElementsAre(0, 6, 6, 2)));
   config["model"]["fuse_unk"] = true;
   auto fused = Load(config);
   ASSERT_NE(fused, nullptr);
-  EXPECT_THAT(fused->Encode("axyc", false), ElementsAre(0, 6, 2));
+  EXPECT_THAT(fused->Encode("axyc", false), IsOkAndHolds(ElementsAre(0, 6, 2)));
 }
 
 TEST(BpeTest, ByteFallbackSpellsUnknownCharactersAsBytes) {
@@ -118,13 +124,13 @@ TEST(BpeTest, ByteFallbackSpellsUnknownCharactersAsBytes) {
   auto tokenizer = Load(config);
   ASSERT_NE(tokenizer, nullptr);
   const std::vector<int32_t> ids =
-      tokenizer->Encode("a\xC3\xA9", false);  // "aé"
+      tokenizer->Encode("a\xC3\xA9", false).value();  // "aé"
   EXPECT_THAT(ids, ElementsAre(0, 10, 11));
-  EXPECT_EQ(tokenizer->Decode(ids, false), "a\xC3\xA9");
+  EXPECT_THAT(tokenizer->Decode(ids, false), IsOkAndHolds("a\xC3\xA9"));
   // A lone continuation byte is not UTF-8: one U+FFFD per byte token.
-  EXPECT_EQ(tokenizer->Decode(std::vector<int32_t>{11, 0}, false),
-            "\xEF\xBF\xBD"
-            "a");
+  EXPECT_THAT(tokenizer->Decode(std::vector<int32_t>{11, 0}, false),
+              IsOkAndHolds("\xEF\xBF\xBD"
+                           "a"));
 }
 
 TEST(AddedTokensTest, SplitFirstAndHonourStripOptions) {
@@ -155,11 +161,14 @@ TEST(AddedTokensTest, SplitFirstAndHonourStripOptions) {
   ASSERT_NE(tokenizer, nullptr);
   // "<x>" is cut out; the spaces around "<y>" are swallowed by it.
   EXPECT_THAT(tokenizer->Encode("a<x>b  <y>  c", false),
-              ElementsAre(0, 7, 1, 8, 2));
+              IsOkAndHolds(ElementsAre(0, 7, 1, 8, 2)));
   // single_word: "ab" alone is the added token, inside "abc" it is not.
-  EXPECT_THAT(tokenizer->Encode("ab abc", false), ElementsAre(9, 6, 5));
-  EXPECT_EQ(tokenizer->Decode(std::vector<int32_t>{0, 7, 1}, false), "a<x>b");
-  EXPECT_EQ(tokenizer->Decode(std::vector<int32_t>{0, 7, 8}, true), "a<y>");
+  EXPECT_THAT(tokenizer->Encode("ab abc", false),
+              IsOkAndHolds(ElementsAre(9, 6, 5)));
+  EXPECT_THAT(tokenizer->Decode(std::vector<int32_t>{0, 7, 1}, false),
+              IsOkAndHolds("a<x>b"));
+  EXPECT_THAT(tokenizer->Decode(std::vector<int32_t>{0, 7, 8}, true),
+              IsOkAndHolds("a<y>"));
   EXPECT_TRUE(tokenizer->IsSpecial(7));
   EXPECT_FALSE(tokenizer->IsSpecial(8));
   EXPECT_EQ(*tokenizer->TokenToId("<y>"), 8);
@@ -192,9 +201,9 @@ TEST(MetaspaceTest, ReplacesSpacesAndPrependsTheMarker) {
                        {"split", true}};
   auto tokenizer = Load(config);
   ASSERT_NE(tokenizer, nullptr);
-  const std::vector<int32_t> ids = tokenizer->Encode("ab c", false);
+  const std::vector<int32_t> ids = tokenizer->Encode("ab c", false).value();
   EXPECT_THAT(ids, ElementsAre(0, 1));
-  EXPECT_EQ(tokenizer->Decode(ids, false), "ab c");
+  EXPECT_THAT(tokenizer->Decode(ids, false), IsOkAndHolds("ab c"));
 }
 
 TEST(PostProcessorTest, TemplateAddsSpecialTokensOnlyWhenAsked) {
@@ -219,12 +228,53 @@ TEST(PostProcessorTest, TemplateAddsSpecialTokensOnlyWhenAsked) {
   auto tokenizer = Load(
       config, json{{"bos_token", {{"content", "<s>"}}}, {"eos_token", "</s>"}});
   ASSERT_NE(tokenizer, nullptr);
-  EXPECT_THAT(tokenizer->Encode("ab", true), ElementsAre(6, 3, 7));
-  EXPECT_THAT(tokenizer->Encode("ab", false), ElementsAre(3));
-  EXPECT_THAT(tokenizer->Encode("", true), ElementsAre(6, 7));
+  EXPECT_THAT(tokenizer->Encode("ab", true),
+              IsOkAndHolds(ElementsAre(6, 3, 7)));
+  EXPECT_THAT(tokenizer->Encode("ab", false), IsOkAndHolds(ElementsAre(3)));
+  EXPECT_THAT(tokenizer->Encode("", true), IsOkAndHolds(ElementsAre(6, 7)));
   EXPECT_EQ(tokenizer->bos_id(), 6);
   EXPECT_EQ(tokenizer->eos_id(), 7);
-  EXPECT_EQ(tokenizer->Decode(std::vector<int32_t>{6, 3, 7}, true), "ab");
+  EXPECT_THAT(tokenizer->Decode(std::vector<int32_t>{6, 3, 7}, true),
+              IsOkAndHolds("ab"));
+}
+
+// A Split pattern that exhausts PCRE2's match limit on a text used to end
+// the split there silently, so the rest of the text was tokenized as one
+// word (tokens the tokenizer does not define). Now encoding fails.
+TEST(PreTokenizerTest, SplitPatternThatGivesUpIsAnError) {
+  json config = BaseTokenizer();
+  config["pre_tokenizer"] = {{"type", "Split"},
+                             {"pattern", {{"Regex", "b|(a|a)*[^ab]"}}},
+                             {"behavior", "Isolated"},
+                             {"invert", false}};
+  auto tokenizer = Load(config);
+  ASSERT_NE(tokenizer, nullptr);
+  EXPECT_THAT(tokenizer->Encode("bab", false),
+              IsOkAndHolds(ElementsAre(1, 0, 1)));
+  absl::StatusOr<std::vector<int32_t>> ids =
+      tokenizer->Encode("b" + std::string(40, 'a'), false);
+  ASSERT_FALSE(ids.ok());
+  EXPECT_EQ(ids.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(ids.status().message(), HasSubstr("gave up at byte 1"));
+}
+
+// The same for a Replace normaliser and a Replace decoder.
+TEST(NormalizerTest, ReplacePatternThatGivesUpIsAnError) {
+  json config = BaseTokenizer();
+  config["normalizer"] = {{"type", "Replace"},
+                          {"pattern", {{"Regex", "(a|a)*[^abc]"}}},
+                          {"content", "c"}};
+  config["decoder"] = {{"type", "Replace"},
+                       {"pattern", {{"Regex", "(a|a)*[^abc]"}}},
+                       {"content", "c"}};
+  config["model"]["vocab"][std::string(40, 'a')] = 6;
+  auto tokenizer = Load(config);
+  ASSERT_NE(tokenizer, nullptr);
+  EXPECT_THAT(tokenizer->Encode("abc", false), IsOkAndHolds(ElementsAre(5)));
+  EXPECT_EQ(tokenizer->Encode(std::string(40, 'a'), false).status().code(),
+            absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(tokenizer->Decode(std::vector<int32_t>{6}, false).status().code(),
+            absl::StatusCode::kResourceExhausted);
 }
 
 TEST(LoadErrorsTest, BadJson) {
