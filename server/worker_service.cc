@@ -11,12 +11,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
+#include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/kernels/isa.h"
 #include "core/pipeline/task_io.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/grpc_status.h"
 #include "server/job_events.h"
+#include "server/job_request.h"
 #include "server/job_spec.h"
 #include "server/recipe_convert.h"
 #include "server/reported_layer_check.h"
@@ -103,17 +105,18 @@ void WorkerServiceImpl::Touch(const std::string& worker_id, int leased_delta) {
   it->second.leased = std::max(0, it->second.leased + leased_delta);
 }
 
-absl::Status WorkerServiceImpl::CheckPublishedOutputs(
-    const store::Task& task, const std::string& output_uri) const {
+absl::StatusOr<std::string> WorkerServiceImpl::CheckPublishedOutputs(
+    const store::Task& task, const std::string& output_uri,
+    const std::string& output_sha256) const {
   const ArtifactStore& artifacts = lifecycle_->artifacts();
   // What the task publishes (worker/task_runner.cc), and the file whose
   // presence says it was published (written last, renamed into place).
   std::string expected;
   std::string marker;
+  std::string work;
   if (task.kind == store::TaskKind::kBlock) {
     QUANT_ASSIGN_OR_RETURN(
-        const std::string work,
-        FileUriPath(artifacts.JobWorkUri(task.job_id), "work_uri"));
+        work, FileUriPath(artifacts.JobWorkUri(task.job_id), "work_uri"));
     const std::string prefix = BlockOutputPrefix(work, task.block);
     expected = absl::StrCat("file://", prefix);
     marker = prefix + ".layers.json";
@@ -134,7 +137,28 @@ absl::Status WorkerServiceImpl::CheckPublishedOutputs(
                      " reports completion but ", marker,
                      " does not exist: nothing was published"));
   }
-  return absl::OkStatus();
+  if (!output_sha256.empty()) {
+    QUANT_RETURN_IF_ERROR(
+        CheckSha256(output_sha256.substr(0, 80), "output_sha256"));
+  }
+  // Every file the block's readers will read is checked now: what is
+  // recorded DONE verifies.
+  absl::StatusOr<std::string> recorded =
+      task.kind == store::TaskKind::kBlock
+          ? VerifyPublishedBlock(work, task.block)
+          : Sha256File(marker);
+  if (recorded.ok() && !output_sha256.empty() && *recorded != output_sha256) {
+    recorded = absl::DataLossError(absl::StrCat(
+        marker, ": sha256 is ", *recorded, ", the worker reports writing ",
+        output_sha256, ": the file changed since it was published"));
+  }
+  if (!recorded.ok()) {
+    return absl::Status(
+        recorded.status().code(),
+        absl::StrCat("task ", task.index, " of job ", task.job_id,
+                     ": completion refused: ", recorded.status().message()));
+  }
+  return recorded;
 }
 
 absl::Duration WorkerServiceImpl::EndLease(const std::string& lease_id) {
@@ -241,6 +265,16 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
   out.set_artifact_uri(artifacts.CheckpointUri(task.job_id));
   out.set_isa(lease.job_isa);
   for (const std::string& root : options_.read_roots) out.add_read_roots(root);
+  // What every finished block published, so that a reader can tell its
+  // output changed since.
+  QUANT_ASSIGN_OR_RETURN(const std::vector<store::Task> tasks,
+                         lifecycle_->store().ListTasks(task.job_id));
+  for (const store::Task& t : tasks) {
+    if (t.kind == store::TaskKind::kBlock &&
+        t.state == store::TaskState::kDone && !t.output_sha256.empty()) {
+      (*out.mutable_block_output_sha256())[t.block] = t.output_sha256;
+    }
+  }
   return out;
 }
 
@@ -391,10 +425,12 @@ absl::Status WorkerServiceImpl::DoCompleteTask(
   if (request.output_uri().empty()) {
     return absl::InvalidArgumentError("output_uri: required");
   }
-  QUANT_RETURN_IF_ERROR(CheckPublishedOutputs(leased, request.output_uri()));
+  QUANT_ASSIGN_OR_RETURN(const std::string output_sha256,
+                         CheckPublishedOutputs(leased, request.output_uri(),
+                                               request.output_sha256()));
   absl::StatusOr<store::CompleteTaskResult> done =
-      lifecycle_->store().CompleteTask(request.lease_id(),
-                                       request.output_uri());
+      lifecycle_->store().CompleteTask(request.lease_id(), request.output_uri(),
+                                       output_sha256);
   if (!done.ok()) return done.status();
   const absl::Duration took = EndLease(request.lease_id());
   const store::Task& task = done->task;

@@ -97,9 +97,13 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   // Forgets the lease; how long it ran (zero when leased before a restart).
   absl::Duration EndLease(const std::string& lease_id);
   // InvalidArgument unless `output_uri` is where `task` publishes;
-  // FailedPrecondition when nothing was published there.
-  absl::Status CheckPublishedOutputs(const store::Task& task,
-                                     const std::string& output_uri) const;
+  // FailedPrecondition when nothing was published there; DataLoss when the
+  // marker file is not what the worker reports writing (`output_sha256`,
+  // when given) or a block's files do not match the hashes its layers.json
+  // lists. Returns the marker's sha256.
+  absl::StatusOr<std::string> CheckPublishedOutputs(
+      const store::Task& task, const std::string& output_uri,
+      const std::string& output_sha256) const;
 
   JobLifecycle* lifecycle_;
   const Authenticator* auth_;

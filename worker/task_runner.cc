@@ -78,6 +78,9 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   path = PathOfFileUri(task.work_uri(), "work_uri");
   if (!path.ok()) return path.status();
   context.work_dir = *path;
+  for (const auto& [block, sha256] : task.block_output_sha256()) {
+    context.block_output_sha256[block] = sha256;
+  }
   absl::StatusOr<Recipe> recipe = server::RecipeFromProto(task.recipe());
   if (!recipe.ok()) return recipe.status();
   context.recipe = *std::move(recipe);
@@ -124,8 +127,12 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
     if (!layer_error.ok()) return layer_error;
     // The attempt's area is empty once published.
     (void)RemoveTree(*attempt);
-    outcome.output_uri = absl::StrCat(
-        "file://", BlockOutputPrefix(context.work_dir, task.block()));
+    const std::string prefix =
+        BlockOutputPrefix(context.work_dir, task.block());
+    outcome.output_uri = absl::StrCat("file://", prefix);
+    absl::StatusOr<std::string> marker = Sha256File(prefix + ".layers.json");
+    if (!marker.ok()) return marker.status();
+    outcome.output_sha256 = *std::move(marker);
     return outcome;
   }
   if (task.kind() == v1::TASK_KIND_FINALIZE) {
@@ -139,6 +146,10 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
         RunFinalizeJobTask(context, *artifact, kDefaultMaxShardBytes, control);
     if (!result.ok()) return result.status();
     outcome.output_uri = task.artifact_uri();
+    absl::StatusOr<std::string> marker =
+        Sha256File(JoinPath(*artifact, "manifest.json"));
+    if (!marker.ok()) return marker.status();
+    outcome.output_sha256 = *std::move(marker);
     outcome.passed = result->passed;
     return outcome;
   }

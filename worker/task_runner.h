@@ -28,7 +28,9 @@ struct TaskProgressSink {
 
 struct TaskOutcome {
   std::string output_uri;  // What CompleteTask reports.
-  bool passed = false;     // Finalize: the gate verdict.
+  // Of the output's marker file (a block's layers.json, the manifest).
+  std::string output_sha256;
+  bool passed = false;  // Finalize: the gate verdict.
 };
 
 // What the worker lends each task (see JobTaskContext).

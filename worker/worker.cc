@@ -472,6 +472,7 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
     request.set_lease_id(lease_id);
     request.set_worker_id(worker_id);
     request.set_output_uri(outcome->output_uri);
+    request.set_output_sha256(outcome->output_sha256);
     v1::CompleteTaskResponse response;
     grpc::Status status =
         stub_->CompleteTask(Context(30'000).get(), request, &response);

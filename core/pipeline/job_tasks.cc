@@ -31,6 +31,14 @@ bool BlockPublished(const std::string& work_dir, int block) {
   return FileExists(BlockOutputPrefix(work_dir, block) + ".layers.json");
 }
 
+// What the coordinator recorded for the block's layers.json; "" if nothing.
+const std::string& RecordedLayersSha256(const JobTaskContext& context,
+                                        int block) {
+  static const std::string* const kNone = new std::string();
+  auto it = context.block_output_sha256.find(block);
+  return it == context.block_output_sha256.end() ? *kNone : it->second;
+}
+
 using SourcePtr = std::unique_ptr<HiddenStateSource>;
 
 // The hidden states a block task holds (entering and produced on the way
@@ -88,10 +96,11 @@ absl::Status EnteringStates(const JobTaskContext& context,
                             SourcePtr* heldout) {
   auto read_leaving = [&](int b) -> absl::Status {
     // Written by another task, perhaps on another machine: checked first.
+    const std::string& recorded = RecordedLayersSha256(context, b);
     QUANT_RETURN_IF_ERROR(
-        VerifyBlockFile(context.work_dir, b, ".cal.safetensors"));
+        VerifyBlockFile(context.work_dir, b, ".cal.safetensors", recorded));
     QUANT_RETURN_IF_ERROR(
-        VerifyBlockFile(context.work_dir, b, ".heldout.safetensors"));
+        VerifyBlockFile(context.work_dir, b, ".heldout.safetensors", recorded));
     return OpenLeavingStates(context.work_dir, b, placement->spill(),
                              calibration, heldout);
   };
@@ -376,8 +385,9 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
   const int blocks = inputs.checkpoint->config().num_hidden_layers;
   Stage(control, "reading every block's output");
   for (int b = 0; b < blocks; ++b) {
-    QUANT_ASSIGN_OR_RETURN(StoredBlockOutput stored,
-                           ReadBlockOutput(context.work_dir, b));
+    QUANT_ASSIGN_OR_RETURN(
+        StoredBlockOutput stored,
+        ReadBlockOutput(context.work_dir, b, RecordedLayersSha256(context, b)));
     finalize.block_tensors.push_back(std::move(stored.tensors));
     for (LayerResult& l : stored.layers) {
       finalize.layers.push_back(std::move(l));

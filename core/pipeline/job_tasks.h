@@ -48,6 +48,12 @@ struct JobTaskContext {
   Recipe recipe;
   // Block outputs (task_io.h layout); shared by the job's tasks.
   std::string work_dir;
+  // Block -> sha256 of its published layers.json as the coordinator
+  // recorded it when the block's task completed. A block listed here is
+  // checked against it before its output is read (VerifyBlockFile); an
+  // unlisted one (a local run, an older coordinator) against its own
+  // layers.json only.
+  std::map<int, std::string> block_output_sha256;
   // Where the tasks' outputs are written (not owned, never null); tests
   // inject storage faults here.
   FileSystem* file_system = FileSystem::Default();

@@ -331,11 +331,35 @@ std::optional<int> ChangedBlockOutput(const absl::Status& status) {
   return block;
 }
 
+namespace {
+
+// Non-empty `expected_sha256`: `text` (read from layers_path) must hash to
+// it.
+absl::Status CheckLayersFile(const std::string& layers_path, int block,
+                             const std::string& text,
+                             const std::string& expected_sha256) {
+  if (expected_sha256.empty()) return absl::OkStatus();
+  const std::string actual = Sha256Hex(text);
+  if (actual == expected_sha256) return absl::OkStatus();
+  return ChangedBlockError(
+      block, absl::StrCat(layers_path, ": sha256 is ", actual,
+                          ", the coordinator recorded ", expected_sha256,
+                          " when block ", block,
+                          "'s task completed: the file changed on disk "
+                          "since, so block ",
+                          block, " must be computed again"));
+}
+
+}  // namespace
+
 absl::Status VerifyBlockFile(const std::string& dir, int block,
-                             const std::string& suffix) {
+                             const std::string& suffix,
+                             const std::string& expected_layers_sha256) {
   const std::string prefix = BlockOutputPrefix(dir, block);
   const std::string layers_path = prefix + ".layers.json";
   QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(layers_path));
+  QUANT_RETURN_IF_ERROR(
+      CheckLayersFile(layers_path, block, text, expected_layers_sha256));
   const json doc = json::parse(text, nullptr, false);
   const json* files = nullptr;
   if (doc.is_object()) {
@@ -362,6 +386,27 @@ absl::Status VerifyBlockFile(const std::string& dir, int block,
                             block, " must be computed again"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> VerifyPublishedBlock(const std::string& dir,
+                                                 int block) {
+  const std::string prefix = BlockOutputPrefix(dir, block);
+  const std::string layers_path = prefix + ".layers.json";
+  QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(layers_path));
+  const std::string layers_sha256 = Sha256Hex(text);
+  const json doc = json::parse(text, nullptr, false);
+  if (!doc.is_object() || !doc.contains("sha256") ||
+      !doc["sha256"].is_object() || !doc["sha256"].contains(".safetensors")) {
+    return ChangedBlockError(
+        block, absl::StrCat(layers_path,
+                            ": records no sha256 of the block's tensors: not "
+                            "the output of this version of the block task"));
+  }
+  for (const char* suffix : kHashedSuffixes) {
+    if (!doc["sha256"].contains(suffix)) continue;
+    QUANT_RETURN_IF_ERROR(VerifyBlockFile(dir, block, suffix, layers_sha256));
+  }
+  return layers_sha256;
 }
 
 absl::Status WriteBlockOutput(const std::string& dir,
@@ -421,12 +466,15 @@ absl::Status PublishBlockOutput(const std::string& attempt_dir,
   return fs->SyncDirectory(work_dir);
 }
 
-absl::StatusOr<StoredBlockOutput> ReadBlockOutput(const std::string& dir,
-                                                  int block) {
+absl::StatusOr<StoredBlockOutput> ReadBlockOutput(
+    const std::string& dir, int block,
+    const std::string& expected_layers_sha256) {
   const std::string prefix = BlockOutputPrefix(dir, block);
   StoredBlockOutput out;
   QUANT_ASSIGN_OR_RETURN(std::string text,
                          ReadFileToString(prefix + ".layers.json"));
+  QUANT_RETURN_IF_ERROR(CheckLayersFile(prefix + ".layers.json", block, text,
+                                        expected_layers_sha256));
   const json doc = json::parse(text, nullptr, false);
   if (!doc.is_object() || !doc.contains("layers") ||
       !doc["layers"].is_array() || !doc.contains("block") ||
@@ -453,7 +501,8 @@ absl::StatusOr<StoredBlockOutput> ReadBlockOutput(const std::string& dir,
     }
     out.layers.push_back(std::move(*result));
   }
-  QUANT_RETURN_IF_ERROR(VerifyBlockFile(dir, block, ".safetensors"));
+  QUANT_RETURN_IF_ERROR(
+      VerifyBlockFile(dir, block, ".safetensors", expected_layers_sha256));
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
                          SafetensorsFile::Open(prefix + ".safetensors"));
   for (const TensorInfo& info : file->tensors()) {

@@ -69,9 +69,20 @@ struct StoredBlockOutput {
 // Checks <prefix><suffix> (".safetensors", ".cal.safetensors" or
 // ".heldout.safetensors") of a published block against the sha256 its
 // layers.json recorded when the block's task wrote it. DataLoss, naming the
-// file and both hashes, when it differs or none was recorded.
+// file and both hashes, when it differs or none was recorded. Non-empty
+// `expected_layers_sha256` (what the coordinator recorded when the block's
+// task completed) is checked against layers.json itself first, so that the
+// list of hashes cannot have changed either.
 absl::Status VerifyBlockFile(const std::string& dir, int block,
-                             const std::string& suffix);
+                             const std::string& suffix,
+                             const std::string& expected_layers_sha256 = "");
+
+// Checks a block's published output as a whole, as its completion is
+// recorded: layers.json lists the sha256 of the block's tensors and of every
+// other file it published, and each file matches. Returns layers.json's
+// sha256, which the coordinator keeps for the tasks that read the block.
+absl::StatusOr<std::string> VerifyPublishedBlock(const std::string& dir,
+                                                 int block);
 
 // The block whose published output a VerifyBlockFile error is about (a
 // payload on the status), so that the coordinator can run that block's task
@@ -80,9 +91,11 @@ std::optional<int> ChangedBlockOutput(const absl::Status& status);
 
 // FailedPrecondition when the block was computed at another kernel level
 // than the calling thread's (core/kernels/dispatch.h). DataLoss when the
-// tensors file is not the one the block's task wrote (VerifyBlockFile).
-absl::StatusOr<StoredBlockOutput> ReadBlockOutput(const std::string& dir,
-                                                  int block);
+// tensors file or layers.json is not the one the block's task wrote
+// (VerifyBlockFile, with `expected_layers_sha256` as there).
+absl::StatusOr<StoredBlockOutput> ReadBlockOutput(
+    const std::string& dir, int block,
+    const std::string& expected_layers_sha256 = "");
 
 }  // namespace quant
 

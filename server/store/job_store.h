@@ -115,6 +115,9 @@ struct Task {
   int64_t lease_expires_ms = 0;
   double progress = 0;
   std::string output_uri;
+  // Of the published marker file (CompleteTask's output_sha256); "" until
+  // DONE, or when the coordinator recorded none.
+  std::string output_sha256;
   std::string error;  // latest failure
 };
 
@@ -217,8 +220,11 @@ class JobStore {
   virtual absl::StatusOr<Task> CurrentLease(const std::string& lease_id) = 0;
   virtual absl::StatusOr<HeartbeatResult> Heartbeat(const std::string& lease_id,
                                                     double progress) = 0;
+  // `output_sha256`: of the output's marker file, kept with the task so
+  // that the tasks reading the output can check it.
   virtual absl::StatusOr<CompleteTaskResult> CompleteTask(
-      const std::string& lease_id, const std::string& output_uri) = 0;
+      const std::string& lease_id, const std::string& output_uri,
+      const std::string& output_sha256 = "") = 0;
   // Ends the lease with `error`: the task goes back to PENDING while it has
   // attempts left, else it and its job fail. `rerun` names DONE tasks of
   // the same job whose published outputs this task found changed on disk:

@@ -95,6 +95,12 @@ ALTER TABLE jobs ADD COLUMN audit_warnings TEXT NOT NULL DEFAULT '[]';
     R"sql(
 ALTER TABLE jobs ADD COLUMN isa TEXT NOT NULL DEFAULT '';
 )sql",
+    // 4 -> 5: the sha256 of a finished task's published marker file (a
+    // block's layers.json, which lists its other files' hashes; the
+    // finalize's manifest.json), checked by every task that reads it.
+    R"sql(
+ALTER TABLE tasks ADD COLUMN output_sha256 TEXT NOT NULL DEFAULT '';
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

@@ -66,7 +66,8 @@ class SqliteJobStore : public JobStore {
   absl::StatusOr<HeartbeatResult> Heartbeat(const std::string& lease_id,
                                             double progress) override;
   absl::StatusOr<CompleteTaskResult> CompleteTask(
-      const std::string& lease_id, const std::string& output_uri) override;
+      const std::string& lease_id, const std::string& output_uri,
+      const std::string& output_sha256 = "") override;
   absl::StatusOr<FailTaskResult> FailTask(
       const std::string& lease_id, const std::string& error,
       const std::vector<int>& rerun = {}) override;

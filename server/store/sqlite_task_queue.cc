@@ -385,7 +385,8 @@ absl::StatusOr<HeartbeatResult> SqliteJobStore::Heartbeat(
 }
 
 absl::StatusOr<CompleteTaskResult> SqliteJobStore::CompleteTask(
-    const std::string& lease_id, const std::string& output_uri) {
+    const std::string& lease_id, const std::string& output_uri,
+    const std::string& output_sha256) {
   if (output_uri.empty()) {
     return absl::InvalidArgumentError(
         absl::StrCat("lease ", lease_id, ": output_uri is empty"));
@@ -412,10 +413,11 @@ absl::StatusOr<CompleteTaskResult> SqliteJobStore::CompleteTask(
   QUANT_ASSIGN_OR_RETURN(
       Statement done,
       db_->Prepare("UPDATE tasks SET state = 'DONE', output_uri = ?3, "
-                   "progress = 1, updated_ms = ?4 "
+                   "output_sha256 = ?5, progress = 1, updated_ms = ?4 "
                    "WHERE job_seq = ?1 AND idx = ?2"));
   QUANT_RETURN_IF_ERROR(
-      done.BindAll(row.job_seq, row.task.index, output_uri, now).Run());
+      done.BindAll(row.job_seq, row.task.index, output_uri, now, output_sha256)
+          .Run());
   QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));
   QUANT_ASSIGN_OR_RETURN(
       Statement open_tasks,
@@ -470,10 +472,12 @@ absl::StatusOr<FailTaskResult> SqliteJobStore::FailTask(
   if (!job_failed) {
     QUANT_ASSIGN_OR_RETURN(
         Statement reopen,
-        db_->Prepare("UPDATE tasks SET state = 'PENDING', progress = 0, "
-                     "output_uri = '', lease_expires_ms = 0, error = ?3, "
-                     "updated_ms = ?4 WHERE job_seq = ?1 AND idx = ?2 AND "
-                     "state = 'DONE'"));
+        db_->Prepare(
+            "UPDATE tasks SET state = 'PENDING', progress = 0, "
+            "output_uri = '', output_sha256 = '', lease_expires_ms = 0, "
+            "error = ?3, "
+            "updated_ms = ?4 WHERE job_seq = ?1 AND idx = ?2 AND "
+            "state = 'DONE'"));
     for (const int index : rerun) {
       QUANT_RETURN_IF_ERROR(
           reopen

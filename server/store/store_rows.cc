@@ -106,6 +106,7 @@ absl::StatusOr<TaskRow> ReadTaskRow(const Statement& stmt) {
   row.lease_ms = stmt.ColumnInt64(14);
   QUANT_ASSIGN_OR_RETURN(row.job_state, ParseJobState(stmt.ColumnText(15)));
   task.budget_start = static_cast<int>(stmt.ColumnInt64(16));
+  task.output_sha256 = stmt.ColumnText(17);
   return row;
 }
 

@@ -42,7 +42,8 @@ std::string WarningsToJson(const std::vector<std::string>& warnings);
 inline constexpr char kTaskColumns[] =
     "t.job_seq, j.id, t.idx, t.kind, t.block, t.depends_on, t.state, "
     "t.attempts, t.lease_id, t.worker_id, t.lease_expires_ms, t.progress, "
-    "t.output_uri, t.error, t.lease_ms, j.state, t.budget_start";
+    "t.output_uri, t.error, t.lease_ms, j.state, t.budget_start, "
+    "t.output_sha256";
 absl::StatusOr<TaskRow> ReadTaskRow(const Statement& stmt);
 
 // depends_on as a JSON array, e.g. "[0,1]".

@@ -18,6 +18,7 @@
 
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
+#include "core/base/sha256.h"
 #include "core/io/safetensors.h"
 #include "core/pipeline/local_pipeline.h"
 #include "core/pipeline/task_io.h"
@@ -205,6 +206,22 @@ TEST_F(JobTasksTest, BlockFilesChangedOnDiskAreRefused) {
         FileExists(BlockOutputPrefix(context.work_dir, 2) + ".layers.json"));
     ASSERT_TRUE(WriteFileAtomically(states, *before).ok());
   }
+  // Files consistent with each other but not what the coordinator recorded
+  // at block 1's completion (another run's output copied in, say): the
+  // layers.json hash sent with the task catches them.
+  JobTaskContext recorded = context;
+  recorded.block_output_sha256[1] = std::string(64, '0');
+  const absl::Status replaced =
+      RunBlockJobTask(recorded, 2, temp_ + "/c-2r", TaskControl());
+  EXPECT_EQ(ChangedBlockOutput(replaced), 1) << replaced;
+  EXPECT_NE(replaced.message().find("the coordinator recorded"),
+            std::string::npos)
+      << replaced;
+  recorded.block_output_sha256[1] = Sha256Hex(*ReadFileToString(
+      BlockOutputPrefix(context.work_dir, 1) + ".layers.json"));
+  EXPECT_TRUE(
+      ReadBlockOutput(recorded.work_dir, 1, recorded.block_output_sha256[1])
+          .ok());
   const std::string tensors =
       BlockOutputPrefix(context.work_dir, 1) + ".safetensors";
   FlipLastByte(tensors);

@@ -2,7 +2,10 @@
 // disk exactly, and damaged files are refused by name.
 #include "core/pipeline/task_io.h"
 
+#include <fstream>
+
 #include "core/base/file_util.h"
+#include "core/base/sha256.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/pipeline/pipeline_fixture.h"
@@ -83,6 +86,26 @@ TEST_F(BlockOutputTest, BlockOutputsRoundTripExactly) {
   EXPECT_EQ(cal->rows, output->calibration_out.rows);
 
   EXPECT_FALSE(ReadBlockOutput(dir, 1).ok());
+
+  // Published as a whole it verifies, and the hash the coordinator records
+  // is layers.json's; readers given that hash accept the output.
+  auto layers_sha256 = VerifyPublishedBlock(dir, 0);
+  ASSERT_TRUE(layers_sha256.ok()) << layers_sha256.status();
+  auto layers_text =
+      ReadFileToString(BlockOutputPrefix(dir, 0) + ".layers.json");
+  ASSERT_TRUE(layers_text.ok());
+  EXPECT_EQ(*layers_sha256, Sha256Hex(*layers_text));
+  EXPECT_TRUE(ReadBlockOutput(dir, 0, *layers_sha256).ok());
+  EXPECT_TRUE(VerifyBlockFile(dir, 0, ".cal.safetensors", *layers_sha256).ok());
+  // A layers.json other than the one recorded at completion: block 0 must
+  // be computed again, whichever reader finds it.
+  const std::string recorded_elsewhere(64, '0');
+  EXPECT_EQ(
+      ChangedBlockOutput(ReadBlockOutput(dir, 0, recorded_elsewhere).status()),
+      0);
+  EXPECT_EQ(ChangedBlockOutput(VerifyBlockFile(dir, 0, ".cal.safetensors",
+                                               recorded_elsewhere)),
+            0);
   // A damaged layer file names the field.
   nlohmann::json broken = LayerResultToTaskJson(output->layers[0]);
   broken["audit"]["hessian"].erase("rho_rms");
@@ -94,6 +117,17 @@ TEST_F(BlockOutputTest, BlockOutputsRoundTripExactly) {
   result = LayerResultFromTaskJson(broken);
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(result.status().message(), HasSubstr("magic"));
+
+  // One byte more in the tensors: the block no longer verifies, by name.
+  {
+    std::ofstream tensors(BlockOutputPrefix(dir, 0) + ".safetensors",
+                          std::ios::binary | std::ios::app);
+    tensors << ' ';
+  }
+  auto changed = VerifyPublishedBlock(dir, 0);
+  ASSERT_FALSE(changed.ok());
+  EXPECT_EQ(ChangedBlockOutput(changed.status()), 0);
+  EXPECT_THAT(changed.status().message(), HasSubstr(".safetensors: sha256 is"));
 }
 
 }  // namespace

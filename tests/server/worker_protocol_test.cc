@@ -44,6 +44,21 @@ using testing::RealPath;
 constexpr char kClientToken[] = "client-token-0123456789";
 constexpr char kWorkerToken[] = "worker-token-9876543210";
 
+// Publishes what a block task would for `block` under `work`: its tensors
+// file and a layers.json recording that file's sha256. Returns the sha256
+// of layers.json, what a worker reports at completion.
+std::string PublishFakeBlock(const std::string& work, int block,
+                             const std::string& tensors = "tensors") {
+  std::filesystem::create_directories(work);
+  const std::string prefix = BlockOutputPrefix(work, block);
+  EXPECT_TRUE(WriteFileAtomically(prefix + ".safetensors", tensors).ok());
+  const std::string layers = absl::StrCat(
+      R"({"block": )", block, R"(, "layers": [], "sha256": {".safetensors": ")",
+      Sha256Hex(tensors), R"("}})");
+  EXPECT_TRUE(WriteFileAtomically(prefix + ".layers.json", layers).ok());
+  return Sha256Hex(layers);
+}
+
 class WorkerProtocolTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -578,21 +593,26 @@ TEST_F(WorkerProtocolTest, ChangedBlockOutputRunsItsProducerAgain) {
   ASSERT_TRUE(block0.has_task());
   ASSERT_EQ(block0.task().block(), 0);
   const std::string work = block0.task().work_uri().substr(7);
-  std::filesystem::create_directories(work);
-  ASSERT_TRUE(
-      WriteFileAtomically(work + "/block-00000.layers.json", "{}").ok());
+  const std::string layers_sha256 = PublishFakeBlock(work, 0);
   v1::CompleteTaskRequest complete;
   complete.set_lease_id(block0.lease_id());
   complete.set_worker_id(worker_id);
   complete.set_output_uri(block0.task().work_uri() + "/block-00000");
+  complete.set_output_sha256(layers_sha256);
   v1::CompleteTaskResponse completed;
   ASSERT_TRUE(
       worker_->CompleteTask(Context().get(), complete, &completed).ok());
+  // The store keeps what was verified; the next task carries it.
+  auto tasks = server_->store().ListTasks(job.id());
+  ASSERT_TRUE(tasks.ok());
+  EXPECT_EQ((*tasks)[0].output_sha256, layers_sha256);
 
   v1::LeaseTaskResponse block1;
   ASSERT_TRUE(Lease(worker_id, 2000, &block1).ok());
   ASSERT_TRUE(block1.has_task());
   ASSERT_EQ(block1.task().block(), 1);
+  ASSERT_EQ(block1.task().block_output_sha256().size(), 1u);
+  EXPECT_EQ(block1.task().block_output_sha256().at(0), layers_sha256);
   v1::FailTaskRequest fail;
   fail.set_lease_id(block1.lease_id());
   fail.set_worker_id(worker_id);
@@ -625,6 +645,10 @@ TEST_F(WorkerProtocolTest, ChangedBlockOutputRunsItsProducerAgain) {
   ASSERT_TRUE(again.has_task());
   EXPECT_EQ(again.task().block(), 0);
   EXPECT_EQ(again.task().attempt(), 2);
+  // Reopened: what it published before is no longer vouched for.
+  tasks = server_->store().ListTasks(job.id());
+  ASSERT_TRUE(tasks.ok());
+  EXPECT_EQ((*tasks)[0].output_sha256, "");
   auto events = server_->store().ListEvents(job.id(), 0, 0);
   ASSERT_TRUE(events.ok());
   bool rerun_shown = false;
@@ -643,6 +667,75 @@ TEST_F(WorkerProtocolTest, ChangedBlockOutputRunsItsProducerAgain) {
   ASSERT_TRUE(block1_again.has_task());
   EXPECT_EQ(block1_again.task().block(), 1);
   EXPECT_EQ(block1_again.task().attempt(), 2);
+}
+
+// A completion is recorded only for outputs that verify: layers.json lists
+// the tensors' hash, every listed file matches it, and the worker's
+// reported hash is that of layers.json on disk. Each refusal names the
+// file; the task stays leased (the lease runs out and it is retried).
+TEST_F(WorkerProtocolTest, CompletionIsRefusedForOutputsThatDoNotVerify) {
+  ASSERT_NO_FATAL_FAILURE(Start(Options()));
+  const std::string worker_id = Register();
+  const v1::Job job = CreateJob();
+  v1::LeaseTaskResponse block0;
+  ASSERT_TRUE(Lease(worker_id, 2000, &block0).ok());
+  ASSERT_TRUE(block0.has_task());
+  ASSERT_EQ(block0.task().block(), 0);
+  const std::string work = block0.task().work_uri().substr(7);
+  const std::string prefix = BlockOutputPrefix(work, 0);
+  v1::CompleteTaskRequest complete;
+  complete.set_lease_id(block0.lease_id());
+  complete.set_worker_id(worker_id);
+  complete.set_output_uri(block0.task().work_uri() + "/block-00000");
+  v1::CompleteTaskResponse completed;
+  auto refused = [&](grpc::StatusCode code, const std::string& needle) {
+    const grpc::Status status =
+        worker_->CompleteTask(Context().get(), complete, &completed);
+    EXPECT_EQ(status.error_code(), code) << status.error_message();
+    EXPECT_NE(status.error_message().find(needle), std::string::npos)
+        << status.error_message();
+    if (code == grpc::StatusCode::DATA_LOSS) {
+      EXPECT_NE(status.error_message().find("completion refused"),
+                std::string::npos)
+          << status.error_message();
+    }
+  };
+
+  // A layers.json from before outputs were hashed.
+  std::filesystem::create_directories(work);
+  ASSERT_TRUE(WriteFileAtomically(prefix + ".layers.json",
+                                  R"({"block": 0, "layers": []})")
+                  .ok());
+  refused(grpc::StatusCode::DATA_LOSS, "records no sha256");
+
+  // The tensors changed after layers.json recorded them.
+  const std::string layers_sha256 = PublishFakeBlock(work, 0);
+  ASSERT_TRUE(WriteFileAtomically(prefix + ".safetensors", "other").ok());
+  complete.set_output_sha256(layers_sha256);
+  refused(grpc::StatusCode::DATA_LOSS, prefix + ".safetensors: sha256 is");
+
+  // layers.json is not the one the worker wrote.
+  const std::string rewritten = PublishFakeBlock(work, 0, "other");
+  ASSERT_NE(rewritten, layers_sha256);
+  refused(grpc::StatusCode::DATA_LOSS, "the worker reports writing");
+
+  // A reported hash that is not one.
+  complete.set_output_sha256("not-hex");
+  refused(grpc::StatusCode::INVALID_ARGUMENT, "output_sha256");
+
+  // Nothing was recorded by the refusals; the right report is accepted.
+  auto tasks = server_->store().ListTasks(job.id());
+  ASSERT_TRUE(tasks.ok());
+  EXPECT_EQ((*tasks)[0].state, store::TaskState::kLeased);
+  EXPECT_EQ((*tasks)[0].output_sha256, "");
+  complete.set_output_sha256(rewritten);
+  const grpc::Status accepted =
+      worker_->CompleteTask(Context().get(), complete, &completed);
+  ASSERT_TRUE(accepted.ok()) << accepted.error_message();
+  tasks = server_->store().ListTasks(job.id());
+  ASSERT_TRUE(tasks.ok());
+  EXPECT_EQ((*tasks)[0].state, store::TaskState::kDone);
+  EXPECT_EQ((*tasks)[0].output_sha256, rewritten);
 }
 
 // The worker turns a task's "this input changed on disk" error into that
@@ -678,10 +771,10 @@ TEST_F(WorkerProtocolTest, WorkerAsksForAChangedInputToBeRecomputed) {
     }
     if (task.block() == 1 && task.attempt() == 1) return changed;
     const std::string work = task.work_uri().substr(7);
-    std::filesystem::create_directories(work);
-    const std::string prefix = BlockOutputPrefix(work, task.block());
-    QUANT_RETURN_IF_ERROR(WriteFileAtomically(prefix + ".layers.json", "{}"));
-    return worker::TaskOutcome{"file://" + prefix, false};
+    const std::string layers_sha256 = PublishFakeBlock(work, task.block());
+    return worker::TaskOutcome{
+        "file://" + BlockOutputPrefix(work, task.block()), layers_sha256,
+        false};
   };
   auto created = worker::Worker::Create(options);
   ASSERT_TRUE(created.ok()) << created.status();

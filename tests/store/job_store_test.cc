@@ -201,10 +201,17 @@ TEST_F(JobStoreTest, SequentialBlocksRunInOrderThenFinalize) {
     auto job_now = store_->GetJob(job);
     ASSERT_TRUE(job_now.ok());
     EXPECT_EQ(job_now->state, JobState::kRunning);
-    auto done = store_->CompleteTask(lease.lease_id, absl::StrCat("out/", b));
+    auto done = store_->CompleteTask(lease.lease_id, absl::StrCat("out/", b),
+                                     std::string(64, 'a' + b));
     ASSERT_TRUE(done.ok()) << done.status();
     EXPECT_EQ(done->task.state, TaskState::kDone);
     EXPECT_FALSE(done->all_tasks_done);
+  }
+  // What each completion verified is kept with its task.
+  auto blocks_done = store_->ListTasks(job);
+  ASSERT_TRUE(blocks_done.ok());
+  for (int b = 0; b < 3; ++b) {
+    EXPECT_EQ((*blocks_done)[b].output_sha256, std::string(64, 'a' + b));
   }
   auto before_finish = store_->FinishJob(job, Verdict::kPass, "art", {});
   EXPECT_EQ(before_finish.status().code(),
@@ -784,6 +791,8 @@ TEST(JobStoreFileTest, MigratesAVersion1Database) {
     ASSERT_TRUE(
         (*db)->Exec("ALTER TABLE jobs DROP COLUMN audit_warnings").ok());
     ASSERT_TRUE((*db)->Exec("ALTER TABLE jobs DROP COLUMN isa").ok());
+    ASSERT_TRUE(
+        (*db)->Exec("ALTER TABLE tasks DROP COLUMN output_sha256").ok());
     ASSERT_TRUE((*db)
                     ->Exec("UPDATE meta SET value = 1 WHERE key = "
                            "'schema_version'")
@@ -795,6 +804,7 @@ TEST(JobStoreFileTest, MigratesAVersion1Database) {
   ASSERT_TRUE(tasks.ok()) << tasks.status();
   ASSERT_EQ(tasks->size(), 2u);
   EXPECT_EQ((*tasks)[0].budget_start, 0);
+  EXPECT_EQ((*tasks)[0].output_sha256, "");
   auto job = (*store)->GetJob(job_id);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_TRUE(job->audit_warnings.empty());
