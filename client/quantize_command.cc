@@ -20,8 +20,9 @@
 #include "nlohmann/json.hpp"
 
 ABSL_FLAG(bool, local, false,
-          "Run the job in this process instead of submitting it to quantd. "
-          "Required for now: the service client arrives with quantd.");
+          "Run the job in this process. Required: to run it on quantd's "
+          "workers instead, upload the calibration set with `quantctl "
+          "calib` and create the job with `quantctl submit`.");
 ABSL_FLAG(std::string, calibration, "",
           "Calibration set: JSONL ({\"text\": ...} or {\"input_ids\": [...]} "
           "per line) or plain text with documents separated by empty lines. "
@@ -95,8 +96,10 @@ class ProgressPrinter : public PipelineObserver {
 absl::Status RunQuantize(const CommandInvocation& invocation) {
   if (!absl::GetFlag(FLAGS_local)) {
     return UsageError(
-        "--local is required: this version runs jobs in-process only "
-        "(quantd is not available yet)");
+        "--local is required: `quantctl quantize` runs the job in this "
+        "process; to run it on quantd's workers, upload the calibration "
+        "set with `quantctl calib` and create the job with `quantctl "
+        "submit`");
   }
   QUANT_RETURN_IF_ERROR(ApplyIsaFlag());
   LocalQuantizeOptions options;

@@ -4,6 +4,9 @@
 #include <algorithm>
 
 #include "absl/flags/parse.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 
 namespace quant::server {
 
@@ -19,7 +22,22 @@ std::vector<std::string> NormalizeFlagNames(std::vector<std::string> args) {
   return args;
 }
 
+void ListFlagsOfMainFile(absl::string_view program) {
+  const size_t slash = program.rfind('/');
+  if (slash != absl::string_view::npos) program.remove_prefix(slash + 1);
+  std::string main_file(program);
+  std::replace(main_file.begin(), main_file.end(), '-', '_');
+  main_file = absl::StrCat("/", main_file, "_main.cc");
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [main_file](absl::string_view path) {
+    return absl::EndsWith(path, main_file);
+  };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  absl::SetFlagsUsageConfig(config);
+}
+
 void ParseCommandLineAcceptingDashes(int argc, char** argv) {
+  if (argc > 0) ListFlagsOfMainFile(argv[0]);
   std::vector<std::string> normalized =
       NormalizeFlagNames(std::vector<std::string>(argv, argv + argc));
   std::vector<char*> args;

@@ -7,14 +7,22 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/string_view.h"
+
 namespace quant::server {
 
 // "--data-dir=/x" -> "--data_dir=/x"; argv[0], values and everything after
 // a bare "--" are left as they are.
 std::vector<std::string> NormalizeFlagNames(std::vector<std::string> args);
 
+// Makes --help list the flags declared in the program's main file. absl
+// looks for a file named after the program ("quant-worker_main.cc"); ours
+// are named with underscores (worker/quant_worker_main.cc), so without this
+// --help said "No flags matched".
+void ListFlagsOfMainFile(absl::string_view program);
+
 // absl::ParseCommandLine on the normalized arguments (exits on a bad flag
-// or --help, as it does).
+// or --help, as it does), after ListFlagsOfMainFile(argv[0]).
 void ParseCommandLineAcceptingDashes(int argc, char** argv);
 
 }  // namespace quant::server

@@ -10,6 +10,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
 #include "bench/synth/synth_checkpoint.h"
 
 ABSL_FLAG(std::string, out, "", "Output checkpoint directory. Required.");
@@ -32,6 +34,14 @@ int main(int argc, char** argv) {
       "Example: quant-synth-checkpoint --out /tmp/m --hidden 1024 "
       "--intermediate 2816 --layers 24 --heads 16 --kv_heads 16 "
       "--vocab_from shared/models/stories260K/hf-f32");
+  // --help lists this file's flags (absl looks for a file named after the
+  // program, quant-synth-checkpoint.cc, and finds none).
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "/synth_checkpoint_main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
   absl::ParseCommandLine(argc, argv);
   quant::synth::SynthOptions options;
   options.out_dir = absl::GetFlag(FLAGS_out);

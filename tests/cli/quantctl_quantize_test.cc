@@ -143,6 +143,8 @@ TEST_F(QuantizeCommandTest, BadInputsExitOneOrTwoAndWriteNothing) {
   run = RunQuantctl("quantize --checkpoint " + Quote(model_));
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr("--local"));
+  // Pointing at the service commands that exist, not at a future one.
+  EXPECT_THAT(run.err, HasSubstr("quantctl submit"));
   EXPECT_FALSE(FileExists(out));
 
   const RunResult help = RunQuantctl("quantize --help");
