@@ -78,9 +78,6 @@ namespace {
 
 using nlohmann::json;
 
-// Fraction of the calibration tokens held out to validate --damp auto.
-constexpr double kAutoDampValidationFraction = 0.25;
-
 using ConstMap = Eigen::Map<const RowMatrixF>;
 
 ConstMap AsMatrix(const FloatTensor& t) {
@@ -345,15 +342,9 @@ absl::Status RunGptq(const LabInputs& in, const LabSettings& s,
     search.result = GptqResult();
     run.damp_search = std::move(search);
   }
-  HessianDiagnostics& d = run.diagnostics;
   run.tokens_known = tokens > 0;
-  d.tokens = tokens;
-  d.k = h.rows();
-  d.tokens_per_input = static_cast<double>(tokens) / static_cast<double>(d.k);
-  d.dead_channels = CountDeadChannels(h);
-  d.rho_rms = RmsOffDiagonalCorrelation(h);
-  d.inv_sqrt_tokens =
-      tokens > 0 ? 1.0 / std::sqrt(static_cast<double>(tokens)) : 0.0;
+  HessianDiagnostics& d = run.diagnostics;
+  d = DiagnoseHessian(h, tokens);
   d.damp_used = run.damp_used;
   d.damp_retries = run.damp_retries;
   return absl::OkStatus();

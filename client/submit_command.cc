@@ -16,6 +16,7 @@
 #include "client/job_print.h"
 #include "client/service_client.h"
 #include "client/watch_command.h"
+#include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/recipe/recipe.h"
 #include "server/recipe_convert.h"
@@ -114,11 +115,7 @@ std::string CheckpointUri(const std::string& checkpoint) {
 }
 
 bool LooksLikeSha256(const std::string& text) {
-  if (text.size() != 64) return false;
-  for (char c : text) {
-    if (!absl::ascii_isxdigit(static_cast<unsigned char>(c))) return false;
-  }
-  return true;
+  return IsSha256Hex(absl::AsciiStrToLower(text));
 }
 
 Command SubmitCommand() {

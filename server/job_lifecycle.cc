@@ -15,31 +15,10 @@
 
 namespace quant::server {
 
-absl::StatusOr<store::Verdict> AuditVerdict(const std::string& audit_json) {
-  const nlohmann::json audit =
-      nlohmann::json::parse(audit_json, nullptr, false);
-  if (!audit.is_object() || !audit.contains("verdict") ||
-      !audit["verdict"].is_string()) {
-    return absl::DataLossError("audit.json: no verdict");
-  }
-  const std::string verdict = audit["verdict"].get<std::string>();
-  if (verdict == "PASS") return store::Verdict::kPass;
-  if (verdict == "FAIL") return store::Verdict::kFail;
-  return absl::DataLossError(
-      absl::StrCat("audit.json: unknown verdict \"", verdict, "\""));
-}
-
-std::vector<std::string> AuditWarnings(const std::string& audit_json) {
-  const nlohmann::json audit =
-      nlohmann::json::parse(audit_json, nullptr, false);
-  if (!audit.is_object() || !audit.contains("layers") ||
-      !audit["layers"].is_array()) {
-    return {};
-  }
+std::vector<std::string> AuditWarnings(const PublishedAudit& audit) {
   // (tokens, k) -> the layers with that rank-deficient Hessian.
   std::map<std::pair<int64_t, int64_t>, std::vector<std::string>> by_shape;
-  for (const nlohmann::json& layer : audit["layers"]) {
-    if (!layer.is_object()) continue;
+  for (const nlohmann::json& layer : audit.layers) {
     const nlohmann::json flags = layer.value("flags", nlohmann::json::array());
     const nlohmann::json hessian =
         layer.value("hessian", nlohmann::json::object());
@@ -107,13 +86,16 @@ absl::Status JobLifecycle::FinishJob(const std::string& job_id) {
                                         "job's: ",
                                         tied.message()));
   }
-  observer_->OnAudit(job_id, *audit);
-  absl::StatusOr<store::Verdict> verdict = AuditVerdict(*audit);
-  if (!verdict.ok())
-    return FailJob(job_id, std::string(verdict.status().message()));
-  absl::StatusOr<store::Job> job =
-      store_->FinishJob(job_id, *verdict, artifacts_->CheckpointUri(job_id),
-                        AuditWarnings(*audit));
+  absl::StatusOr<PublishedAudit> parsed = ParseAudit(*audit);
+  if (!parsed.ok()) {
+    return FailJob(job_id, absl::StrCat("every task finished but the "
+                                        "published audit is damaged: ",
+                                        parsed.status().message()));
+  }
+  observer_->OnAudit(job_id, *parsed);
+  absl::StatusOr<store::Job> job = store_->FinishJob(
+      job_id, parsed->verdict, artifacts_->CheckpointUri(job_id),
+      AuditWarnings(*parsed));
   if (!job.ok()) return job.status();
   absl::Status progress = Progress(job_id, "done");
   if (!progress.ok()) return progress;

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "quant/v1/service.pb.h"
 #include "server/artifact_store.h"
+#include "server/audit_reader.h"
 #include "server/change_signal.h"
 #include "server/job_observer.h"
 #include "server/store/job_store.h"
@@ -70,9 +71,6 @@ class JobLifecycle {
   JobObserver* observer_ = &no_observer_;
 };
 
-// The verdict recorded in an audit.json's text.
-absl::StatusOr<store::Verdict> AuditVerdict(const std::string& audit_json);
-
 // Begins every warning AuditWarnings makes, so clients can tell them from
 // the submit-time ones.
 inline constexpr char kAuditWarningPrefix[] = "audit: ";
@@ -80,8 +78,8 @@ inline constexpr char kAuditWarningPrefix[] = "audit: ";
 // What the job should warn about from its audit.json: one line per
 // (tokens, inputs) pair of the layers flagged rank_deficient (T < K), whose
 // count only the run knows (the submit-time warning is a bound). Empty for
-// an audit without such layers or one that does not parse.
-std::vector<std::string> AuditWarnings(const std::string& audit_json);
+// an audit without such layers.
+std::vector<std::string> AuditWarnings(const PublishedAudit& audit);
 
 }  // namespace quant::server
 

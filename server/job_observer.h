@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "quant/v1/audit.pb.h"
+#include "server/audit_reader.h"
 #include "server/store/job_store.h"
 
 namespace quant::server {
@@ -30,7 +31,7 @@ class JobObserver {
                           store::JobState /*state*/) {}
   // The published audit of a finished job (gates included).
   virtual void OnAudit(const std::string& /*job_id*/,
-                       const std::string& /*audit_json*/) {}
+                       const PublishedAudit& /*audit*/) {}
   virtual void OnUpkeep(const UpkeepResult& /*result*/) {}
 };
 

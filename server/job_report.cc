@@ -1,4 +1,4 @@
-// AuditToReport: audit.json -> quant.v1.JobReport.
+// AuditToReport: a parsed audit.json -> quant.v1.JobReport.
 #include "server/job_report.h"
 
 #include "absl/strings/str_cat.h"
@@ -24,34 +24,23 @@ absl::Status ParseInto(const nlohmann::json& value, const std::string& what,
 
 }  // namespace
 
-absl::Status AuditToReport(const std::string& audit_json,
-                           v1::JobReport* report) {
-  const nlohmann::json audit =
-      nlohmann::json::parse(audit_json, nullptr, false);
-  if (!audit.is_object() || !audit.contains("layers") ||
-      !audit["layers"].is_array() || !audit.contains("gates") ||
-      !audit["gates"].is_object()) {
-    return absl::DataLossError(
-        "audit.json: not an audit (needs \"layers\" and \"gates\")");
-  }
+absl::Status AuditToReport(const PublishedAudit& audit, v1::JobReport* report) {
   report->clear_layers();
-  for (size_t i = 0; i < audit["layers"].size(); ++i) {
+  for (size_t i = 0; i < audit.layers.size(); ++i) {
     if (absl::Status s =
-            ParseInto(audit["layers"][i], absl::StrCat("layers[", i, "]"),
+            ParseInto(audit.layers[i], absl::StrCat("layers[", i, "]"),
                       report->add_layers());
         !s.ok()) {
       return s;
     }
   }
-  if (absl::Status s =
-          ParseInto(audit["gates"], "gates", report->mutable_gates());
+  if (absl::Status s = ParseInto(audit.gates, "gates", report->mutable_gates());
       !s.ok()) {
     return s;
   }
-  const std::string verdict = audit.value("verdict", "");
-  report->set_verdict(verdict == "PASS"   ? v1::VERDICT_PASS
-                      : verdict == "FAIL" ? v1::VERDICT_FAIL
-                                          : v1::VERDICT_UNSPECIFIED);
+  report->set_verdict(audit.verdict == store::Verdict::kPass
+                          ? v1::VERDICT_PASS
+                          : v1::VERDICT_FAIL);
   return absl::OkStatus();
 }
 

@@ -8,13 +8,13 @@
 
 #include "absl/status/status.h"
 #include "quant/v1/service.pb.h"
+#include "server/audit_reader.h"
 
 namespace quant::server {
 
-// Fills report->layers, gates and verdict. DataLoss when `audit_json` is
-// not an audit this tool wrote.
-absl::Status AuditToReport(const std::string& audit_json,
-                           v1::JobReport* report);
+// Fills report->layers, gates and verdict. DataLoss naming the row when a
+// layer or the gates do not convert to the API's messages.
+absl::Status AuditToReport(const PublishedAudit& audit, v1::JobReport* report);
 
 }  // namespace quant::server
 

@@ -98,11 +98,7 @@ absl::Status ResolveCalibration(const v1::CalibrationRef& ref,
 }  // namespace
 
 absl::Status CheckSha256(const std::string& sha256, absl::string_view field) {
-  bool ok = sha256.size() == 64;
-  for (char c : sha256) {
-    ok = ok && ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'));
-  }
-  if (ok) return absl::OkStatus();
+  if (IsSha256Hex(sha256)) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
       field, ": \"", sha256, "\" is not a sha256 (64 lowercase hex digits)"));
 }

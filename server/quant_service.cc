@@ -348,7 +348,9 @@ absl::StatusOr<v1::JobReport> QuantServiceImpl::DoGetJobReport(
   if (job->state == store::JobState::kSucceeded) {
     absl::StatusOr<std::string> audit = artifacts_->ReadAudit(id);
     if (!audit.ok()) return audit.status();
-    if (absl::Status s = AuditToReport(*audit, &report); !s.ok()) return s;
+    absl::StatusOr<PublishedAudit> parsed = ParseAudit(*audit);
+    if (!parsed.ok()) return parsed.status();
+    if (absl::Status s = AuditToReport(*parsed, &report); !s.ok()) return s;
     return report;
   }
   // Not finished: the layers finished so far.

@@ -5,7 +5,6 @@
 #include <cstdio>
 #include <utility>
 
-#include "nlohmann/json.hpp"
 #include "server/worker_task_counts.h"
 
 namespace quant::server {
@@ -92,19 +91,12 @@ void QuantdMetricsObserver::OnJobState(const std::string& job_id,
 }
 
 void QuantdMetricsObserver::OnAudit(const std::string& job_id,
-                                    const std::string& audit_json) {
-  const nlohmann::json audit =
-      nlohmann::json::parse(audit_json, nullptr, false);
-  if (!audit.is_object() || !audit.contains("gates") ||
-      !audit["gates"].is_object()) {
-    return;
-  }
-  const nlohmann::json& gates = audit["gates"];
+                                    const PublishedAudit& audit) {
   metrics::GateValues values;
-  values.ppl_ratio = gates.value("ppl_ratio", 0.0);
-  values.mean_kl = gates.value("mean_kl", 0.0);
-  values.top1_agreement = gates.value("top1_agreement", 0.0);
-  values.passed = audit.value("verdict", "") == "PASS";
+  values.ppl_ratio = audit.ppl_ratio;
+  values.mean_kl = audit.mean_kl;
+  values.top1_agreement = audit.top1_agreement;
+  values.passed = audit.verdict == store::Verdict::kPass;
   Report(metrics_->SetGateValues(job_id, values));
 }
 

@@ -32,8 +32,7 @@ class QuantdMetricsObserver : public JobObserver {
                        const v1::LayerAudit& layer) override;
   void OnProgress(const std::string& job_id) override;
   void OnJobState(const std::string& job_id, store::JobState state) override;
-  void OnAudit(const std::string& job_id,
-               const std::string& audit_json) override;
+  void OnAudit(const std::string& job_id, const PublishedAudit& audit) override;
   void OnUpkeep(const UpkeepResult& result) override;
 
  private:

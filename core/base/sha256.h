@@ -15,6 +15,10 @@ std::string Sha256Hex(absl::string_view data);
 // Streams the file in chunks, so any size works.
 absl::StatusOr<std::string> Sha256File(const std::string& path);
 
+// Whether `text` is a sha256 as the functions above write it: 64 lowercase
+// hex digits.
+bool IsSha256Hex(absl::string_view text);
+
 }  // namespace quant
 
 #endif  // QUANT_CORE_BASE_SHA256_H_

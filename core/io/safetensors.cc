@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
 #include "core/base/strict_json.h"
+#include "core/base/utf8.h"
 #include "core/io/atomic_file_writer.h"
 #include "nlohmann/json.hpp"
 
@@ -248,44 +249,6 @@ absl::Status CheckLayout(const std::vector<TensorInfo>& tensors,
   return absl::OkStatus();
 }
 
-// nlohmann::json::dump() throws on invalid UTF-8; check strings up front.
-bool IsValidUtf8(absl::string_view text) {
-  size_t i = 0;
-  while (i < text.size()) {
-    const auto byte = static_cast<uint8_t>(text[i]);
-    size_t extra = 0;
-    uint32_t code_point = 0;
-    if (byte < 0x80) {
-      ++i;
-      continue;
-    } else if ((byte & 0xE0) == 0xC0) {
-      extra = 1;
-      code_point = byte & 0x1F;
-    } else if ((byte & 0xF0) == 0xE0) {
-      extra = 2;
-      code_point = byte & 0x0F;
-    } else if ((byte & 0xF8) == 0xF0) {
-      extra = 3;
-      code_point = byte & 0x07;
-    } else {
-      return false;
-    }
-    if (text.size() - i <= extra) return false;
-    for (size_t k = 1; k <= extra; ++k) {
-      const auto next = static_cast<uint8_t>(text[i + k]);
-      if ((next & 0xC0) != 0x80) return false;
-      code_point = (code_point << 6) | (next & 0x3F);
-    }
-    static constexpr uint32_t kMinForLength[] = {0, 0x80, 0x800, 0x10000};
-    if (code_point < kMinForLength[extra] || code_point > 0x10FFFF ||
-        (code_point >= 0xD800 && code_point <= 0xDFFF)) {
-      return false;
-    }
-    i += extra + 1;
-  }
-  return true;
-}
-
 absl::Status WithPath(const std::string& path, const absl::Status& status) {
   return absl::Status(status.code(),
                       absl::StrCat(path, ": ", status.message()));
@@ -427,6 +390,7 @@ absl::StatusOr<std::string> EncodeHeader(
   if (!metadata.empty()) {
     json meta = json::object();
     for (const auto& [key, value] : metadata) {
+      // nlohmann::json::dump() throws on invalid UTF-8: checked up front.
       if (!IsValidUtf8(key) || !IsValidUtf8(value)) {
         return absl::InvalidArgumentError(
             absl::StrCat("cannot write ", path, ": metadata entry ",

@@ -44,7 +44,7 @@ struct GroupQuantizeOptions {
   // grouped-query attention): AWQ layers then search only α = 0.
   bool awq_fold_available = true;
   // Fraction of the calibration tokens that validate damp: auto.
-  double auto_damp_validation_fraction = 0.25;
+  double auto_damp_validation_fraction = kAutoDampValidationFraction;
   // Spreads the Hessian tiles and the group's layers over its threads;
   // inline when null. The results do not depend on it. Not owned.
   ThreadPool* pool = nullptr;

@@ -124,15 +124,19 @@ HessianDiagnostics DiagnoseHessian(const OutputErrorEvaluator& calibration) {
     gram = calibration.GramBlock(0, k);
     h = &gram;
   }
+  return DiagnoseHessian(*h, calibration.token_count());
+}
+
+HessianDiagnostics DiagnoseHessian(const RowMatrixF& h, int64_t tokens) {
   HessianDiagnostics d;
-  d.tokens = calibration.token_count();
-  d.k = k;
+  d.tokens = tokens;
+  d.k = h.rows();
   d.tokens_per_input =
-      k > 0 ? static_cast<double>(d.tokens) / static_cast<double>(k) : 0.0;
-  d.dead_channels = CountDeadChannels(*h);
-  d.rho_rms = RmsOffDiagonalCorrelation(*h);
+      d.k > 0 ? static_cast<double>(tokens) / static_cast<double>(d.k) : 0.0;
+  d.dead_channels = CountDeadChannels(h);
+  d.rho_rms = RmsOffDiagonalCorrelation(h);
   d.inv_sqrt_tokens =
-      d.tokens > 0 ? 1.0 / std::sqrt(static_cast<double>(d.tokens)) : 0.0;
+      tokens > 0 ? 1.0 / std::sqrt(static_cast<double>(tokens)) : 0.0;
   return d;
 }
 

@@ -92,6 +92,9 @@ struct AuditInputs {
 // left at zero): what every layer reading that input shares.
 HessianDiagnostics DiagnoseHessian(const OutputErrorEvaluator& calibration);
 
+// The same of a given H = XᵀX over `tokens` tokens (0 when unknown).
+HessianDiagnostics DiagnoseHessian(const RowMatrixF& h, int64_t tokens);
+
 // RTN on the same grid is computed here. Errors: shape mismatches, missing
 // evaluators, non-finite weights (naming the layer).
 absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& inputs,

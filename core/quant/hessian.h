@@ -46,6 +46,10 @@ class HessianAccumulator {
   Eigen::MatrixXf lower_;
 };
 
+// Fraction of a layer's calibration tokens that validate damping `auto`
+// (the rest train), in the pipeline and in `quantctl lab` alike.
+inline constexpr double kAutoDampValidationFraction = 0.25;
+
 // Calibration tokens split for damping `auto` (see QuantizeGptqAutoDamp):
 // token i (counted across batches) goes to the validation split when
 // floor((i+1)·f) > floor(i·f), an even spread of fraction f independent of the

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
+#include "core/base/utf8.h"
 #include "core/text/json_fields.h"
-#include "core/text/utf8.h"
 
 namespace quant {
 namespace {

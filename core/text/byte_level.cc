@@ -3,7 +3,7 @@
 
 #include <array>
 
-#include "core/text/utf8.h"
+#include "core/base/utf8.h"
 
 namespace quant {
 namespace {

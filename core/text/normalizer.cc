@@ -10,9 +10,9 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/regex.h"
 #include "core/base/status_macros.h"
+#include "core/base/utf8.h"
 #include "core/text/json_fields.h"
 #include "core/text/pattern.h"
-#include "core/text/utf8.h"
 
 namespace quant {
 namespace {

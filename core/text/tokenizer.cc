@@ -11,6 +11,7 @@
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/base/strict_json.h"
+#include "core/base/utf8.h"
 #include "core/text/added_vocabulary.h"
 #include "core/text/bpe_model.h"
 #include "core/text/decoder.h"
@@ -18,7 +19,6 @@
 #include "core/text/normalizer.h"
 #include "core/text/post_processor.h"
 #include "core/text/pre_tokenizer.h"
-#include "core/text/utf8.h"
 
 namespace quant {
 namespace {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/store/schema.h"
@@ -34,11 +35,7 @@ absl::StatusOr<std::string> CanonicalJson(const std::string& text,
 }
 
 absl::Status CheckSha256(const std::string& sha256) {
-  const bool ok = sha256.size() == 64 &&
-                  std::all_of(sha256.begin(), sha256.end(), [](char c) {
-                    return absl::ascii_isdigit(c) || (c >= 'a' && c <= 'f');
-                  });
-  if (ok) return absl::OkStatus();
+  if (IsSha256Hex(sha256)) return absl::OkStatus();
   return absl::InvalidArgumentError(
       absl::StrCat("sha256 \"", sha256, "\" is not 64 lowercase hex digits"));
 }

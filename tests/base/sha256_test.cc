@@ -27,5 +27,20 @@ TEST(Sha256Test, FileMatchesBytes) {
             absl::StatusCode::kNotFound);
 }
 
+// What every sha256 field (calibration sets, task outputs, the store's
+// rows) is checked against: exactly what Sha256Hex writes.
+TEST(Sha256Test, IsSha256HexAcceptsOnlyWhatSha256HexWrites) {
+  EXPECT_TRUE(IsSha256Hex(Sha256Hex("abc")));
+  EXPECT_FALSE(IsSha256Hex(""));
+  EXPECT_FALSE(IsSha256Hex(Sha256Hex("abc").substr(1)));
+  EXPECT_FALSE(IsSha256Hex(Sha256Hex("abc") + "0"));
+  std::string upper = Sha256Hex("abc");
+  upper[0] = 'B';
+  EXPECT_FALSE(IsSha256Hex(upper));
+  std::string not_hex = Sha256Hex("abc");
+  not_hex[63] = 'g';
+  EXPECT_FALSE(IsSha256Hex(not_hex));
+}
+
 }  // namespace
 }  // namespace quant

@@ -38,7 +38,18 @@ nlohmann::json Layer(const std::string& name, int64_t tokens, int64_t k,
 }
 
 std::string Audit(const std::vector<nlohmann::json>& layers) {
-  return nlohmann::json{{"verdict", "PASS"}, {"layers", layers}}.dump();
+  return nlohmann::json{
+      {"verdict", "PASS"},
+      {"gates",
+       {{"ppl_ratio", 1.01}, {"mean_kl", 0.002}, {"top1_agreement", 0.97}}},
+      {"layers", layers}}
+      .dump();
+}
+
+PublishedAudit Parsed(const std::string& audit_json) {
+  absl::StatusOr<PublishedAudit> parsed = ParseAudit(audit_json);
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+  return parsed.ok() ? *std::move(parsed) : PublishedAudit();
 }
 
 // The "job" section a finalize writes into manifest.json.
@@ -108,7 +119,7 @@ TEST(AuditWarningsTest, OneLinePerShapeOfTheRankDeficientLayers) {
       {{"name", "lm_head"}, {"packed", false}},  // Not quantized: no Hessian.
   });
   EXPECT_THAT(
-      AuditWarnings(audit),
+      AuditWarnings(Parsed(audit)),
       ElementsAre(
           "audit: 4 layers calibrated on 48 tokens, fewer than their 64 "
           "inputs (T < K), so GPTQ and AWQ leaned on damping there "
@@ -119,13 +130,83 @@ TEST(AuditWarningsTest, OneLinePerShapeOfTheRankDeficientLayers) {
           "(flag rank_deficient): l.0.down_proj"));
 }
 
-TEST(AuditWarningsTest, NoneForAFullRankOrUnreadableAudit) {
-  EXPECT_THAT(AuditWarnings(Audit({Layer("a", 500, 64, {"outlier"})})),
+TEST(AuditWarningsTest, NoneForAFullRankAudit) {
+  EXPECT_THAT(AuditWarnings(Parsed(Audit({Layer("a", 500, 64, {"outlier"})}))),
               IsEmpty());
-  EXPECT_THAT(AuditWarnings("not json"), IsEmpty());
-  EXPECT_THAT(AuditWarnings(R"({"layers": 3})"), IsEmpty());
-  EXPECT_THAT(AuditWarnings(R"({"layers": [{"flags": "rank_deficient"}]})"),
-              IsEmpty());
+  nlohmann::json odd = {{"name", "b"}, {"flags", "rank_deficient"}};
+  EXPECT_THAT(AuditWarnings(Parsed(Audit({odd}))), IsEmpty());
+}
+
+// The one reader of audit.json: the verdict, the gates and the rows, or an
+// error naming what is wrong (an audit that does not parse used to give a
+// job no warnings, a report with an unspecified verdict and no gate
+// metrics, each reader deciding on its own).
+TEST(ParseAuditTest, ReadsTheVerdictGatesAndRows) {
+  const PublishedAudit audit = Parsed(Audit({Layer("l.0.q_proj", 96, 64, {})}));
+  EXPECT_EQ(audit.verdict, store::Verdict::kPass);
+  EXPECT_DOUBLE_EQ(audit.ppl_ratio, 1.01);
+  EXPECT_DOUBLE_EQ(audit.mean_kl, 0.002);
+  EXPECT_DOUBLE_EQ(audit.top1_agreement, 0.97);
+  ASSERT_EQ(audit.layers.size(), 1u);
+  EXPECT_EQ(audit.layers[0]["name"], "l.0.q_proj");
+  nlohmann::json fail = nlohmann::json::parse(Audit({}));
+  fail["verdict"] = "FAIL";
+  EXPECT_EQ(Parsed(fail.dump()).verdict, store::Verdict::kFail);
+}
+
+TEST(ParseAuditTest, RefusesWhatThisToolDoesNotWrite) {
+  const nlohmann::json good = nlohmann::json::parse(Audit({}));
+  auto changed = [&](const std::function<void(nlohmann::json&)>& change) {
+    nlohmann::json audit = good;
+    change(audit);
+    return audit.dump();
+  };
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"not json", "audit.json"},
+      {"[1, 2]", "not a JSON object"},
+      {R"({"verdict": "PASS", "verdict": "FAIL"})", "verdict"},
+      {std::string(100, '[') + std::string(100, ']'), "deep"},
+      {changed([](nlohmann::json& a) { a.erase("verdict"); }), "verdict"},
+      {changed([](nlohmann::json& a) { a["verdict"] = "MAYBE"; }),
+       "unknown verdict \"MAYBE\""},
+      {changed([](nlohmann::json& a) { a.erase("gates"); }), "gates"},
+      {changed([](nlohmann::json& a) { a["gates"].erase("mean_kl"); }),
+       "gates.mean_kl"},
+      {changed([](nlohmann::json& a) { a["gates"]["ppl_ratio"] = "1.0"; }),
+       "gates.ppl_ratio"},
+      {changed([](nlohmann::json& a) { a["layers"] = 3; }), "layers"},
+      {changed([](nlohmann::json& a) { a["layers"] = {1}; }),
+       "layers[0]: not an object"},
+  };
+  for (const auto& [text, needle] : cases) {
+    SCOPED_TRACE(text.substr(0, 80));
+    absl::StatusOr<PublishedAudit> parsed = ParseAudit(text);
+    ASSERT_FALSE(parsed.ok());
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kDataLoss);
+    EXPECT_THAT(parsed.status().message(), HasSubstr(needle));
+  }
+}
+
+// A damaged audit fails the job saying so; nothing is reported as PASS.
+TEST(JobLifecycleTest, DamagedAuditFailsTheJob) {
+  FinishedTasks f = MakeFinishedTasks();
+  ASSERT_NE(f.artifacts, nullptr);
+  ChangeSignal signal;
+  JobLifecycle lifecycle(f.store.get(), f.artifacts.get(), &signal);
+  nlohmann::json audit = nlohmann::json::parse(Audit({}));
+  audit["gates"].erase("top1_agreement");
+  ASSERT_TRUE(
+      WriteFileAtomically(f.checkpoint + "/audit.json", audit.dump()).ok());
+  ASSERT_TRUE(WriteFileAtomically(f.checkpoint + "/manifest.json",
+                                  Manifest(f.id, f.spec.recipe))
+                  .ok());
+  ASSERT_TRUE(lifecycle.FinishJob(f.id).ok());
+  auto job = lifecycle.JobProto(f.id);
+  ASSERT_TRUE(job.ok()) << job.status();
+  EXPECT_EQ(job->state(), v1::JOB_STATE_FAILED);
+  EXPECT_NE(job->verdict(), v1::VERDICT_PASS);
+  EXPECT_THAT(job->error(), HasSubstr("published audit is damaged"));
+  EXPECT_THAT(job->error(), HasSubstr("gates.top1_agreement"));
 }
 
 TEST(JobLifecycleTest, FinishedJobShowsSubmitAndAuditWarnings) {

@@ -1,5 +1,5 @@
 // UTF-8 validation, lossy repair, decoding and encoding.
-#include "core/text/utf8.h"
+#include "core/base/utf8.h"
 
 namespace quant {
 namespace {

@@ -1,5 +1,5 @@
 // Tests of the UTF-8 helpers, above all the U+FFFD repair of invalid input.
-#include "core/text/utf8.h"
+#include "core/base/utf8.h"
 
 #include <string>
 

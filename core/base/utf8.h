@@ -1,7 +1,8 @@
-// UTF-8 helpers for the tokenizer: validation with U+FFFD replacement,
-// code point iteration and encoding.
-#ifndef QUANT_CORE_TEXT_UTF8_H_
-#define QUANT_CORE_TEXT_UTF8_H_
+// UTF-8 helpers: validation (of safetensors headers, tokenizer vocabularies
+// and whatever else is dumped as JSON), U+FFFD replacement, code point
+// iteration and encoding.
+#ifndef QUANT_CORE_BASE_UTF8_H_
+#define QUANT_CORE_BASE_UTF8_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -36,4 +37,4 @@ bool IsUnicodeWhitespace(char32_t code_point);
 
 }  // namespace quant
 
-#endif  // QUANT_CORE_TEXT_UTF8_H_
+#endif  // QUANT_CORE_BASE_UTF8_H_
