@@ -57,6 +57,21 @@ RequestEdit FileLeadingOut(std::string copy, std::string file) {
   };
 }
 
+// A copy of the good checkpoint whose `file` is a FIFO with no writer.
+RequestEdit FileReplacedByFifo(std::string copy, std::string file) {
+  return [copy = std::move(copy), file = std::move(file)](
+             BadInputEnv& env, v1::CreateJobRequest& request) -> absl::Status {
+    const std::string dir = JoinPath(env.ModelsDir(), copy);
+    QUANT_RETURN_IF_ERROR(CopyCheckpoint(env.good_checkpoint(), dir));
+    const std::string path = JoinPath(dir, file);
+    if (::unlink(path.c_str()) != 0 || ::mkfifo(path.c_str(), 0600) != 0) {
+      return absl::InternalError(absl::StrCat("mkfifo ", path));
+    }
+    request.set_checkpoint_uri("file://" + dir);
+    return absl::OkStatus();
+  };
+}
+
 RequestEdit ConfigEdit(std::string copy,
                        std::function<void(nlohmann::json&)> edit) {
   return [copy = std::move(copy), edit = std::move(edit)](
@@ -97,6 +112,19 @@ std::vector<BadInputCase> ProbeCases() {
         }
         return path;
       })));
+  cases.push_back(
+      CreateCase("files/fifo_weights",
+                 "a checkpoint whose model.safetensors is a FIFO (no writer)",
+                 {Stage::kCreateJob,
+                  "INVALID_ARGUMENT",
+                  {"model.safetensors", "is a FIFO, not a regular file"}},
+                 FileReplacedByFifo("fifo_weights", "model.safetensors")));
+  cases.push_back(CreateCase("files/fifo_config",
+                             "a checkpoint whose config.json is a FIFO",
+                             {Stage::kCreateJob,
+                              "INVALID_ARGUMENT",
+                              {"config.json", "is a FIFO, not a regular file"}},
+                             FileReplacedByFifo("fifo_config", "config.json")));
   cases.push_back(CreateCase(
       "files/config_symlink_out",
       "a checkpoint under a root whose config.json is a symlink out of every "
@@ -143,6 +171,22 @@ std::vector<BadInputCase> ProbeCases() {
        {"max_position_embeddings", "1..16777216", "4294967360"}},
       ConfigEdit("positions_overflow", [](nlohmann::json& config) {
         config["max_position_embeddings"] = (int64_t{1} << 32) + 64;
+      })));
+  // Fields that change the forward pass are applied or refused, never
+  // read and ignored.
+  cases.push_back(CreateCase(
+      "config/unapplied_field", "config.json mlp_bias true (a Llama field)",
+      {Stage::kCreateJob, "INVALID_ARGUMENT", {"mlp_bias", "is not supported"}},
+      ConfigEdit("mlp_bias",
+                 [](nlohmann::json& config) { config["mlp_bias"] = true; })));
+  cases.push_back(CreateCase(
+      "config/unsupported_rope_scaling",
+      "config.json rope_scaling of type yarn",
+      {Stage::kCreateJob,
+       "INVALID_ARGUMENT",
+       {"rope_type", "\"yarn\"", "is not supported"}},
+      ConfigEdit("rope_yarn", [](nlohmann::json& config) {
+        config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}};
       })));
   cases.push_back(CreateCase(
       "recipe/seq_len_over_positions",

@@ -44,6 +44,22 @@ const std::set<std::string>& RequiredCases() {
       "recipe/override_matches_nothing",
       "recipe/conflicting_overrides",
       "calibration_rank/tokens_below_k",
+      // The outside probe's classes (issue 23).
+      "files/fifo_calibration",
+      "files/directory_calibration",
+      "files/fifo_weights",
+      "files/fifo_config",
+      "files/config_symlink_out",
+      "files/weights_symlink_out",
+      "config/deep_nesting",
+      "config/positions_overflow",
+      "config/unapplied_field",
+      "config/unsupported_rope_scaling",
+      "recipe/seq_len_over_positions",
+      "recipe/catastrophic_ignore",
+      "tokenizer/catastrophic_split",
+      "api/oversized_label",
+      "api/long_uri",
   };
   return *cases;
 }
