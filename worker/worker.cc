@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -276,16 +277,13 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
   }
   // How the attempt ended, recorded on every way out.
   metrics::TaskOutcome outcome_label = metrics::TaskOutcome::kFailed;
-  struct Finish {
-    std::function<void()> run;
-    ~Finish() { run(); }
-  } finish{[&] {
+  absl::Cleanup record_outcome = [&] {
     if (options_.metrics == nullptr) return;
     options_.metrics
         ->OnTaskFinished(task.job_id(), task.index(), kind, outcome_label,
                          absl::FromChrono(Clock::now() - started))
         .IgnoreError();
-  }};
+  };
   RunningTask running;
   running.layers_total =
       task.kind() == v1::TASK_KIND_BLOCK ? server::kLayersPerBlockTask : 1;

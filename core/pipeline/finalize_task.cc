@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/directory_util.h"
@@ -27,22 +28,6 @@ namespace quant {
 namespace {
 
 using nlohmann::json;
-
-// Removes the temporary directory unless the result was renamed into place.
-class TempDirectoryGuard {
- public:
-  TempDirectoryGuard(std::string path, FileSystem* fs)
-      : path_(std::move(path)), fs_(fs) {}
-  ~TempDirectoryGuard() {
-    if (!released_) fs_->RemoveTree(path_).IgnoreError();
-  }
-  void Release() { released_ = true; }
-
- private:
-  std::string path_;
-  FileSystem* fs_;
-  bool released_ = false;
-};
 
 std::vector<std::string> UnquantizedLinearLayers(
     const std::vector<LayerResult>& layers) {
@@ -251,7 +236,8 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   const std::string temp = absl::StrCat(out, ".partial-", ::getpid());
   QUANT_RETURN_IF_ERROR(RemoveTree(temp, fs));
   QUANT_RETURN_IF_ERROR(MakeDirectory(temp, fs));
-  TempDirectoryGuard guard(temp, fs);
+  // Removed on every way out unless the result was renamed into place.
+  absl::Cleanup remove_temp = [&] { fs->RemoveTree(temp).IgnoreError(); };
 
   say("writing tensors");
   QUANT_ASSIGN_OR_RETURN(std::vector<PackedTensor> tensors,
@@ -342,7 +328,7 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
       JoinPath(temp, "manifest.json"), output.manifest.dump(2) + "\n", fs));
   QUANT_RETURN_IF_ERROR(SyncDirectory(temp, fs));
   QUANT_RETURN_IF_ERROR(RenameDirectoryIntoPlace(temp, out, fs));
-  guard.Release();
+  std::move(remove_temp).Cancel();
   return output;
 }
 
