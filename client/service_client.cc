@@ -13,13 +13,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/command.h"
+#include "common/token_file.h"
 #include "core/base/file_util.h"
 #include "core/base/read_roots.h"
 #include "core/base/status_macros.h"
 #include "grpcpp/client_context.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "server/auth.h"
 
 ABSL_FLAG(std::string, addr, "",
           "quantd's HOST:PORT. Default: env QUANT_ADDR, else 127.0.0.1:50051.");
@@ -75,12 +75,12 @@ absl::StatusOr<ServiceClientOptions> ServiceClientOptionsFromFlags() {
   if (!token_file.empty()) {
     // The same rules quantd applies to its own token files.
     QUANT_ASSIGN_OR_RETURN(options.token,
-                           server::ReadTokenFile(token_file, "--token_file"));
+                           common::ReadTokenFile(token_file, "--token_file"));
   } else {
     options.token = token.empty() ? Getenv("QUANT_TOKEN") : token;
     if (!options.token.empty()) {
       // A newline or non-ASCII byte would abort gRPC's metadata check.
-      if (absl::Status ok = server::CheckToken(
+      if (absl::Status ok = common::CheckToken(
               options.token, token.empty() ? "QUANT_TOKEN" : "--token");
           !ok.ok()) {
         return UsageError(ok.message());

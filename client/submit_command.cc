@@ -16,10 +16,10 @@
 #include "client/job_print.h"
 #include "client/service_client.h"
 #include "client/watch_command.h"
+#include "common/recipe_convert.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/recipe/recipe.h"
-#include "server/recipe_convert.h"
 
 // Defined by `quantize` (one definition per program); submit reads them too.
 ABSL_DECLARE_FLAG(std::string, recipe);
@@ -56,7 +56,7 @@ absl::Status RunSubmit(const CommandInvocation& invocation) {
 
   v1::CreateJobRequest request;
   request.set_checkpoint_uri(CheckpointUri(checkpoint));
-  *request.mutable_recipe() = server::RecipeToProto(recipe);
+  *request.mutable_recipe() = common::RecipeToProto(recipe);
   for (const auto& [key, value] : *labels) {
     (*request.mutable_labels())[key] = value;
   }

@@ -15,8 +15,8 @@
 #include "client/job_json.h"
 #include "client/job_print.h"
 #include "client/reconnect_budget.h"
+#include "common/job_constants.h"
 #include "core/base/status_macros.h"
-#include "server/job_lifecycle.h"
 
 namespace quant {
 namespace {
@@ -143,7 +143,7 @@ class EventPrinter {
 // found at submit were shown by submit and stay in `status`.
 void PrintAuditWarnings(const v1::Job& job, std::ostream& err) {
   for (const std::string& warning : job.warnings()) {
-    if (absl::StartsWith(warning, server::kAuditWarningPrefix)) {
+    if (absl::StartsWith(warning, common::kAuditWarningPrefix)) {
       err << "warning: " << warning << "\n";
     }
   }

@@ -41,17 +41,6 @@ class Authenticator {
   AuthTokens tokens_;
 };
 
-// OK when `token` can travel in an "authorization: Bearer" header: at least
-// 16 characters, each visible ASCII (0x21..0x7E). Otherwise InvalidArgument
-// naming `source` and the first bad byte's position and value, never the
-// token itself (it must not reach a log).
-absl::Status CheckToken(absl::string_view token, absl::string_view source);
-
-// A token file's contents less one trailing newline ("\n" or "\r\n"), checked
-// by CheckToken; InvalidArgument naming `flag` otherwise.
-absl::StatusOr<std::string> ReadTokenFile(const std::string& path,
-                                          const std::string& flag);
-
 }  // namespace quant::server
 
 #endif  // QUANT_SERVER_AUTH_H_

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/job_constants.h"
 #include "core/pipeline/finalize_task.h"
 #include "nlohmann/json.hpp"
 #include "server/job_events.h"
@@ -48,7 +49,7 @@ std::vector<std::string> AuditWarnings(const PublishedAudit& audit) {
       absl::StrAppend(&list, " and ", names.size() - shown.size(), " more");
     }
     warnings.push_back(
-        absl::StrCat(kAuditWarningPrefix, names.size(),
+        absl::StrCat(common::kAuditWarningPrefix, names.size(),
                      names.size() == 1 ? " layer" : " layers",
                      " calibrated on ", shape.first, " tokens, fewer than ",
                      names.size() == 1 ? "its " : "their ", shape.second,

@@ -71,11 +71,8 @@ class JobLifecycle {
   JobObserver* observer_ = &no_observer_;
 };
 
-// Begins every warning AuditWarnings makes, so clients can tell them from
-// the submit-time ones.
-inline constexpr char kAuditWarningPrefix[] = "audit: ";
-
-// What the job should warn about from its audit.json: one line per
+// What the job should warn about from its audit.json (each line begins
+// with common::kAuditWarningPrefix): one line per
 // (tokens, inputs) pair of the layers flagged rank_deficient (T < K), whose
 // count only the run knows (the submit-time warning is a bound). Empty for
 // an audit without such layers.

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/recipe_convert.h"
 #include "core/base/file_util.h"
 #include "core/base/read_roots.h"
 #include "core/base/sha256.h"
@@ -14,7 +15,6 @@
 #include "core/model/checkpoint.h"
 #include "core/pipeline/quantization_plan.h"
 #include "core/recipe/recipe.h"
-#include "server/recipe_convert.h"
 
 namespace quant::server {
 namespace {
@@ -144,7 +144,7 @@ absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
   if (!request.has_recipe()) {
     return absl::InvalidArgumentError("recipe: required");
   }
-  absl::StatusOr<Recipe> recipe = RecipeFromProto(request.recipe());
+  absl::StatusOr<Recipe> recipe = common::RecipeFromProto(request.recipe());
   if (!recipe.ok()) return recipe.status();
   if (const size_t bytes = RecipeToJson(*recipe).size();
       bytes > kMaxRecipeJsonBytes) {

@@ -5,9 +5,9 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/recipe_convert.h"
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
-#include "server/recipe_convert.h"
 
 namespace quant::server {
 
@@ -94,7 +94,7 @@ absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
       break;
   }
   out.set_checkpoint_uri(spec->checkpoint_uri);
-  *out.mutable_recipe() = RecipeToProto(spec->recipe);
+  *out.mutable_recipe() = common::RecipeToProto(spec->recipe);
   out.set_calibration_sha256(spec->calibration_sha256);
   for (const auto& [key, value] : job.labels) {
     (*out.mutable_labels())[key] = value;

@@ -24,8 +24,9 @@
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
+#include "common/flag_names.h"
+#include "common/token_file.h"
 #include "server/auth.h"
-#include "server/flag_names.h"
 #include "server/quantd_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -91,7 +92,7 @@ int main(int argc, char** argv) {
       "Example (everything on one machine):\n"
       "  quantd --data-dir=/tmp/q --artifact-root=file:///tmp/q/artifacts "
       "--allowed-roots=/models,/data --local-workers=2");
-  quant::server::ParseCommandLineAcceptingDashes(argc, argv);
+  quant::common::ParseCommandLineAcceptingDashes(argc, argv);
 
   // Block the shutdown signals in every thread (gRPC's included, which
   // inherit the mask); the main thread waits for them below.
@@ -152,7 +153,7 @@ int main(int argc, char** argv) {
                         absl::GetFlag(FLAGS_worker_token_file),
                         &options.tokens.worker)}) {
     if (path.empty()) continue;
-    auto read = quant::server::ReadTokenFile(path, flag);
+    auto read = quant::common::ReadTokenFile(path, flag);
     if (!read.ok()) return Fail(std::string(read.status().message()), 2);
     *token = *read;
   }

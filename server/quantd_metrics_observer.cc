@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <utility>
 
-#include "server/worker_task_counts.h"
+#include "common/job_constants.h"
 
 namespace quant::server {
 namespace {
@@ -69,12 +69,12 @@ void QuantdMetricsObserver::OnProgress(const std::string& job_id) {
     ++progress.blocks_total;
     if (task.state == store::TaskState::kDone) {
       ++progress.blocks_done;
-      layers_done += kLayersPerBlockTask;
+      layers_done += common::kLayersPerBlockTask;
     } else if (task.state == store::TaskState::kLeased) {
-      layers_done += task.progress * kLayersPerBlockTask;
+      layers_done += task.progress * common::kLayersPerBlockTask;
     }
   }
-  progress.layers_total = progress.blocks_total * kLayersPerBlockTask;
+  progress.layers_total = progress.blocks_total * common::kLayersPerBlockTask;
   progress.layers_done = static_cast<int64_t>(std::floor(layers_done));
   Report(metrics_->SetJobProgress(job_id, progress));
 }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "common/recipe_convert.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
@@ -20,7 +21,6 @@
 #include "server/job_events.h"
 #include "server/job_request.h"
 #include "server/job_spec.h"
-#include "server/recipe_convert.h"
 #include "server/reported_layer_check.h"
 #include "server/uri_policy.h"
 
@@ -256,7 +256,7 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
   // Resolved at submit, under an allowed root: workers need not resolve
   // URIs or know the roots.
   out.set_checkpoint_uri(absl::StrCat("file://", spec->checkpoint_path));
-  *out.mutable_recipe() = RecipeToProto(spec->recipe);
+  *out.mutable_recipe() = common::RecipeToProto(spec->recipe);
   out.set_calibration_uri(absl::StrCat("file://", spec->calibration_path));
   out.set_calibration_sha256(spec->calibration_sha256);
   out.set_work_uri(artifacts.JobWorkUri(task.job_id));

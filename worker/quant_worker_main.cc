@@ -27,13 +27,13 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/flag_names.h"
+#include "common/token_file.h"
 #include "core/base/allocator_tuning.h"
 #include "core/base/thread_pool.h"
 #include "core/kernels/dispatch.h"
 #include "core/pipeline/finalize_task.h"
 #include "core/pipeline/job_tasks.h"
-#include "server/auth.h"
-#include "server/flag_names.h"
 #include "server/metrics/metrics_endpoint.h"
 #include "server/metrics/worker_metrics.h"
 #include "worker/worker.h"
@@ -108,7 +108,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "quant-worker: runs quantd's quantization tasks.\n"
       "Example: quant-worker --server=127.0.0.1:50051 --slots=1");
-  quant::server::ParseCommandLineAcceptingDashes(argc, argv);
+  quant::common::ParseCommandLineAcceptingDashes(argc, argv);
 
   // Signals go to the watcher thread below only.
   sigset_t signals;
@@ -161,7 +161,7 @@ int main(int argc, char** argv) {
   }
   const std::string token_file = absl::GetFlag(FLAGS_token_file);
   if (!token_file.empty()) {
-    auto token = quant::server::ReadTokenFile(token_file, "--token_file");
+    auto token = quant::common::ReadTokenFile(token_file, "--token_file");
     if (!token.ok()) {
       std::fprintf(stderr, "quant-worker: %s\n",
                    std::string(token.status().message()).c_str());
@@ -169,7 +169,7 @@ int main(int argc, char** argv) {
     }
     options.token = *token;
   } else if (const char* env = std::getenv("QUANT_WORKER_TOKEN")) {
-    if (absl::Status ok = quant::server::CheckToken(env, "QUANT_WORKER_TOKEN");
+    if (absl::Status ok = quant::common::CheckToken(env, "QUANT_WORKER_TOKEN");
         !ok.ok()) {
       std::fprintf(stderr, "quant-worker: %s\n",
                    std::string(ok.message()).c_str());

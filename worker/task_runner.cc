@@ -3,6 +3,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/recipe_convert.h"
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
@@ -10,7 +11,6 @@
 #include "core/pipeline/job_tasks.h"
 #include "core/pipeline/task_io.h"
 #include "google/protobuf/util/json_util.h"
-#include "server/recipe_convert.h"
 
 namespace quant::worker {
 namespace {
@@ -81,7 +81,7 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   for (const auto& [block, sha256] : task.block_output_sha256()) {
     context.block_output_sha256[block] = sha256;
   }
-  absl::StatusOr<Recipe> recipe = server::RecipeFromProto(task.recipe());
+  absl::StatusOr<Recipe> recipe = common::RecipeFromProto(task.recipe());
   if (!recipe.ok()) return recipe.status();
   context.recipe = *std::move(recipe);
 

@@ -15,6 +15,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/time.h"
+#include "common/job_constants.h"
 #include "core/base/allocator_tuning.h"
 #include "core/base/file_util.h"
 #include "core/base/read_roots.h"
@@ -22,7 +23,6 @@
 #include "core/pipeline/task_io.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "server/worker_task_counts.h"
 #include "worker/task_runner.h"
 
 namespace quant::worker {
@@ -286,7 +286,7 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
   };
   RunningTask running;
   running.layers_total =
-      task.kind() == v1::TASK_KIND_BLOCK ? server::kLayersPerBlockTask : 1;
+      task.kind() == v1::TASK_KIND_BLOCK ? common::kLayersPerBlockTask : 1;
 
   // One beat: progress and the layers not yet reported.
   // One beat; false when quantd could not be reached (the layers are kept

@@ -18,10 +18,10 @@
 #include "bench/load/quantd_process.h"
 #include "bench/load/small_recipe.h"
 #include "bench/load/temp_dir.h"
+#include "common/recipe_convert.h"
 #include "core/base/sha256.h"
 #include "grpcpp/client_context.h"
 #include "quant/v1/service.grpc.pb.h"
-#include "server/recipe_convert.h"
 
 namespace quant::load {
 namespace {
@@ -35,7 +35,7 @@ v1::CreateJobRequest BaseRequest(const std::string& checkpoint_dir,
                                  const std::string& calibration_sha256) {
   v1::CreateJobRequest request;
   request.set_checkpoint_uri("file://" + checkpoint_dir);
-  *request.mutable_recipe() = server::RecipeToProto(SmallRtnRecipe(4));
+  *request.mutable_recipe() = common::RecipeToProto(SmallRtnRecipe(4));
   request.mutable_calibration()->mutable_uri()->set_uri("file://" +
                                                         calibration_path);
   request.mutable_calibration()->mutable_uri()->set_sha256(calibration_sha256);

@@ -19,7 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "bench/load/load_report.h"
 #include "bench/load/load_run.h"
-#include "server/flag_names.h"
+#include "common/flag_names.h"
 
 ABSL_FLAG(int, duration, 60, "Seconds the clients run.");
 ABSL_FLAG(int, clients, 8, "Client threads, each with its own connection.");
@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Load test of quantd on loopback: quant_loadtest --duration=60 "
       "--clients=8 --workers=2 [--json]");
-  quant::server::ParseCommandLineAcceptingDashes(argc, argv);
+  quant::common::ParseCommandLineAcceptingDashes(argc, argv);
 
   quant::load::LoadOptions options;
   options.duration = absl::Seconds(absl::GetFlag(FLAGS_duration));

@@ -16,11 +16,11 @@
 #include "bench/load/temp_dir.h"
 #include "bench/reliability/bad_input_files.h"
 #include "client/health_probe.h"
+#include "common/recipe_convert.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "grpcpp/client_context.h"
-#include "server/recipe_convert.h"
 
 extern char** environ;
 
@@ -130,7 +130,7 @@ bool BadInputEnv::CheckpointPublished(const std::string& job_id) const {
 v1::CreateJobRequest BadInputEnv::GoodRequest() const {
   v1::CreateJobRequest request;
   request.set_checkpoint_uri("file://" + good_checkpoint_);
-  *request.mutable_recipe() = server::RecipeToProto(load::SmallRtnRecipe(2));
+  *request.mutable_recipe() = common::RecipeToProto(load::SmallRtnRecipe(2));
   request.mutable_calibration()->set_sha256(good_sha_);
   (*request.mutable_labels())["suite"] = "bad-input";
   return request;

@@ -19,7 +19,7 @@
 #include "bench/reliability/bad_input_cases.h"
 #include "bench/reliability/bad_input_report.h"
 #include "bench/reliability/bad_input_runner.h"
-#include "server/flag_names.h"
+#include "common/flag_names.h"
 
 ABSL_FLAG(bool, json, false, "Print one JSON document instead of markdown.");
 ABSL_FLAG(std::string, shared_dir, "",
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
       "Bad inputs against a real quantd, one table row each: "
       "quant_bad_input_report [--json] [--shared_dir=DIR]");
-  quant::server::ParseCommandLineAcceptingDashes(argc, argv);
+  quant::common::ParseCommandLineAcceptingDashes(argc, argv);
   if (absl::GetFlag(FLAGS_job_timeout_s) < 1) {
     std::fprintf(stderr,
                  "quant_bad_input_report: --job_timeout_s: must be at least "

@@ -11,9 +11,9 @@
 #include "absl/strings/strip.h"
 #include "bench/reliability/bad_input_cases.h"
 #include "bench/reliability/case_actions.h"
+#include "common/job_constants.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
-#include "server/job_lifecycle.h"
 
 namespace quant::reliability {
 namespace {
@@ -117,7 +117,7 @@ std::vector<std::string> CheckRankFlags(BadInputEnv& env, const v1::Job& job,
     }
     int layers = 0;
     const absl::string_view rest =
-        absl::StripPrefix(warning, server::kAuditWarningPrefix);
+        absl::StripPrefix(warning, common::kAuditWarningPrefix);
     if (rest.size() != warning.size() &&
         absl::StrContains(warning, "(T < K)") &&
         absl::SimpleAtoi(rest.substr(0, rest.find(' ')), &layers)) {

@@ -11,6 +11,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/recipe_convert.h"
+#include "common/token_file.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/recipe/recipe.h"
@@ -19,7 +21,6 @@
 #include "server/auth.h"
 #include "server/data_dir_lock.h"
 #include "server/listen_address.h"
-#include "server/recipe_convert.h"
 #include "server/store/clock.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/task_plan.h"
@@ -40,7 +41,7 @@ TEST(RecipeConvertTest, UnspecifiedEnumsAndUnsetMessagesTakeDefaults) {
   proto.set_bits(4);
   proto.set_group_size(128);
   proto.add_ignore("lm_head");
-  auto recipe = RecipeFromProto(proto);
+  auto recipe = common::RecipeFromProto(proto);
   ASSERT_TRUE(recipe.ok()) << recipe.status();
   EXPECT_EQ(*recipe, Recipe());  // Exactly the struct's defaults.
 }
@@ -71,18 +72,18 @@ TEST(RecipeConvertTest, RoundTripsEveryField) {
   recipe.gates.min_top1_agreement = 0.9;
   recipe.format = OutputFormat::kCompressedTensors;
   ASSERT_TRUE(ValidateRecipe(recipe).ok()) << ValidateRecipe(recipe);
-  auto back = RecipeFromProto(RecipeToProto(recipe));
+  auto back = common::RecipeFromProto(common::RecipeToProto(recipe));
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(*back, recipe);
   EXPECT_EQ(RecipeToJson(*back), RecipeToJson(recipe));
 }
 
 TEST(RecipeConvertTest, ErrorsNameTheField) {
-  v1::Recipe proto = RecipeToProto(Recipe());
+  v1::Recipe proto = common::RecipeToProto(Recipe());
   proto.add_overrides()->set_match("x");
   proto.add_overrides()->set_bits(6);
   proto.mutable_overrides(1)->set_match("y");
-  auto recipe = RecipeFromProto(proto);
+  auto recipe = common::RecipeFromProto(proto);
   ASSERT_FALSE(recipe.ok());
   EXPECT_TRUE(absl::IsInvalidArgument(recipe.status()));
   // overrides[0] sets nothing: the first error.
@@ -90,15 +91,15 @@ TEST(RecipeConvertTest, ErrorsNameTheField) {
             std::string::npos)
       << recipe.status();
   proto.mutable_overrides(0)->set_keep_unquantized(true);
-  recipe = RecipeFromProto(proto);
+  recipe = common::RecipeFromProto(proto);
   ASSERT_FALSE(recipe.ok());
   EXPECT_NE(recipe.status().message().find("recipe.overrides[1].bits"),
             std::string::npos)
       << recipe.status();
 
-  proto = RecipeToProto(Recipe());
+  proto = common::RecipeToProto(Recipe());
   proto.set_grid(static_cast<v1::Grid>(9));
-  recipe = RecipeFromProto(proto);
+  recipe = common::RecipeFromProto(proto);
   ASSERT_FALSE(recipe.ok());
   EXPECT_NE(recipe.status().message().find("recipe.grid"), std::string::npos);
 }
@@ -147,7 +148,7 @@ TEST(AuthTest, TokenFilesKeepOneLineOfVisibleAscii) {
   const auto read = [&](const std::string& contents) {
     const std::string path = JoinPath(dir, "token");
     EXPECT_TRUE(WriteFileAtomically(path, contents).ok());
-    return ReadTokenFile(path, "--token_file");
+    return common::ReadTokenFile(path, "--token_file");
   };
   EXPECT_EQ(*read("0123456789abcdef\n"), "0123456789abcdef");
   EXPECT_EQ(*read("0123456789abcdef\r\n"), "0123456789abcdef");

@@ -19,6 +19,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/recipe_convert.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/recipe/recipe.h"
@@ -27,7 +28,6 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "quant/v1/service.grpc.pb.h"
-#include "server/recipe_convert.h"
 #include "tests/metrics/exposition_test_util.h"
 #include "tests/service/child_process.h"
 #include "tests/support/quantctl_runner.h"
@@ -138,7 +138,7 @@ TEST(PrometheusE2eTest, ScrapedSeriesMatchTheReportAndExpire) {
   ASSERT_TRUE(recipe.ok()) << recipe.status();
   v1::CreateJobRequest request;
   request.set_checkpoint_uri("file://" + checkpoint);
-  *request.mutable_recipe() = server::RecipeToProto(*recipe);
+  *request.mutable_recipe() = common::RecipeToProto(*recipe);
   request.mutable_calibration()->mutable_uri()->set_uri("file://" +
                                                         calibration);
   request.mutable_calibration()->mutable_uri()->set_sha256(

@@ -12,13 +12,13 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/recipe_convert.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/pipeline/local_pipeline.h"
 #include "core/recipe/recipe.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "server/recipe_convert.h"
 #include "server/store/clock.h"
 #include "server/store/sqlite_job_store.h"
 #include "tests/support/test_env.h"
@@ -211,7 +211,7 @@ absl::StatusOr<v1::CreateJobRequest> ServiceHarness::RecipeRequest(
   if (!sha.ok()) return sha.status();
   v1::CreateJobRequest request;
   request.set_checkpoint_uri("file://" + CheckpointDir());
-  *request.mutable_recipe() = server::RecipeToProto(recipe);
+  *request.mutable_recipe() = common::RecipeToProto(recipe);
   request.mutable_calibration()->mutable_uri()->set_uri("file://" +
                                                         CalibrationPath());
   request.mutable_calibration()->mutable_uri()->set_sha256(*sha);

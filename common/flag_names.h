@@ -1,15 +1,15 @@
 // Lets quantd and quant-worker take flags written with dashes, as their
 // documentation shows them (--data-dir), while absl flags are declared with
 // underscores (--data_dir). Only the name before "=" changes.
-#ifndef QUANT_SERVER_FLAG_NAMES_H_
-#define QUANT_SERVER_FLAG_NAMES_H_
+#ifndef QUANT_COMMON_FLAG_NAMES_H_
+#define QUANT_COMMON_FLAG_NAMES_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/strings/string_view.h"
 
-namespace quant::server {
+namespace quant::common {
 
 // "--data-dir=/x" -> "--data_dir=/x"; argv[0], values and everything after
 // a bare "--" are left as they are.
@@ -25,6 +25,6 @@ void ListFlagsOfMainFile(absl::string_view program);
 // or --help, as it does), after ListFlagsOfMainFile(argv[0]).
 void ParseCommandLineAcceptingDashes(int argc, char** argv);
 
-}  // namespace quant::server
+}  // namespace quant::common
 
-#endif  // QUANT_SERVER_FLAG_NAMES_H_
+#endif  // QUANT_COMMON_FLAG_NAMES_H_

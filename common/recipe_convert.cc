@@ -1,5 +1,5 @@
 // quant.v1.Recipe <-> quant::Recipe, field by field.
-#include "server/recipe_convert.h"
+#include "common/recipe_convert.h"
 
 #include <optional>
 #include <string>
@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/recipe/recipe_validation.h"
 
-namespace quant::server {
+namespace quant::common {
 namespace {
 
 absl::Status UnknownEnum(const std::string& field, int value) {
@@ -277,4 +277,4 @@ v1::Recipe RecipeToProto(const Recipe& recipe) {
   return proto;
 }
 
-}  // namespace quant::server
+}  // namespace quant::common

@@ -1,5 +1,5 @@
 // NormalizeFlagNames: dashes to underscores in flag names.
-#include "server/flag_names.h"
+#include "common/flag_names.h"
 
 #include <algorithm>
 
@@ -8,7 +8,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
-namespace quant::server {
+namespace quant::common {
 
 std::vector<std::string> NormalizeFlagNames(std::vector<std::string> args) {
   for (size_t i = 1; i < args.size(); ++i) {
@@ -45,4 +45,4 @@ void ParseCommandLineAcceptingDashes(int argc, char** argv) {
   absl::ParseCommandLine(static_cast<int>(args.size()), args.data());
 }
 
-}  // namespace quant::server
+}  // namespace quant::common

@@ -9,20 +9,20 @@
 //
 // Errors (InvalidArgument) name the field with a "recipe." prefix, e.g.
 // "recipe.overrides[1].bits: 5 is not supported (2, 3, 4, 8)".
-#ifndef QUANT_SERVER_RECIPE_CONVERT_H_
-#define QUANT_SERVER_RECIPE_CONVERT_H_
+#ifndef QUANT_COMMON_RECIPE_CONVERT_H_
+#define QUANT_COMMON_RECIPE_CONVERT_H_
 
 #include "absl/status/statusor.h"
 #include "core/recipe/recipe.h"
 #include "quant/v1/recipe.pb.h"
 
-namespace quant::server {
+namespace quant::common {
 
 // Converts and validates (ValidateRecipe).
 absl::StatusOr<Recipe> RecipeFromProto(const v1::Recipe& proto);
 
 v1::Recipe RecipeToProto(const Recipe& recipe);
 
-}  // namespace quant::server
+}  // namespace quant::common
 
-#endif  // QUANT_SERVER_RECIPE_CONVERT_H_
+#endif  // QUANT_COMMON_RECIPE_CONVERT_H_
