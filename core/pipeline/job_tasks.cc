@@ -14,10 +14,18 @@
 #include "core/forward/block_weights.h"
 #include "core/forward/rope.h"
 #include "core/model/linear_layers.h"
+#include "core/pipeline/internal/job_inputs.h"
 #include "core/pipeline/task_io.h"
 
 namespace quant {
 namespace {
+
+using pipeline_internal::BlockStateBytes;
+using pipeline_internal::EmbedEnteringStates;
+using pipeline_internal::JobInputs;
+using pipeline_internal::LoadCheckedBlock;
+using pipeline_internal::OpenJobInputs;
+using pipeline_internal::OpenLeavingStates;
 
 void Stage(const TaskControl& control, const std::string& what) {
   if (control.on_stage) control.on_stage(what);
@@ -150,143 +158,52 @@ absl::Status EnteringStates(const JobTaskContext& context,
 
 }  // namespace
 
-int64_t BlockStateBytes(const JobInputs& inputs) {
-  const int64_t hidden = inputs.checkpoint->config().hidden_size;
-  const TokenWindows& cal = inputs.split.calibration;
-  const TokenWindows& held = inputs.split.heldout;
-  return HiddenStateBytes(static_cast<int64_t>(cal.lengths.size()), cal.seq_len,
-                          hidden) +
-         HiddenStateBytes(static_cast<int64_t>(held.lengths.size()),
-                          held.seq_len, hidden);
-}
-
-absl::StatusOr<std::unique_ptr<HiddenStateSource>> OpenHiddenStates(
-    const std::string& path, bool chunked) {
-  if (chunked) {
-    QUANT_ASSIGN_OR_RETURN(std::unique_ptr<HiddenStateFile> file,
-                           HiddenStateFile::Open(path));
-    return std::unique_ptr<HiddenStateSource>(std::move(file));
-  }
-  QUANT_ASSIGN_OR_RETURN(HiddenStates states, ReadHiddenStates(path));
-  return std::unique_ptr<HiddenStateSource>(
-      std::make_unique<OwnedHiddenStateSource>(std::move(states)));
-}
-
-absl::Status OpenLeavingStates(const std::string& dir, int block, bool chunked,
-                               std::unique_ptr<HiddenStateSource>* calibration,
-                               std::unique_ptr<HiddenStateSource>* heldout) {
-  const std::string prefix = BlockOutputPrefix(dir, block);
-  QUANT_ASSIGN_OR_RETURN(
-      *calibration, OpenHiddenStates(prefix + ".cal.safetensors", chunked));
-  QUANT_ASSIGN_OR_RETURN(
-      *heldout, OpenHiddenStates(prefix + ".heldout.safetensors", chunked));
-  return absl::OkStatus();
-}
-
-absl::Status EmbedEnteringStates(
-    const JobInputs& inputs, const std::string& calibration_spill,
-    const std::string& heldout_spill, FileSystem* fs,
-    std::unique_ptr<HiddenStateSource>* calibration,
-    std::unique_ptr<HiddenStateSource>* heldout) {
-  const Checkpoint& checkpoint = *inputs.checkpoint;
-  const std::string name = "model.embed_tokens.weight";
-  QUANT_RETURN_IF_ERROR(checkpoint.CheckFinite(name));
-  QUANT_ASSIGN_OR_RETURN(const RowMatrixF table, ReadMatrix(checkpoint, name));
-  auto embed = [&](const TokenWindows& windows, const std::string& spill) {
-    return ProduceHiddenStates(
-        windows.seq_len, windows.lengths, table.cols(),
-        [&](SequenceRange chunk) -> absl::StatusOr<RowMatrixF> {
-          std::vector<int32_t> ids;
-          for (int64_t i = chunk.first; i < chunk.first + chunk.count; ++i) {
-            const std::vector<int32_t>& sequence = windows.sequences[i];
-            ids.insert(ids.end(), sequence.begin(), sequence.end());
-          }
-          return EmbedTokens(table, ids);
-        },
-        spill, kDefaultChunkTokens, fs);
-  };
-  QUANT_ASSIGN_OR_RETURN(*calibration,
-                         embed(inputs.split.calibration, calibration_spill));
-  QUANT_ASSIGN_OR_RETURN(*heldout, embed(inputs.split.heldout, heldout_spill));
-  return absl::OkStatus();
-}
-
-absl::StatusOr<BlockWeights> LoadCheckedBlock(const Checkpoint& checkpoint,
-                                              int block) {
-  for (const auto& [name, dtype] : BlockDTypes(checkpoint, block)) {
-    QUANT_RETURN_IF_ERROR(checkpoint.CheckFinite(name));
-  }
-  return LoadBlockWeights(checkpoint, block);
-}
-
-std::map<std::string, DType> BlockDTypes(const Checkpoint& checkpoint,
-                                         int block) {
-  std::map<std::string, DType> dtypes;
-  const std::string prefix = BlockPrefix(block);
-  for (const ExpectedTensor& t : checkpoint.expected_tensors()) {
-    if (t.name.compare(0, prefix.size(), prefix) != 0) continue;
-    dtypes[t.name] = checkpoint.tensors().Find(t.name).info->dtype;
-  }
-  return dtypes;
-}
-
-absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
-                                        const TaskControl& control,
-                                        ModelLoading loading) {
-  JobInputs inputs;
-  const bool whole = loading == ModelLoading::kWholeModel;
-  Stage(control, whole ? "opening the checkpoint and checking every weight "
-                         "is finite"
-                       : "opening the checkpoint");
-  CheckpointOptions open_options;
-  open_options.check_finite = whole;
-  QUANT_ASSIGN_OR_RETURN(
-      inputs.checkpoint,
-      Checkpoint::Open(context.checkpoint_dir, open_options));
-  QUANT_ASSIGN_OR_RETURN(
-      inputs.plan,
-      PlanQuantization(inputs.checkpoint->config(), context.recipe));
-
-  Stage(control, "tokenizing the calibration set");
-  inputs.tokenizer_dir = context.tokenizer_dir.empty() ? context.checkpoint_dir
-                                                       : context.tokenizer_dir;
-  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
-                         Tokenizer::LoadFromDirectory(inputs.tokenizer_dir));
-  QUANT_ASSIGN_OR_RETURN(CalibrationFile file,
-                         LoadCalibrationFile(context.calibration_path));
-  QUANT_ASSIGN_OR_RETURN(
-      inputs.split,
-      BuildCalibrationSplit(file, *tokenizer,
-                            SplitOptionsFromRecipe(context.recipe)));
-
-  if (whole) {
-    Stage(control, "loading the model");
-    QUANT_ASSIGN_OR_RETURN(inputs.model, LlamaModel::Load(*inputs.checkpoint));
-  }
-  return inputs;
-}
-
-BlockTaskInput MakeBlockTaskInput(const JobInputs& inputs, const Recipe& recipe,
-                                  int block, BlockWeights weights,
-                                  HiddenStates calibration,
-                                  HiddenStates heldout) {
-  BlockTaskInput input;
-  input.config = &inputs.checkpoint->config();
-  input.recipe = &recipe;
-  input.weights = std::move(weights);
-  input.settings = inputs.plan.blocks[block];
-  input.stored_dtypes = BlockDTypes(*inputs.checkpoint, block);
-  input.calibration = std::move(calibration);
-  input.heldout = std::move(heldout);
-  return input;
-}
-
 absl::Status RunBlockJobTask(const JobTaskContext& context, int block,
                              const std::string& attempt_dir,
                              const TaskControl& control) {
-  QUANT_ASSIGN_OR_RETURN(
-      JobInputs inputs,
-      OpenJobInputs(context, control, ModelLoading::kCheckpointOnly));
+  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
+                         OpenJobInputs(context, control));
+  return RunBlockJobTaskOnInputs(context, inputs, block, attempt_dir, control);
+}
+
+absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
+    const JobTaskContext& context, const std::string& artifact_dir,
+    int64_t max_shard_bytes, const TaskControl& control) {
+  const std::string manifest_path = JoinPath(artifact_dir, "manifest.json");
+  const std::string published_audit = JoinPath(artifact_dir, "audit.json");
+  if (FileExists(manifest_path) && FileExists(published_audit)) {
+    // Published by an earlier attempt of this task, or by another job whose
+    // id this one reuses: only the first may be reported.
+    FinalizeJobResult result;
+    QUANT_ASSIGN_OR_RETURN(std::string manifest_text,
+                           ReadFileToString(manifest_path));
+    result.manifest = nlohmann::json::parse(manifest_text, nullptr, false);
+    if (!context.job_id.empty()) {
+      QUANT_RETURN_IF_ERROR(CheckManifestNamesJob(
+          result.manifest, manifest_path, context.job_id, context.recipe));
+    }
+    QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(published_audit));
+    result.audit = nlohmann::json::parse(text, nullptr, false);
+    if (!result.audit.is_object() || !result.audit.contains("verdict")) {
+      return absl::DataLossError(
+          absl::StrCat(published_audit, ": not an audit this tool wrote"));
+    }
+    result.passed = result.audit["verdict"] == "PASS";
+    result.already_done = true;
+    return result;
+  }
+  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
+                         OpenJobInputs(context, control));
+  return RunFinalizeJobTaskOnInputs(context, inputs, artifact_dir,
+                                    max_shard_bytes, control);
+}
+
+namespace pipeline_internal {
+
+absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
+                                     const JobInputs& inputs, int block,
+                                     const std::string& attempt_dir,
+                                     const TaskControl& control) {
   const int blocks = inputs.checkpoint->config().num_hidden_layers;
   if (block < 0 || block >= blocks) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -314,8 +231,8 @@ absl::Status RunBlockJobTask(const JobTaskContext& context, int block,
                                        &calibration, &heldout));
   QUANT_ASSIGN_OR_RETURN(BlockWeights weights,
                          LoadCheckedBlock(*inputs.checkpoint, block));
-  BlockTaskInput input = MakeBlockTaskInput(inputs, context.recipe, block,
-                                            std::move(weights), {}, {});
+  BlockTaskInput input =
+      MakeBlockTaskInput(inputs, context.recipe, block, std::move(weights));
   input.calibration_source = calibration.get();
   input.heldout_source = heldout.get();
   input.threads = context.threads;
@@ -349,38 +266,10 @@ absl::Status RunBlockJobTask(const JobTaskContext& context, int block,
                             context.file_system);
 }
 
-absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
-    const JobTaskContext& context, const std::string& artifact_dir,
-    int64_t max_shard_bytes, const TaskControl& control) {
-  FinalizeJobResult result;
-  const std::string published_audit = JoinPath(artifact_dir, "audit.json");
-  if (FileExists(JoinPath(artifact_dir, "manifest.json")) &&
-      FileExists(published_audit)) {
-    // Published by an earlier attempt of this task, or by another job whose
-    // id this one reuses: only the first may be reported.
-    if (!context.job_id.empty()) {
-      const std::string manifest_path = JoinPath(artifact_dir, "manifest.json");
-      QUANT_ASSIGN_OR_RETURN(std::string manifest_text,
-                             ReadFileToString(manifest_path));
-      QUANT_RETURN_IF_ERROR(CheckManifestNamesJob(
-          nlohmann::json::parse(manifest_text, nullptr, false), manifest_path,
-          context.job_id, context.recipe));
-    }
-    QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(published_audit));
-    result.audit = nlohmann::json::parse(text, nullptr, false);
-    if (!result.audit.is_object() || !result.audit.contains("verdict")) {
-      return absl::DataLossError(
-          absl::StrCat(published_audit, ": not an audit this tool wrote"));
-    }
-    result.passed = result.audit["verdict"] == "PASS";
-    result.already_done = true;
-    return result;
-  }
-  // The gates read both checkpoints a block at a time; the block tasks
-  // checked every weight is finite.
-  QUANT_ASSIGN_OR_RETURN(
-      JobInputs inputs,
-      OpenJobInputs(context, control, ModelLoading::kCheckpointOnly));
+absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
+    const JobTaskContext& context, const JobInputs& inputs,
+    const std::string& artifact_dir, int64_t max_shard_bytes,
+    const TaskControl& control) {
   FinalizeInput finalize;
   const int blocks = inputs.checkpoint->config().num_hidden_layers;
   Stage(control, "reading every block's output");
@@ -401,14 +290,18 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
   finalize.out_dir = artifact_dir;
   finalize.job_id = context.job_id;
   finalize.max_shard_bytes = max_shard_bytes;
+  finalize.eval_batch_windows = context.eval_batch_windows;
   finalize.threads = context.threads;
   finalize.file_system = context.file_system;
   QUANT_ASSIGN_OR_RETURN(
       FinalizeOutput out,
       RunFinalizeTask(std::move(finalize), control.on_stage));
+  FinalizeJobResult result;
   result.passed = out.gates.passed;
   result.audit = std::move(out.audit);
+  result.manifest = std::move(out.manifest);
   return result;
 }
 
+}  // namespace pipeline_internal
 }  // namespace quant

@@ -5,9 +5,9 @@
 // (a lease that expired while its worker still ran) is harmless: both runs
 // write the same bytes and a reader sees one whole output.
 //
-// `quantctl quantize --local` runs the same pieces in one process
-// (local_pipeline.h), which is why the service's packed tensors equal the
-// local run's.
+// `quantctl quantize --local` runs these same tasks in one process
+// (local_pipeline.h: an in-process executor of the task plan), which is why
+// the service's packed tensors equal the local run's.
 #ifndef QUANT_CORE_PIPELINE_JOB_TASKS_H_
 #define QUANT_CORE_PIPELINE_JOB_TASKS_H_
 
@@ -15,20 +15,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "core/base/file_system.h"
-#include "core/calib/calibration_split.h"
-#include "core/forward/block_weights.h"
-#include "core/forward/llama_model.h"
-#include "core/model/checkpoint.h"
 #include "core/pipeline/block_task.h"
 #include "core/pipeline/finalize_task.h"
-#include "core/pipeline/quantization_plan.h"
 #include "core/recipe/recipe.h"
-#include "core/text/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {
@@ -65,6 +58,9 @@ struct JobTaskContext {
   // Threads a block task runs on (BlockTaskInput::threads); the published
   // bytes do not depend on it.
   int threads = 1;
+  // Held-out windows the finalize's gates evaluate at once
+  // (FinalizeInput::eval_batch_windows).
+  int eval_batch_windows = 8;
 };
 
 // How a running task reports and learns it should stop.
@@ -74,65 +70,6 @@ struct TaskControl {
   // Checked between layer groups; set: the task returns Cancelled.
   const std::atomic<bool>* cancelled = nullptr;
 };
-
-// A job's inputs, opened and checked: the checkpoint, the resolved
-// per-layer plan, the calibration split, and (kWholeModel) the float model
-// with every weight checked finite.
-struct JobInputs {
-  std::unique_ptr<Checkpoint> checkpoint;
-  QuantizationPlan plan;
-  std::string tokenizer_dir;
-  CalibrationSplit split;
-  std::unique_ptr<LlamaModel> model;  // Null for kCheckpointOnly.
-};
-enum class ModelLoading {
-  kWholeModel,
-  // The checkpoint stays memory-mapped and unchecked; a block task reads
-  // (and checks) only the blocks it runs, one at a time.
-  kCheckpointOnly,
-};
-absl::StatusOr<JobInputs> OpenJobInputs(
-    const JobTaskContext& context, const TaskControl& control,
-    ModelLoading loading = ModelLoading::kWholeModel);
-
-// Bytes of one block's calibration and held-out hidden states (what a
-// block task compares with max_activation_bytes).
-int64_t BlockStateBytes(const JobInputs& inputs);
-
-// A hidden-states file, read whole into memory or, `chunked`, a chunk at a
-// time from the file.
-absl::StatusOr<std::unique_ptr<HiddenStateSource>> OpenHiddenStates(
-    const std::string& path, bool chunked);
-// The hidden states leaving block `block`, from its output files in `dir`.
-absl::Status OpenLeavingStates(const std::string& dir, int block, bool chunked,
-                               std::unique_ptr<HiddenStateSource>* calibration,
-                               std::unique_ptr<HiddenStateSource>* heldout);
-
-// The windows' embeddings (the states entering block 0), a chunk at a time,
-// kept in memory or, where a spill path is given, written there through
-// `fs` and read back a chunk at a time. The embedding table is checked
-// finite and read only for this.
-absl::Status EmbedEnteringStates(
-    const JobInputs& inputs, const std::string& calibration_spill,
-    const std::string& heldout_spill, FileSystem* fs,
-    std::unique_ptr<HiddenStateSource>* calibration,
-    std::unique_ptr<HiddenStateSource>* heldout);
-
-// Block `block`'s weights in float32, after checking each of its tensors is
-// finite (the error names the tensor and the index).
-absl::StatusOr<BlockWeights> LoadCheckedBlock(const Checkpoint& checkpoint,
-                                              int block);
-
-// The stored dtype of each of block `block`'s tensors by full name.
-std::map<std::string, DType> BlockDTypes(const Checkpoint& checkpoint,
-                                         int block);
-
-// The block task's input for block `block` of `inputs` (its float
-// `weights`), with the hidden states entering it.
-BlockTaskInput MakeBlockTaskInput(const JobInputs& inputs, const Recipe& recipe,
-                                  int block, BlockWeights weights,
-                                  HiddenStates calibration,
-                                  HiddenStates heldout);
 
 // Block `block`: reads the hidden states entering it (sequential
 // propagation: block-1's published output; independent: the float model's,
@@ -146,6 +83,7 @@ absl::Status RunBlockJobTask(const JobTaskContext& context, int block,
 struct FinalizeJobResult {
   bool passed = false;        // The gate verdict.
   nlohmann::json audit;       // audit.json
+  nlohmann::json manifest;    // manifest.json
   bool already_done = false;  // An earlier attempt had published it.
 };
 

@@ -1,6 +1,7 @@
-// The whole job in one process: plan, calibration split, embeddings, every
-// block task in order, then the finalize task. `quantctl quantize --local`
-// runs this; the service runs the same tasks on workers.
+// The whole job in one process: an in-process executor of the task plan the
+// service runs on workers (job_tasks.h): every block task in order, then the
+// finalize task, through the same files. `quantctl quantize --local` runs
+// this, so a change to the task flow happens in one place.
 #ifndef QUANT_CORE_PIPELINE_LOCAL_PIPELINE_H_
 #define QUANT_CORE_PIPELINE_LOCAL_PIPELINE_H_
 
@@ -9,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/base/file_system.h"
 #include "core/pipeline/block_task.h"
 #include "core/pipeline/finalize_task.h"
 #include "core/pipeline/job_tasks.h"
@@ -25,20 +27,24 @@ struct LocalQuantizeOptions {
   Recipe recipe;
   int64_t max_shard_bytes = kDefaultMaxShardBytes;
   int eval_batch_windows = 8;
-  // When set, every block task's output goes through files in this
-  // directory (task_io.h), as it does between service workers, and a rerun
-  // with the same directory, source, recipe and calibration set resumes:
-  // blocks whose output is already there are read, not recomputed. A
-  // directory made for another job is refused.
+  // The job's work directory (task_io.h layout): every block task publishes
+  // its output there, as between service workers. When set, it is kept and
+  // a rerun with the same directory, source, recipe, calibration set and
+  // kernel level resumes: blocks whose output is already there are not
+  // recomputed. A directory made for another job is refused. Empty: a
+  // temporary folder beside out_dir, holding at most two blocks' hidden
+  // states at a time, removed at the end.
   std::string work_dir;
-  // Hidden states held in memory between blocks (calibration and held-out
-  // together). Larger ones stay in files (the work directory's block
-  // outputs, else a folder beside out_dir removed at the end) and are read
-  // a chunk at a time; the results are the same bytes either way.
+  // Hidden states a block task holds in memory (calibration and held-out
+  // together). Larger ones are spilled to files in the work directory and
+  // read a chunk at a time; the results are the same bytes either way.
   int64_t max_activation_bytes = kDefaultMaxActivationBytes;
   // Threads each block task runs on (BlockTaskInput::threads); the output
   // does not depend on it.
   int threads = 1;
+  // Every write of the run (work directory and output) goes through it
+  // (not owned, never null); tests inject storage faults here.
+  FileSystem* file_system = FileSystem::Default();
 };
 
 // Receives progress; every method has a default that ignores it.
@@ -60,7 +66,7 @@ struct LocalQuantizeResult {
   std::vector<std::string> warnings;
 };
 
-// Errors leave nothing at out_dir.
+// Errors leave nothing at out_dir (nor a temporary work directory).
 absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
     const LocalQuantizeOptions& options, PipelineObserver* observer = nullptr);
 

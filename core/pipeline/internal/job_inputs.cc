@@ -1,0 +1,138 @@
+// The steps of the block and finalize tasks; see job_inputs.h.
+#include "core/pipeline/internal/job_inputs.h"
+
+#include <utility>
+#include <vector>
+
+#include "core/base/status_macros.h"
+#include "core/calib/calibration_file.h"
+#include "core/forward/outer_weights.h"
+#include "core/model/linear_layers.h"
+#include "core/pipeline/task_io.h"
+#include "core/text/tokenizer.h"
+
+namespace quant {
+namespace pipeline_internal {
+
+int64_t BlockStateBytes(const JobInputs& inputs) {
+  const int64_t hidden = inputs.checkpoint->config().hidden_size;
+  const TokenWindows& cal = inputs.split.calibration;
+  const TokenWindows& held = inputs.split.heldout;
+  return HiddenStateBytes(static_cast<int64_t>(cal.lengths.size()), cal.seq_len,
+                          hidden) +
+         HiddenStateBytes(static_cast<int64_t>(held.lengths.size()),
+                          held.seq_len, hidden);
+}
+
+absl::StatusOr<std::unique_ptr<HiddenStateSource>> OpenHiddenStates(
+    const std::string& path, bool chunked) {
+  if (chunked) {
+    QUANT_ASSIGN_OR_RETURN(std::unique_ptr<HiddenStateFile> file,
+                           HiddenStateFile::Open(path));
+    return std::unique_ptr<HiddenStateSource>(std::move(file));
+  }
+  QUANT_ASSIGN_OR_RETURN(HiddenStates states, ReadHiddenStates(path));
+  return std::unique_ptr<HiddenStateSource>(
+      std::make_unique<OwnedHiddenStateSource>(std::move(states)));
+}
+
+absl::Status OpenLeavingStates(const std::string& dir, int block, bool chunked,
+                               std::unique_ptr<HiddenStateSource>* calibration,
+                               std::unique_ptr<HiddenStateSource>* heldout) {
+  const std::string prefix = BlockOutputPrefix(dir, block);
+  QUANT_ASSIGN_OR_RETURN(
+      *calibration, OpenHiddenStates(prefix + ".cal.safetensors", chunked));
+  QUANT_ASSIGN_OR_RETURN(
+      *heldout, OpenHiddenStates(prefix + ".heldout.safetensors", chunked));
+  return absl::OkStatus();
+}
+
+absl::Status EmbedEnteringStates(
+    const JobInputs& inputs, const std::string& calibration_spill,
+    const std::string& heldout_spill, FileSystem* fs,
+    std::unique_ptr<HiddenStateSource>* calibration,
+    std::unique_ptr<HiddenStateSource>* heldout) {
+  const Checkpoint& checkpoint = *inputs.checkpoint;
+  const std::string name = "model.embed_tokens.weight";
+  QUANT_RETURN_IF_ERROR(checkpoint.CheckFinite(name));
+  QUANT_ASSIGN_OR_RETURN(const RowMatrixF table, ReadMatrix(checkpoint, name));
+  auto embed = [&](const TokenWindows& windows, const std::string& spill) {
+    return ProduceHiddenStates(
+        windows.seq_len, windows.lengths, table.cols(),
+        [&](SequenceRange chunk) -> absl::StatusOr<RowMatrixF> {
+          std::vector<int32_t> ids;
+          for (int64_t i = chunk.first; i < chunk.first + chunk.count; ++i) {
+            const std::vector<int32_t>& sequence = windows.sequences[i];
+            ids.insert(ids.end(), sequence.begin(), sequence.end());
+          }
+          return EmbedTokens(table, ids);
+        },
+        spill, kDefaultChunkTokens, fs);
+  };
+  QUANT_ASSIGN_OR_RETURN(*calibration,
+                         embed(inputs.split.calibration, calibration_spill));
+  QUANT_ASSIGN_OR_RETURN(*heldout, embed(inputs.split.heldout, heldout_spill));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BlockWeights> LoadCheckedBlock(const Checkpoint& checkpoint,
+                                              int block) {
+  for (const auto& [name, dtype] : BlockDTypes(checkpoint, block)) {
+    QUANT_RETURN_IF_ERROR(checkpoint.CheckFinite(name));
+  }
+  return LoadBlockWeights(checkpoint, block);
+}
+
+std::map<std::string, DType> BlockDTypes(const Checkpoint& checkpoint,
+                                         int block) {
+  std::map<std::string, DType> dtypes;
+  const std::string prefix = BlockPrefix(block);
+  for (const ExpectedTensor& t : checkpoint.expected_tensors()) {
+    if (t.name.compare(0, prefix.size(), prefix) != 0) continue;
+    dtypes[t.name] = checkpoint.tensors().Find(t.name).info->dtype;
+  }
+  return dtypes;
+}
+
+absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
+                                        const TaskControl& control) {
+  JobInputs inputs;
+  if (control.on_stage) control.on_stage("opening the checkpoint");
+  CheckpointOptions open_options;
+  // The block tasks check the blocks they read; block 0's task checks
+  // every tensor, so a job fails at its first task.
+  open_options.check_finite = false;
+  QUANT_ASSIGN_OR_RETURN(
+      inputs.checkpoint,
+      Checkpoint::Open(context.checkpoint_dir, open_options));
+  QUANT_ASSIGN_OR_RETURN(
+      inputs.plan,
+      PlanQuantization(inputs.checkpoint->config(), context.recipe));
+
+  if (control.on_stage) control.on_stage("tokenizing the calibration set");
+  inputs.tokenizer_dir = context.tokenizer_dir.empty() ? context.checkpoint_dir
+                                                       : context.tokenizer_dir;
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                         Tokenizer::LoadFromDirectory(inputs.tokenizer_dir));
+  QUANT_ASSIGN_OR_RETURN(CalibrationFile file,
+                         LoadCalibrationFile(context.calibration_path));
+  QUANT_ASSIGN_OR_RETURN(
+      inputs.split,
+      BuildCalibrationSplit(file, *tokenizer,
+                            SplitOptionsFromRecipe(context.recipe)));
+  return inputs;
+}
+
+BlockTaskInput MakeBlockTaskInput(const JobInputs& inputs, const Recipe& recipe,
+                                  int block, BlockWeights weights) {
+  BlockTaskInput input;
+  input.config = &inputs.checkpoint->config();
+  input.recipe = &recipe;
+  input.weights = std::move(weights);
+  input.settings = inputs.plan.blocks[block];
+  input.stored_dtypes = BlockDTypes(*inputs.checkpoint, block);
+  return input;
+}
+
+}  // namespace pipeline_internal
+}  // namespace quant

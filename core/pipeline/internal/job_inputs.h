@@ -1,0 +1,92 @@
+// Internal to core/pipeline: the steps the block and finalize tasks
+// (job_tasks.h) are made of, and those tasks run on inputs already opened,
+// which the in-process executor (local_pipeline.h) uses to open a job's
+// inputs once for all of its tasks. Nothing outside core/pipeline includes
+// this header.
+#ifndef QUANT_CORE_PIPELINE_INTERNAL_JOB_INPUTS_H_
+#define QUANT_CORE_PIPELINE_INTERNAL_JOB_INPUTS_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "core/base/file_system.h"
+#include "core/calib/calibration_split.h"
+#include "core/forward/block_weights.h"
+#include "core/model/checkpoint.h"
+#include "core/pipeline/block_task.h"
+#include "core/pipeline/hidden_state_stream.h"
+#include "core/pipeline/job_tasks.h"
+#include "core/pipeline/quantization_plan.h"
+#include "core/recipe/recipe.h"
+
+namespace quant {
+namespace pipeline_internal {
+
+// A job's inputs, opened and checked: the checkpoint (memory-mapped; a
+// block task checks the blocks it reads), the resolved per-layer plan and
+// the calibration split.
+struct JobInputs {
+  std::unique_ptr<Checkpoint> checkpoint;
+  QuantizationPlan plan;
+  std::string tokenizer_dir;
+  CalibrationSplit split;
+};
+absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
+                                        const TaskControl& control);
+
+// Bytes of one block's calibration and held-out hidden states (what a
+// block task compares with max_activation_bytes).
+int64_t BlockStateBytes(const JobInputs& inputs);
+
+// A hidden-states file, read whole into memory or, `chunked`, a chunk at a
+// time from the file.
+absl::StatusOr<std::unique_ptr<HiddenStateSource>> OpenHiddenStates(
+    const std::string& path, bool chunked);
+// The hidden states leaving block `block`, from its output files in `dir`.
+absl::Status OpenLeavingStates(const std::string& dir, int block, bool chunked,
+                               std::unique_ptr<HiddenStateSource>* calibration,
+                               std::unique_ptr<HiddenStateSource>* heldout);
+
+// The windows' embeddings (the states entering block 0), a chunk at a time,
+// kept in memory or, where a spill path is given, written there through
+// `fs` and read back a chunk at a time. The embedding table is checked
+// finite and read only for this.
+absl::Status EmbedEnteringStates(
+    const JobInputs& inputs, const std::string& calibration_spill,
+    const std::string& heldout_spill, FileSystem* fs,
+    std::unique_ptr<HiddenStateSource>* calibration,
+    std::unique_ptr<HiddenStateSource>* heldout);
+
+// Block `block`'s weights in float32, after checking each of its tensors is
+// finite (the error names the tensor and the index).
+absl::StatusOr<BlockWeights> LoadCheckedBlock(const Checkpoint& checkpoint,
+                                              int block);
+
+// The stored dtype of each of block `block`'s tensors by full name.
+std::map<std::string, DType> BlockDTypes(const Checkpoint& checkpoint,
+                                         int block);
+
+// The block task's input for block `block` of `inputs` (its float
+// `weights`); the hidden states entering it are set by the caller.
+BlockTaskInput MakeBlockTaskInput(const JobInputs& inputs, const Recipe& recipe,
+                                  int block, BlockWeights weights);
+
+// RunBlockJobTask and RunFinalizeJobTask (job_tasks.h) on `inputs` opened
+// for `context` by OpenJobInputs. The finalize here always assembles: it
+// does not look for a checkpoint an earlier attempt published.
+absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
+                                     const JobInputs& inputs, int block,
+                                     const std::string& attempt_dir,
+                                     const TaskControl& control);
+absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
+    const JobTaskContext& context, const JobInputs& inputs,
+    const std::string& artifact_dir, int64_t max_shard_bytes,
+    const TaskControl& control);
+
+}  // namespace pipeline_internal
+}  // namespace quant
+
+#endif  // QUANT_CORE_PIPELINE_INTERNAL_JOB_INPUTS_H_

@@ -1,0 +1,163 @@
+// `quantize --local` (local_pipeline.h) under injected storage faults: the
+// in-process executor runs the service's block and finalize tasks, so a
+// fault in any of them surfaces the same way as on a worker. A run fails
+// with an error naming the path and the cause, leaves no checkpoint and no
+// temporary work directory, and a rerun with the same work directory
+// resumes from the failed block with the bytes of an undisturbed run.
+#include <cerrno>
+#include <string>
+#include <vector>
+
+#include "core/base/directory_util.h"
+#include "core/base/file_util.h"
+#include "core/pipeline/local_pipeline.h"
+#include "core/pipeline/task_io.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/pipeline/pipeline_fixture.h"
+#include "tests/support/fault_injecting_file_system.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using ::quant::testing::DirectoryEntries;
+using ::quant::testing::FaultInjectingFileSystem;
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+std::string ReadOrEmpty(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFileToString(path);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? *bytes : "";
+}
+
+class CountingObserver : public PipelineObserver {
+ public:
+  void OnBlockStart(int, int) override { ++computed; }
+  void OnBlockResumed(int, int) override { ++resumed; }
+  int computed = 0;
+  int resumed = 0;
+};
+
+class LocalRunFaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QUANT_REQUIRE_SHARED(testing::Stories260KDir());
+    QUANT_REQUIRE_SHARED(testing::TinyStoriesPath());
+    temp_ = testing::MakeTempDir();
+    out_parent_ = temp_ + "/out";
+    ASSERT_TRUE(MakeDirectory(out_parent_).ok());
+  }
+
+  LocalQuantizeOptions Options(const std::string& name, FileSystem* fs) {
+    LocalQuantizeOptions options;
+    options.checkpoint_dir = testing::Stories260KDir();
+    options.calibration_path = testing::TinyStoriesPath();
+    options.out_dir = out_parent_ + "/" + name;
+    options.recipe = testing::SmallRecipe(QuantMethod::kGptq, 0,
+                                          OutputFormat::kCompressedTensors,
+                                          Propagation::kSequential);
+    options.file_system = fs;
+    return options;
+  }
+
+  // An undisturbed run's model.safetensors (its output then removed, so
+  // that out_parent_ holds only what the faulted runs leave).
+  std::string ReferenceWeights() {
+    const LocalQuantizeOptions options =
+        Options("reference", FileSystem::Default());
+    auto done = RunLocalQuantization(options);
+    EXPECT_TRUE(done.ok()) << done.status();
+    const std::string weights =
+        ReadOrEmpty(options.out_dir + "/model.safetensors");
+    EXPECT_TRUE(RemoveTree(options.out_dir).ok());
+    return weights;
+  }
+
+  std::string temp_;
+  std::string out_parent_;
+};
+
+TEST_F(LocalRunFaultTest, FailedBlockPublishStopsTheRunAndARerunResumes) {
+  const std::string weights = ReferenceWeights();
+  ASSERT_GT(weights.size(), 1000u);
+
+  // Block 2's layer results (the last file its publish moves) find no room.
+  const std::string work = temp_ + "/work";
+  FaultInjectingFileSystem fs;
+  fs.FailRenamesTo(BlockOutputPrefix(work, 2) + ".layers.json", ENOSPC);
+  LocalQuantizeOptions options = Options("checkpoint", &fs);
+  options.work_dir = work;
+  CountingObserver first;
+  auto failed = RunLocalQuantization(options, &first);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(failed.status())) << failed.status();
+  EXPECT_THAT(failed.status().message(), HasSubstr("publishing block 2"));
+  EXPECT_EQ(fs.faults_injected(), 1);
+  EXPECT_EQ(first.computed, 3);
+  EXPECT_FALSE(FileExists(options.out_dir));
+  EXPECT_TRUE(DirectoryEntries(out_parent_).empty())
+      << ::testing::PrintToString(DirectoryEntries(out_parent_));
+  EXPECT_FALSE(FileExists(BlockOutputPrefix(work, 2) + ".layers.json"));
+
+  // On a healthy disk the same work directory resumes at block 2.
+  options.file_system = FileSystem::Default();
+  CountingObserver second;
+  auto resumed = RunLocalQuantization(options, &second);
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_EQ(second.resumed, 2);
+  EXPECT_EQ(second.computed, 3);
+  EXPECT_TRUE(ReadOrEmpty(options.out_dir + "/model.safetensors") == weights)
+      << "the resumed run's model.safetensors differs from an undisturbed "
+         "run's";
+}
+
+TEST_F(LocalRunFaultTest, DiskFullInABlockTaskLeavesNoTemporaryWorkDirectory) {
+  const std::string weights = ReferenceWeights();
+
+  // Fills during the first block's output, inside the temporary work
+  // directory beside the output.
+  FaultInjectingFileSystem fs;
+  fs.SetDiskFullAfter(1000);
+  const LocalQuantizeOptions options = Options("checkpoint", &fs);
+  auto failed = RunLocalQuantization(options);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsResourceExhausted(failed.status())) << failed.status();
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr(options.out_dir + ".activations-"));
+  EXPECT_THAT(failed.status().message(), HasSubstr("No space left on device"));
+  EXPECT_EQ(fs.faults_injected(), 1);
+  EXPECT_TRUE(DirectoryEntries(out_parent_).empty())
+      << ::testing::PrintToString(DirectoryEntries(out_parent_));
+
+  auto rerun = RunLocalQuantization(Options("checkpoint", FileSystem::Default()));
+  ASSERT_TRUE(rerun.ok()) << rerun.status();
+  EXPECT_TRUE(ReadOrEmpty(options.out_dir + "/model.safetensors") == weights);
+}
+
+TEST_F(LocalRunFaultTest, FailedRenameOfTheCheckpointLeavesNothing) {
+  const std::string weights = ReferenceWeights();
+
+  // The finalize's last step: every block done, the checkpoint written and
+  // evaluated, its rename to the output's name fails.
+  FaultInjectingFileSystem fs;
+  const LocalQuantizeOptions options = Options("checkpoint", &fs);
+  fs.FailRenamesTo(options.out_dir, EIO);
+  auto failed = RunLocalQuantization(options);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsInternal(failed.status())) << failed.status();
+  EXPECT_THAT(failed.status().message(), HasSubstr("cannot rename"));
+  EXPECT_EQ(fs.faults_injected(), 1);
+  EXPECT_TRUE(DirectoryEntries(out_parent_).empty())
+      << ::testing::PrintToString(DirectoryEntries(out_parent_));
+
+  fs.ClearFaults();
+  auto rerun = RunLocalQuantization(options);
+  ASSERT_TRUE(rerun.ok()) << rerun.status();
+  EXPECT_THAT(DirectoryEntries(out_parent_), ElementsAre("checkpoint"));
+  EXPECT_TRUE(ReadOrEmpty(options.out_dir + "/model.safetensors") == weights);
+}
+
+}  // namespace
+}  // namespace quant
