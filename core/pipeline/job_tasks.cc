@@ -219,8 +219,10 @@ absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
     absl::Status made = MakeDirectory(attempt_dir, context.file_system);
     if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
   }
-  Stage(control,
-        absl::StrCat("computing the hidden states entering block ", block));
+  if (control.announce_block_steps) {
+    Stage(control,
+          absl::StrCat("computing the hidden states entering block ", block));
+  }
   StatePlacement placement(context, attempt_dir, BlockStateBytes(inputs));
   if (placement.spill()) {
     Stage(control, DescribeSpill(BlockStateBytes(inputs),
@@ -257,7 +259,9 @@ absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
   input.calibration_sink = calibration_out.get();
   input.heldout_sink = heldout_out.get();
   input.cancelled = control.cancelled;
-  Stage(control, absl::StrCat("quantizing block ", block));
+  if (control.announce_block_steps) {
+    Stage(control, absl::StrCat("quantizing block ", block));
+  }
   QUANT_ASSIGN_OR_RETURN(BlockTaskOutput output,
                          RunBlockTask(input, control.on_layer));
   QUANT_RETURN_IF_ERROR(

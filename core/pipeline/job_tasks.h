@@ -69,6 +69,10 @@ struct TaskControl {
   std::function<void(const LayerResult&)> on_layer;
   // Checked between layer groups; set: the task returns Cancelled.
   const std::atomic<bool>* cancelled = nullptr;
+  // Whether a block task reports its two steps ("computing the hidden
+  // states entering block N", "quantizing block N"); off where the caller
+  // announces each block itself (the local executor's progress lines).
+  bool announce_block_steps = true;
 };
 
 // Block `block`: reads the hidden states entering it (sequential

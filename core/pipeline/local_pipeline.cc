@@ -162,6 +162,8 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
   TaskControl control;
   control.on_stage = [&](const std::string& what) { stages.Report(what); };
   control.on_layer = [&](const LayerResult& l) { obs.OnLayer(l); };
+  // The observer hears of each block (OnBlockStart, OnBlockDone).
+  control.announce_block_steps = false;
 
   // Opened once for every task; a bad recipe or calibration set fails here,
   // before anything is written.

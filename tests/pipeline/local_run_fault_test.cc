@@ -131,7 +131,8 @@ TEST_F(LocalRunFaultTest, DiskFullInABlockTaskLeavesNoTemporaryWorkDirectory) {
   EXPECT_TRUE(DirectoryEntries(out_parent_).empty())
       << ::testing::PrintToString(DirectoryEntries(out_parent_));
 
-  auto rerun = RunLocalQuantization(Options("checkpoint", FileSystem::Default()));
+  auto rerun =
+      RunLocalQuantization(Options("checkpoint", FileSystem::Default()));
   ASSERT_TRUE(rerun.ok()) << rerun.status();
   EXPECT_TRUE(ReadOrEmpty(options.out_dir + "/model.safetensors") == weights);
 }
