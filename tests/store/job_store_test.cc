@@ -4,7 +4,6 @@
 // retrying a failed job, events, restart from the same file, schema
 // migration, bad files, and two connections leasing concurrently.
 #include <atomic>
-#include <chrono>
 #include <fstream>
 #include <memory>
 #include <set>
@@ -830,21 +829,28 @@ TEST(JobStoreConcurrencyTest, TwoConnectionsNeverLeaseTheSameTaskTwice) {
     std::vector<std::string> leased;
     absl::Status error;
   };
-  std::atomic<int> ready{0};
-  auto worker = [&ready](SqliteJobStore* store, std::string name,
-                         Result* result) {
-    // Start together; pause between leases (outside any transaction) so the
-    // other connection gets the write lock and the two really interleave.
-    ready.fetch_add(1);
-    while (ready.load() < 2) std::this_thread::yield();
-    for (int i = 0; i < 1000; ++i) {
-      std::this_thread::sleep_for(std::chrono::microseconds(500));
+  // The two connections lease in rounds: both call LeaseTask at once, and
+  // neither starts its next round before the other has finished this one.
+  // Free-running loops let one connection starve the other (SQLite's busy
+  // handler sleeps in growing steps and can miss every short gap between the
+  // other's transactions on a loaded machine), which tests nothing and can
+  // exhaust the busy timeout.
+  std::atomic<int> rounds_done[2] = {0, 0};
+  std::atomic<bool> finished[2] = {false, false};
+  auto worker = [&rounds_done, &finished](SqliteJobStore* store, int me,
+                                          Result* result) {
+    const int other = 1 - me;
+    const std::string name = me == 0 ? "a" : "b";
+    for (int round = 0; round < 1000; ++round) {
+      while (rounds_done[other].load() < round && !finished[other].load()) {
+        std::this_thread::yield();
+      }
       auto lease = store->LeaseTask(name, 600'000);
       if (!lease.ok()) {
         result->error = lease.status();
-        return;
+        break;
       }
-      if (!lease->has_value()) return;
+      if (!lease->has_value()) break;
       const Lease& got = **lease;
       result->leased.push_back(
           absl::StrCat(got.task.job_id, "/", got.task.index));
@@ -852,13 +858,15 @@ TEST(JobStoreConcurrencyTest, TwoConnectionsNeverLeaseTheSameTaskTwice) {
           store->CompleteTask(got.lease_id, "out").status();
       if (!done.ok()) {
         result->error = done;
-        return;
+        break;
       }
+      rounds_done[me].store(round + 1);
     }
+    finished[me].store(true);
   };
   Result ra, rb;
-  std::thread ta(worker, a->get(), "a", &ra);
-  std::thread tb(worker, b->get(), "b", &rb);
+  std::thread ta(worker, a->get(), 0, &ra);
+  std::thread tb(worker, b->get(), 1, &rb);
   ta.join();
   tb.join();
   ASSERT_TRUE(ra.error.ok()) << ra.error;
