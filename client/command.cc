@@ -2,12 +2,14 @@
 #include "client/command.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/flags/reflection.h"
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/flag_names.h"
 
 namespace quant {
 namespace {
@@ -250,6 +252,25 @@ int RunCommandLine(int argc, const char* const* argv,
   }
   err << kProgram << " " << command->name << ": " << status.message() << "\n";
   return IsGateFailedError(status) ? kExitGateFailed : kExitError;
+}
+
+std::vector<std::string> NormalizeDashedFlagNames(
+    int argc, const char* const* argv, const std::vector<Command>& commands) {
+  std::vector<std::string> args(argv, argv + argc);
+  if (argc < 2) return args;
+  const Command* command = FindCommand(commands, args[1]);
+  if (command == nullptr) return args;
+  return common::NormalizeFlagNames(
+      std::move(args), 2, [command](absl::string_view name) {
+        for (const absl::CommandLineFlag* flag : command->flags) {
+          if (flag->Name() == name ||
+              (flag->IsOfType<bool>() &&
+               absl::StrCat("no", flag->Name()) == name)) {
+            return true;
+          }
+        }
+        return false;
+      });
 }
 
 }  // namespace quant

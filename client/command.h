@@ -69,6 +69,14 @@ int RunCommandLine(int argc, const char* const* argv,
                    const std::vector<Command>& commands, std::ostream& out,
                    std::ostream& err);
 
+// absl flags accept only the spelling they were defined with
+// (--act_order); this rewrites "--act-order[=v]" to "--act_order[=v]" for
+// every argument whose name, with '-' read as '_', names a flag of the
+// command in argv[1] (or its --no form). Other arguments are returned
+// unchanged, so an unknown flag is reported as the user spelled it.
+std::vector<std::string> NormalizeDashedFlagNames(
+    int argc, const char* const* argv, const std::vector<Command>& commands);
+
 // The texts of `quantctl --help` and `quantctl CMD --help`.
 std::string ProgramHelp(const std::vector<Command>& commands);
 std::string CommandHelp(const Command& command);

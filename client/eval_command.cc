@@ -228,17 +228,8 @@ std::function<void(int, int)> ProgressLine() {
   };
 }
 
-absl::Status RunEval(const CommandInvocation& invocation) {
-  QUANT_RETURN_IF_ERROR(ApplyIsaFlag());
-  const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint);
-  const std::string text_path = absl::GetFlag(FLAGS_text);
-  const std::string reference_dir = absl::GetFlag(FLAGS_reference);
-  if (checkpoint_dir.empty()) {
-    return UsageError("--checkpoint DIR is required");
-  }
-  if (text_path.empty()) {
-    return UsageError("--text FILE is required");
-  }
+// The evaluation options from the flags; usage errors name the flag.
+absl::StatusOr<TextEvaluationOptions> EvaluationOptionsFromFlags() {
   TextEvaluationOptions options;
   options.seq_len = absl::GetFlag(FLAGS_seq_len);
   options.max_documents = absl::GetFlag(FLAGS_max_documents);
@@ -265,25 +256,27 @@ absl::Status RunEval(const CommandInvocation& invocation) {
     return UsageError(absl::StrCat("--max_windows must not be negative, got ",
                                    options.max_windows));
   }
-  const int max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
-  if (max_new_tokens < 1) {
-    return UsageError(absl::StrCat("--max_new_tokens must be positive, got ",
-                                   max_new_tokens));
-  }
-  QUANT_ASSIGN_OR_RETURN(const std::vector<std::string> prompts, Prompts());
-  options.progress = ProgressLine();
-  const std::string heldout_of = absl::GetFlag(FLAGS_heldout_of);
-  if (!heldout_of.empty() &&
+  if (!absl::GetFlag(FLAGS_heldout_of).empty() &&
       (options.max_documents != 0 || options.max_windows != 0)) {
     return UsageError(
         "--max_documents and --max_windows do not apply with --heldout_of "
         "(the job's split decides the windows)");
   }
+  options.progress = ProgressLine();
+  return options;
+}
 
-  // The cheap checks first, so that a bad file or directory fails before
-  // any weight is read.
-  QUANT_ASSIGN_OR_RETURN(const CalibrationFile file,
-                         LoadCalibrationFile(text_path));
+// The checkpoint (and reference) loaded for evaluation, with the
+// checkpoint's tokenizer.
+struct EvaluatedModels {
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<LlamaModel> reference;  // Null without --reference.
+  EvaluatedCheckpoints checkpoints;
+};
+
+absl::StatusOr<EvaluatedModels> LoadEvaluatedModels(
+    const std::string& checkpoint_dir, const std::string& reference_dir) {
   // Packed checkpoints (GPTQ, compressed-tensors) evaluate as the runtimes
   // that read them would: dequantized to float32.
   CheckpointOptions checkpoint_options;
@@ -295,42 +288,84 @@ absl::Status RunEval(const CommandInvocation& invocation) {
     QUANT_ASSIGN_OR_RETURN(reference_checkpoint,
                            Checkpoint::Open(reference_dir, checkpoint_options));
   }
-  EvaluatedCheckpoints evaluated;
-  evaluated.quantization = QuantizationOf(*checkpoint);
+  EvaluatedModels models;
+  models.checkpoints.quantization = QuantizationOf(*checkpoint);
   if (reference_checkpoint != nullptr) {
-    evaluated.reference_quantization = QuantizationOf(*reference_checkpoint);
+    models.checkpoints.reference_quantization =
+        QuantizationOf(*reference_checkpoint);
   }
-  QUANT_ASSIGN_OR_RETURN(const std::unique_ptr<Tokenizer> tokenizer,
+  QUANT_ASSIGN_OR_RETURN(models.tokenizer,
                          Tokenizer::LoadFromDirectory(checkpoint_dir));
-  QUANT_ASSIGN_OR_RETURN(const std::unique_ptr<LlamaModel> model,
-                         LlamaModel::Load(*checkpoint));
-  std::unique_ptr<LlamaModel> reference;
+  QUANT_ASSIGN_OR_RETURN(models.model, LlamaModel::Load(*checkpoint));
   if (reference_checkpoint != nullptr) {
-    QUANT_ASSIGN_OR_RETURN(reference, LlamaModel::Load(*reference_checkpoint));
+    QUANT_ASSIGN_OR_RETURN(models.reference,
+                           LlamaModel::Load(*reference_checkpoint));
   }
-  evaluated.has_reference = reference != nullptr;
+  models.checkpoints.has_reference = models.reference != nullptr;
+  return models;
+}
+
+// The windows the job in --heldout_of gated on, evaluated the same way;
+// `options` takes the job's seq_len and packing.
+absl::StatusOr<TextEvaluation> EvaluateHeldoutOf(
+    const std::string& heldout_of, const EvaluatedModels& models,
+    const CalibrationFile& file, TextEvaluationOptions* options) {
+  QUANT_ASSIGN_OR_RETURN(const CalibrationSplit split,
+                         SplitFromManifest(heldout_of, file, *models.tokenizer));
+  options->seq_len = split.heldout.seq_len;
+  options->packing = split.options.packing;
+  TextEvaluation evaluation;
+  QUANT_ASSIGN_OR_RETURN(
+      evaluation.metrics,
+      EvaluateWindows(*models.model, models.reference.get(), split.heldout,
+                      options->batch_windows, options->progress));
+  evaluation.documents = static_cast<int>(split.heldout_documents.size());
+  evaluation.input_tokens = split.heldout.RealTokens();
+  evaluation.windows = static_cast<int>(split.heldout.sequences.size());
+  return evaluation;
+}
+
+absl::Status RunEval(const CommandInvocation& invocation) {
+  QUANT_RETURN_IF_ERROR(ApplyIsaFlag());
+  const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint);
+  const std::string text_path = absl::GetFlag(FLAGS_text);
+  if (checkpoint_dir.empty()) {
+    return UsageError("--checkpoint DIR is required");
+  }
+  if (text_path.empty()) {
+    return UsageError("--text FILE is required");
+  }
+  QUANT_ASSIGN_OR_RETURN(TextEvaluationOptions options,
+                         EvaluationOptionsFromFlags());
+  const int max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
+  if (max_new_tokens < 1) {
+    return UsageError(absl::StrCat("--max_new_tokens must be positive, got ",
+                                   max_new_tokens));
+  }
+  QUANT_ASSIGN_OR_RETURN(const std::vector<std::string> prompts, Prompts());
+
+  // The cheap checks first, so that a bad file or directory fails before
+  // any weight is read.
+  QUANT_ASSIGN_OR_RETURN(const CalibrationFile file,
+                         LoadCalibrationFile(text_path));
+  QUANT_ASSIGN_OR_RETURN(
+      const EvaluatedModels models,
+      LoadEvaluatedModels(checkpoint_dir, absl::GetFlag(FLAGS_reference)));
+  const std::string heldout_of = absl::GetFlag(FLAGS_heldout_of);
   TextEvaluation evaluation;
   if (heldout_of.empty()) {
-    QUANT_ASSIGN_OR_RETURN(evaluation, EvaluateText(*model, reference.get(),
-                                                    *tokenizer, file, options));
-  } else {
-    // The windows the job's gates used, evaluated the same way.
-    QUANT_ASSIGN_OR_RETURN(const CalibrationSplit split,
-                           SplitFromManifest(heldout_of, file, *tokenizer));
-    options.seq_len = split.heldout.seq_len;
-    options.packing = split.options.packing;
     QUANT_ASSIGN_OR_RETURN(
-        evaluation.metrics,
-        EvaluateWindows(*model, reference.get(), split.heldout,
-                        options.batch_windows, options.progress));
-    evaluation.documents = static_cast<int>(split.heldout_documents.size());
-    evaluation.input_tokens = split.heldout.RealTokens();
-    evaluation.windows = static_cast<int>(split.heldout.sequences.size());
+        evaluation, EvaluateText(*models.model, models.reference.get(),
+                                 *models.tokenizer, file, options));
+  } else {
+    QUANT_ASSIGN_OR_RETURN(
+        evaluation, EvaluateHeldoutOf(heldout_of, models, file, &options));
   }
   QUANT_ASSIGN_OR_RETURN(
       const std::vector<ContinuationComparison> continuations,
-      CompareContinuations(*model, reference.get(), *tokenizer, prompts,
-                           max_new_tokens));
+      CompareContinuations(*models.model, models.reference.get(),
+                           *models.tokenizer, prompts, max_new_tokens));
+  const EvaluatedCheckpoints& evaluated = models.checkpoints;
   if (absl::GetFlag(FLAGS_json)) {
     json result = EvaluationToJson(evaluation, file, options, evaluated);
     result["kernels"] = KernelsJson();

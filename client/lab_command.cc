@@ -566,36 +566,6 @@ absl::Status RunLab(const CommandInvocation& invocation) {
 
 }  // namespace
 
-std::vector<std::string> NormalizeDashedFlagNames(
-    int argc, const char* const* argv, const std::vector<Command>& commands) {
-  std::vector<std::string> args(argv, argv + argc);
-  if (argc < 2) return args;
-  const Command* command = nullptr;
-  for (const Command& c : commands) {
-    if (c.name == args[1]) command = &c;
-  }
-  if (command == nullptr) return args;
-  for (size_t i = 2; i < args.size(); ++i) {
-    std::string& arg = args[i];
-    if (arg == "--") break;
-    if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
-    const size_t end = std::min(arg.find('='), arg.size());
-    std::string name = arg.substr(2, end - 2);
-    if (name.find('-') == std::string::npos) continue;
-    for (char& c : name) {
-      if (c == '-') c = '_';
-    }
-    for (const absl::CommandLineFlag* flag : command->flags) {
-      if (flag->Name() == name || (flag->IsOfType<bool>() &&
-                                   absl::StrCat("no", flag->Name()) == name)) {
-        arg = absl::StrCat("--", name, arg.substr(end));
-        break;
-      }
-    }
-  }
-  return args;
-}
-
 Command LabCommand() {
   Command command;
   command.name = "lab";

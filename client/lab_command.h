@@ -6,22 +6,11 @@
 #ifndef QUANT_CLIENT_LAB_COMMAND_H_
 #define QUANT_CLIENT_LAB_COMMAND_H_
 
-#include <string>
-#include <vector>
-
 #include "client/command.h"
 
 namespace quant {
 
 Command LabCommand();
-
-// absl flags accept only the spelling they were defined with
-// (--act_order); this rewrites "--act-order[=v]" to "--act_order[=v]" for
-// every argument whose dashed name, with '-' read as '_', names a flag of the
-// command in argv[1]. Other arguments are returned unchanged. (A candidate
-// for client/command.cc, where it would serve every command.)
-std::vector<std::string> NormalizeDashedFlagNames(
-    int argc, const char* const* argv, const std::vector<Command>& commands);
 
 }  // namespace quant
 

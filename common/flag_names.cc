@@ -2,6 +2,7 @@
 #include "common/flag_names.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/flags/parse.h"
 #include "absl/flags/usage_config.h"
@@ -10,16 +11,28 @@
 
 namespace quant::common {
 
-std::vector<std::string> NormalizeFlagNames(std::vector<std::string> args) {
-  for (size_t i = 1; i < args.size(); ++i) {
+std::vector<std::string> NormalizeFlagNames(
+    std::vector<std::string> args, size_t first,
+    absl::FunctionRef<bool(absl::string_view name)> accept) {
+  for (size_t i = first; i < args.size(); ++i) {
     std::string& arg = args[i];
     if (arg == "--") break;
-    if (arg.size() < 3 || arg[0] != '-') continue;
+    if (arg.size() < 2 || arg[0] != '-') continue;
     const size_t start = arg[1] == '-' ? 2 : 1;
     const size_t end = std::min(arg.find('='), arg.size());
-    std::replace(arg.begin() + start, arg.begin() + end, '-', '_');
+    if (end <= start) continue;
+    std::string name = arg.substr(start, end - start);
+    if (name.find('-') == std::string::npos) continue;
+    std::replace(name.begin(), name.end(), '-', '_');
+    if (!accept(name)) continue;
+    arg.replace(start, end - start, name);
   }
   return args;
+}
+
+std::vector<std::string> NormalizeFlagNames(std::vector<std::string> args) {
+  return NormalizeFlagNames(std::move(args), 1,
+                            [](absl::string_view) { return true; });
 }
 
 void ListFlagsOfMainFile(absl::string_view program) {

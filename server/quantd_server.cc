@@ -19,7 +19,7 @@
 #include "server/data_dir_lock.h"
 #include "server/listen_address.h"
 #include "server/rpc_metrics_interceptor.h"
-#include "server/store/clock.h"
+#include "core/base/clock.h"
 
 namespace quant::server {
 namespace {
@@ -56,16 +56,11 @@ absl::Status CheckArtifactRootMatchesState(store::JobStore& store,
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
-    const QuantdOptions& options) {
+// The options' own consistency, before anything is opened.
+absl::Status CheckOptions(const QuantdOptions& options) {
   const bool authenticated =
       !options.tokens.client.empty() && !options.tokens.worker.empty();
-  if (absl::Status s = CheckListenAddress(options.listen, authenticated);
-      !s.ok()) {
-    return s;
-  }
+  QUANT_RETURN_IF_ERROR(CheckListenAddress(options.listen, authenticated));
   if (!options.tokens.client.empty() &&
       options.tokens.client == options.tokens.worker) {
     return absl::InvalidArgumentError(
@@ -88,20 +83,75 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
   if (options.max_upload_bytes <= 0) {
     return absl::InvalidArgumentError("--max_upload_mb: must be positive");
   }
+  return absl::OkStatus();
+}
+
+// TLS from --tls_cert/--tls_key, else insecure.
+absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFrom(
+    const QuantdOptions& options) {
+  if (options.tls_cert_file.empty()) return grpc::InsecureServerCredentials();
+  auto cert = ReadFileToString(options.tls_cert_file, 1 << 20);
+  if (!cert.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_cert: ", cert.status().message()));
+  }
+  auto key = ReadFileToString(options.tls_key_file, 1 << 20);
+  if (!key.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--tls_key: ", key.status().message()));
+  }
+  grpc::SslServerCredentialsOptions ssl;
+  ssl.pem_key_cert_pairs.push_back({*key, *cert});
+  return grpc::SslServerCredentials(ssl);
+}
+
+// Workers by what they do now; one heard from within `lost_after` is alive.
+metrics::WorkerCounts CountWorkers(const WorkerServiceImpl& workers,
+                                   absl::Duration lost_after) {
+  metrics::WorkerCounts counts;
+  const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+  for (const WorkerInfo& w : workers.Workers()) {
+    if (absl::Milliseconds(now_ms - w.last_seen_ms) > lost_after) {
+      ++counts.lost;
+    } else if (w.leased > 0) {
+      ++counts.busy;
+    } else {
+      ++counts.idle;
+    }
+  }
+  return counts;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
+    const QuantdOptions& options) {
+  QUANT_RETURN_IF_ERROR(CheckOptions(options));
   std::unique_ptr<QuantdServer> server(new QuantdServer());
+  QUANT_RETURN_IF_ERROR(server->OpenState(options));
+  QUANT_RETURN_IF_ERROR(server->StartMetrics(options));
+  server->BuildServices(options);
+  QUANT_RETURN_IF_ERROR(server->Listen(options));
+  server->scheduler_ = std::make_unique<Scheduler>(server->lifecycle_.get(),
+                                                   options.upkeep_interval);
+  server->scheduler_->Start();
+  QUANT_RETURN_IF_ERROR(server->StartLocalWorkers(options));
+  return server;
+}
+
+absl::Status QuantdServer::OpenState(const QuantdOptions& options) {
   if (!IsDirectory(options.data_dir)) {
     if (absl::Status s = MakeDirectory(options.data_dir); !s.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--data_dir: ", s.message()));
     }
   }
-  auto lock = DataDirLock::Acquire(options.data_dir);
-  if (!lock.ok()) return lock.status();
-  server->data_dir_lock_ = *std::move(lock);
-  auto store = store::SqliteJobStore::Open(
-      JoinPath(options.data_dir, "quantd.db"), store::SystemClock::Default());
-  if (!store.ok()) return store.status();
-  server->store_ = *std::move(store);
+  QUANT_ASSIGN_OR_RETURN(data_dir_lock_,
+                         DataDirLock::Acquire(options.data_dir));
+  QUANT_ASSIGN_OR_RETURN(
+      store_, store::SqliteJobStore::Open(
+                  JoinPath(options.data_dir, "quantd.db"),
+                  SystemClock::Default()));
   auto artifacts =
       FileArtifactStore::Open(options.artifact_root, options.max_upload_bytes);
   if (!artifacts.ok()) {
@@ -109,125 +159,102 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
         artifacts.status().code(),
         absl::StrCat("--artifact_root: ", artifacts.status().message()));
   }
-  server->artifacts_ = *std::move(artifacts);
-  QUANT_RETURN_IF_ERROR(CheckArtifactRootMatchesState(
-      *server->store_, server->artifacts_->root_dir()));
+  artifacts_ = *std::move(artifacts);
+  QUANT_RETURN_IF_ERROR(
+      CheckArtifactRootMatchesState(*store_, artifacts_->root_dir()));
   auto policy = UriPolicy::Create(options.allowed_roots);
   if (!policy.ok()) {
     return absl::InvalidArgumentError(
         absl::StrCat("--allowed_roots: ", policy.status().message()));
   }
-  server->policy_ = std::make_unique<UriPolicy>(*std::move(policy));
-  server->metrics_ = std::make_unique<metrics::QuantdMetrics>(
+  policy_ = std::make_unique<UriPolicy>(*std::move(policy));
+  return absl::OkStatus();
+}
+
+absl::Status QuantdServer::StartMetrics(const QuantdOptions& options) {
+  metrics_ = std::make_unique<metrics::QuantdMetrics>(
       metrics::QuantdMetricsOptions{options.metrics_retention});
-  if (!options.metrics_listen.empty()) {
-    auto endpoint = metrics::MetricsEndpoint::Start(
-        options.metrics_listen, server->metrics_->registry());
-    if (!endpoint.ok()) return endpoint.status();
-    server->metrics_endpoint_ = *std::move(endpoint);
-  }
-  server->lifecycle_ = std::make_unique<JobLifecycle>(
-      server->store_.get(), server->artifacts_.get(), &server->signal_);
-  server->auth_ = std::make_unique<Authenticator>(options.tokens);
+  if (options.metrics_listen.empty()) return absl::OkStatus();
+  QUANT_ASSIGN_OR_RETURN(metrics_endpoint_,
+                         metrics::MetricsEndpoint::Start(
+                             options.metrics_listen, metrics_->registry()));
+  return absl::OkStatus();
+}
+
+void QuantdServer::BuildServices(const QuantdOptions& options) {
+  lifecycle_ = std::make_unique<JobLifecycle>(store_.get(), artifacts_.get(),
+                                              &signal_);
+  auth_ = std::make_unique<Authenticator>(options.tokens);
   QuantServiceOptions service_options;
   service_options.max_upload_bytes = options.max_upload_bytes;
   service_options.max_concurrent_uploads = options.max_concurrent_uploads;
   service_options.max_watch_streams = options.max_watch_streams;
-  server->service_ = std::make_unique<QuantServiceImpl>(
-      server->lifecycle_.get(), server->policy_.get(), server->auth_.get(),
-      service_options);
+  service_ = std::make_unique<QuantServiceImpl>(
+      lifecycle_.get(), policy_.get(), auth_.get(), service_options);
   WorkerServiceOptions worker_options = options.workers;
   // A task reads the submitted checkpoint and calibration (allowed roots)
   // and the job's work area and uploads (artifact root), nothing else.
-  worker_options.read_roots = server->policy_->roots();
-  worker_options.read_roots.push_back(server->artifacts_->root_dir());
-  server->worker_service_ = std::make_unique<WorkerServiceImpl>(
-      server->lifecycle_.get(), server->auth_.get(), worker_options);
-  const WorkerServiceImpl* worker_service = server->worker_service_.get();
+  worker_options.read_roots = policy_->roots();
+  worker_options.read_roots.push_back(artifacts_->root_dir());
+  worker_service_ = std::make_unique<WorkerServiceImpl>(
+      lifecycle_.get(), auth_.get(), worker_options);
+  const WorkerServiceImpl* worker_service = worker_service_.get();
   // A worker heard from within a long poll and two leases is alive.
   const absl::Duration lost_after = absl::Milliseconds(
       options.workers.max_wait_ms + 2 * options.workers.lease_ms);
-  server->metrics_observer_ = std::make_unique<QuantdMetricsObserver>(
-      server->metrics_.get(), server->store_.get(),
-      [worker_service, lost_after] {
-        metrics::WorkerCounts counts;
-        const int64_t now_ms = absl::ToUnixMillis(absl::Now());
-        for (const WorkerInfo& w : worker_service->Workers()) {
-          if (absl::Milliseconds(now_ms - w.last_seen_ms) > lost_after) {
-            ++counts.lost;
-          } else if (w.leased > 0) {
-            ++counts.busy;
-          } else {
-            ++counts.idle;
-          }
-        }
-        return counts;
+  metrics_observer_ = std::make_unique<QuantdMetricsObserver>(
+      metrics_.get(), store_.get(), [worker_service, lost_after] {
+        return CountWorkers(*worker_service, lost_after);
       });
-  server->lifecycle_->set_observer(server->metrics_observer_.get());
-  std::shared_ptr<grpc::ServerCredentials> credentials =
-      grpc::InsecureServerCredentials();
-  if (!options.tls_cert_file.empty()) {
-    auto cert = ReadFileToString(options.tls_cert_file, 1 << 20);
-    if (!cert.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tls_cert: ", cert.status().message()));
-    }
-    auto key = ReadFileToString(options.tls_key_file, 1 << 20);
-    if (!key.ok()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--tls_key: ", key.status().message()));
-    }
-    grpc::SslServerCredentialsOptions ssl;
-    ssl.pem_key_cert_pairs.push_back({*key, *cert});
-    credentials = grpc::SslServerCredentials(ssl);
-  }
+  lifecycle_->set_observer(metrics_observer_.get());
+}
 
+absl::Status QuantdServer::Listen(const QuantdOptions& options) {
+  QUANT_ASSIGN_OR_RETURN(std::shared_ptr<grpc::ServerCredentials> credentials,
+                         ServerCredentialsFrom(options));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   // Uploads arrive in chunks; one message stays well under the default
   // 4 MiB receive limit, which is kept.
-  builder.AddListeningPort(options.listen, credentials, &server->port_);
-  builder.RegisterService(server->service_.get());
-  builder.RegisterService(server->worker_service_.get());
+  builder.AddListeningPort(options.listen, credentials, &port_);
+  builder.RegisterService(service_.get());
+  builder.RegisterService(worker_service_.get());
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
   interceptors.push_back(
-      std::make_unique<RpcMetricsInterceptorFactory>(server->metrics_.get()));
+      std::make_unique<RpcMetricsInterceptorFactory>(metrics_.get()));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->port_ == 0) {
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
     return absl::UnavailableError(
         absl::StrCat("--listen: cannot listen on ", options.listen));
   }
-  server->host_ = options.listen.substr(0, options.listen.rfind(':'));
-  grpc::HealthCheckServiceInterface* health =
-      server->server_->GetHealthCheckService();
+  host_ = options.listen.substr(0, options.listen.rfind(':'));
+  grpc::HealthCheckServiceInterface* health = server_->GetHealthCheckService();
   if (health != nullptr) {
     health->SetServingStatus(true);
     health->SetServingStatus(v1::QuantService::service_full_name(), true);
     health->SetServingStatus(v1::WorkerService::service_full_name(), true);
   }
-  server->scheduler_ = std::make_unique<Scheduler>(server->lifecycle_.get(),
-                                                   options.upkeep_interval);
-  server->scheduler_->Start();
-  if (options.local_workers > 0) {
-    LocalWorkersOptions local;
-    local.count = options.local_workers;
-    local.binary = FindWorkerBinary(options.worker_binary);
-    // Loopback to ourselves, whatever address we listen on.
-    local.server_address =
-        absl::StrCat(options.tls_cert_file.empty() ? "127.0.0.1" : "localhost",
-                     ":", server->port_);
-    local.worker_token = options.tokens.worker;
-    local.tls_ca_file = options.tls_cert_file;
-    local.extra_args = options.worker_args;
-    auto workers = LocalWorkers::Start(std::move(local));
-    if (!workers.ok()) return workers.status();
-    server->local_workers_ = *std::move(workers);
-  }
-  return server;
+  return absl::OkStatus();
+}
+
+absl::Status QuantdServer::StartLocalWorkers(const QuantdOptions& options) {
+  if (options.local_workers <= 0) return absl::OkStatus();
+  LocalWorkersOptions local;
+  local.count = options.local_workers;
+  local.binary = FindWorkerBinary(options.worker_binary);
+  // Loopback to ourselves, whatever address we listen on.
+  local.server_address =
+      absl::StrCat(options.tls_cert_file.empty() ? "127.0.0.1" : "localhost",
+                   ":", port_);
+  local.worker_token = options.tokens.worker;
+  local.tls_ca_file = options.tls_cert_file;
+  local.extra_args = options.worker_args;
+  QUANT_ASSIGN_OR_RETURN(local_workers_, LocalWorkers::Start(std::move(local)));
+  return absl::OkStatus();
 }
 
 QuantdServer::~QuantdServer() {

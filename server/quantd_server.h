@@ -93,6 +93,18 @@ class QuantdServer {
  private:
   QuantdServer() = default;
 
+  // The steps of Start, in order.
+  // --data_dir (locked), the job store, the artifact root, the allowed roots.
+  absl::Status OpenState(const QuantdOptions& options);
+  // The registry, and its /metrics endpoint when --metrics_listen is set.
+  absl::Status StartMetrics(const QuantdOptions& options);
+  // The job lifecycle, authentication, both gRPC services, the observer.
+  void BuildServices(const QuantdOptions& options);
+  // The gRPC server on --listen, with health checks and RPC metrics.
+  absl::Status Listen(const QuantdOptions& options);
+  // --local_workers worker processes, connected over loopback.
+  absl::Status StartLocalWorkers(const QuantdOptions& options);
+
   std::string host_;
   int port_ = 0;
   // First member, so released last, after the stores are closed.

@@ -24,6 +24,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/usage.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -101,33 +103,38 @@ void ExitWithParentIfAsked() {
   if (getppid() != pid) std::exit(0);  // It died before prctl.
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
-  const std::string allocator = quant::TuneAllocatorForLargeMatrices();
-  absl::SetProgramUsageMessage(
-      "quant-worker: runs quantd's quantization tasks.\n"
-      "Example: quant-worker --server=127.0.0.1:50051 --slots=1");
-  quant::common::ParseCommandLineAcceptingDashes(argc, argv);
-
-  // Signals go to the watcher thread below only.
+// Blocks SIGTERM and SIGINT in every thread (the watcher in
+// RunUntilSignalled takes them) and ignores SIGXFSZ: a file-size limit
+// (ulimit -f) then fails the write with EFBIG, which fails the task with its
+// cause, instead of killing the worker mid-task.
+sigset_t BlockStopSignals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  // A file-size limit (ulimit -f) then fails the write with EFBIG, which
-  // fails the task with its cause, instead of killing the worker mid-task.
   signal(SIGXFSZ, SIG_IGN);
-  ExitWithParentIfAsked();
+  return signals;
+}
 
-  if (absl::Status isa =
-          quant::kernels::InitProcessIsa(absl::GetFlag(FLAGS_isa));
-      !isa.ok()) {
-    std::fprintf(stderr, "quant-worker: %s\n",
-                 std::string(isa.message()).c_str());
-    return 2;
+absl::StatusOr<std::string> TokenFromFlagsOrEnvironment() {
+  const std::string token_file = absl::GetFlag(FLAGS_token_file);
+  if (!token_file.empty()) {
+    return quant::common::ReadTokenFile(token_file, "--token_file");
   }
+  const char* env = std::getenv("QUANT_WORKER_TOKEN");
+  if (env == nullptr) return std::string();
+  if (absl::Status ok = quant::common::CheckToken(env, "QUANT_WORKER_TOKEN");
+      !ok.ok()) {
+    return ok;
+  }
+  return std::string(env);
+}
+
+// The worker's options from its flags (after InitProcessIsa); an error
+// names the bad flag. Worker::Create checks the rest.
+absl::StatusOr<quant::worker::WorkerOptions> OptionsFromFlags(
+    const std::string& allocator) {
   quant::worker::WorkerOptions options;
   for (quant::kernels::IsaLevel level : quant::kernels::SupportedLevels()) {
     if (level <= quant::kernels::ProcessIsa()) {
@@ -145,10 +152,8 @@ int main(int argc, char** argv) {
       static_cast<int64_t>(absl::GetFlag(FLAGS_cancel_grace_seconds) * 1000.0);
   const int64_t activation_mb = absl::GetFlag(FLAGS_max_activation_mb);
   if (activation_mb < 0) {
-    std::fprintf(stderr,
-                 "quant-worker: --max_activation_mb must be >= 0, got %lld\n",
-                 static_cast<long long>(activation_mb));
-    return 2;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--max_activation_mb must be >= 0, got ", activation_mb));
   }
   options.max_activation_bytes = activation_mb << 20;
   options.version = quant::ToolVersion();
@@ -159,80 +164,92 @@ int main(int argc, char** argv) {
     gethostname(host, sizeof(host) - 1);
     options.name = absl::StrCat(host, "-", getpid());
   }
-  const std::string token_file = absl::GetFlag(FLAGS_token_file);
-  if (!token_file.empty()) {
-    auto token = quant::common::ReadTokenFile(token_file, "--token_file");
-    if (!token.ok()) {
-      std::fprintf(stderr, "quant-worker: %s\n",
-                   std::string(token.status().message()).c_str());
-      return 2;
-    }
-    options.token = *token;
-  } else if (const char* env = std::getenv("QUANT_WORKER_TOKEN")) {
-    if (absl::Status ok = quant::common::CheckToken(env, "QUANT_WORKER_TOKEN");
-        !ok.ok()) {
-      std::fprintf(stderr, "quant-worker: %s\n",
-                   std::string(ok.message()).c_str());
-      return 2;
-    }
-    options.token = env;
-  }
+  absl::StatusOr<std::string> token = TokenFromFlagsOrEnvironment();
+  if (!token.ok()) return token.status();
+  options.token = *std::move(token);
   if (options.lease_wait_ms < 0 || options.lease_wait_ms > 60'000) {
-    std::fprintf(stderr, "quant-worker: --lease_wait_ms must be in 0..60000\n");
-    return 2;
+    return absl::InvalidArgumentError("--lease_wait_ms must be in 0..60000");
   }
-  if (const int threads = absl::GetFlag(FLAGS_threads); threads < 0) {
-    std::fprintf(stderr, "quant-worker: --threads must be >= 0, got %d\n",
-                 threads);
-    return 2;
-  } else {
-    options.threads = threads > 0
-                          ? threads
-                          : std::max(1, quant::ThreadPool::AvailableCores() /
-                                            std::max(1, options.slots));
+  const int threads = absl::GetFlag(FLAGS_threads);
+  if (threads < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--threads must be >= 0, got ", threads));
   }
-  quant::metrics::WorkerMetrics metrics;
-  metrics.SetKernelLevels(quant::kernels::IsaName(quant::kernels::ProcessIsa()),
-                          absl::StrJoin(options.isa_levels, ","));
-  options.metrics = &metrics;
-  std::unique_ptr<quant::metrics::MetricsEndpoint> endpoint;
-  if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen);
-      !listen.empty()) {
-    auto started =
-        quant::metrics::MetricsEndpoint::Start(listen, metrics.registry());
-    if (!started.ok()) {
-      std::fprintf(stderr, "quant-worker: %s\n",
-                   std::string(started.status().message()).c_str());
-      return 2;
-    }
-    endpoint = *std::move(started);
-    std::fprintf(stderr, "quant-worker[%s]: metrics on port %d\n",
-                 options.name.c_str(), endpoint->port());
-  }
-  auto worker = quant::worker::Worker::Create(options);
-  if (!worker.ok()) {
-    std::fprintf(stderr, "quant-worker: %s\n",
-                 std::string(worker.status().message()).c_str());
-    return 2;
-  }
+  options.threads = threads > 0
+                        ? threads
+                        : std::max(1, quant::ThreadPool::AvailableCores() /
+                                          std::max(1, options.slots));
+  return options;
+}
 
+// Runs the worker while a thread waits for SIGTERM or SIGINT (blocked by
+// BlockStopSignals) and asks it to stop.
+absl::Status RunUntilSignalled(quant::worker::Worker* worker,
+                               const sigset_t& signals,
+                               const std::string& name) {
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     const timespec tick{0, 200'000'000};
     while (!done.load()) {
       const int got = sigtimedwait(&signals, nullptr, &tick);
       if (got == SIGTERM || got == SIGINT) {
-        std::fprintf(stderr, "quant-worker[%s]: %s: stopping\n",
-                     options.name.c_str(),
+        std::fprintf(stderr, "quant-worker[%s]: %s: stopping\n", name.c_str(),
                      got == SIGTERM ? "SIGTERM" : "SIGINT");
-        (*worker)->RequestStop();
+        worker->RequestStop();
         return;
       }
     }
   });
-  const absl::Status run = (*worker)->Run();
+  const absl::Status run = worker->Run();
   done.store(true);
   watcher.join();
+  return run;
+}
+
+int UsageFailure(const absl::Status& status) {
+  std::fprintf(stderr, "quant-worker: %s\n",
+               std::string(status.message()).c_str());
+  return 2;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string allocator = quant::TuneAllocatorForLargeMatrices();
+  absl::SetProgramUsageMessage(
+      "quant-worker: runs quantd's quantization tasks.\n"
+      "Example: quant-worker --server=127.0.0.1:50051 --slots=1");
+  quant::common::ParseCommandLineAcceptingDashes(argc, argv);
+  const sigset_t signals = BlockStopSignals();
+  ExitWithParentIfAsked();
+
+  if (absl::Status isa =
+          quant::kernels::InitProcessIsa(absl::GetFlag(FLAGS_isa));
+      !isa.ok()) {
+    return UsageFailure(isa);
+  }
+  absl::StatusOr<quant::worker::WorkerOptions> options =
+      OptionsFromFlags(allocator);
+  if (!options.ok()) return UsageFailure(options.status());
+  quant::metrics::WorkerMetrics metrics;
+  metrics.SetKernelLevels(quant::kernels::IsaName(quant::kernels::ProcessIsa()),
+                          absl::StrJoin(options->isa_levels, ","));
+  options->metrics = &metrics;
+  std::unique_ptr<quant::metrics::MetricsEndpoint> endpoint;
+  if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen);
+      !listen.empty()) {
+    auto started =
+        quant::metrics::MetricsEndpoint::Start(listen, metrics.registry());
+    if (!started.ok()) return UsageFailure(started.status());
+    endpoint = *std::move(started);
+    std::fprintf(stderr, "quant-worker[%s]: metrics on port %d\n",
+                 options->name.c_str(), endpoint->port());
+  }
+  auto worker = quant::worker::Worker::Create(*options);
+  if (!worker.ok()) return UsageFailure(worker.status());
+
+  const absl::Status run =
+      RunUntilSignalled(worker->get(), signals, options->name);
   if (!run.ok()) {
     std::fprintf(stderr, "quant-worker: %s\n",
                  std::string(run.message()).c_str());
@@ -240,6 +257,6 @@ int main(int argc, char** argv) {
   }
   std::fprintf(
       stderr, "quant-worker[%s]: stopped (%d task(s) done, %d failed)\n",
-      options.name.c_str(), (*worker)->completed(), (*worker)->failed());
+      options->name.c_str(), (*worker)->completed(), (*worker)->failed());
   return 0;
 }

@@ -28,10 +28,23 @@
 namespace quant::worker {
 namespace {
 
-using Clock = std::chrono::steady_clock;
+std::string Describe(const v1::Task& task) {
+  return task.kind() == v1::TASK_KIND_BLOCK
+             ? absl::StrCat(task.job_id(), " block ", task.block())
+             : absl::StrCat(task.job_id(), " finalize");
+}
 
-// What the heartbeat thread and the task share.
-struct RunningTask {
+}  // namespace
+
+// One leased attempt: who holds it, and what the heartbeat thread and the
+// task share.
+struct Worker::RunningTask {
+  const v1::Task* task = nullptr;
+  std::string lease_id;
+  std::string worker_id;  // The id that leased it (quantd ties them).
+  std::string what;       // "JOB block 2", for logs.
+  int64_t started_ms = 0;
+
   std::mutex mu;
   std::condition_variable wake;
   bool finished = false;
@@ -47,14 +60,6 @@ struct RunningTask {
   // Declared stuck: its lease is no longer renewed, nothing is reported.
   bool abandoned = false;
 };
-
-std::string Describe(const v1::Task& task) {
-  return task.kind() == v1::TASK_KIND_BLOCK
-             ? absl::StrCat(task.job_id(), " block ", task.block())
-             : absl::StrCat(task.job_id(), " finalize");
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
   if (options.slots < 1 || options.slots > 64) {
@@ -91,6 +96,7 @@ absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
     credentials = grpc::SslCredentials(ssl);
   }
   if (options.metrics != nullptr) options.metrics->SetSlots(options.slots);
+  if (options.clock == nullptr) options.clock = MonotonicClock::Default();
   std::unique_ptr<Worker> worker(new Worker(std::move(options)));
   worker->channel_ = grpc::CreateChannel(worker->options_.server, credentials);
   worker->stub_ = v1::WorkerService::NewStub(worker->channel_);
@@ -166,7 +172,7 @@ std::string Worker::WorkerId(const std::string& stale) {
     }
     Log(absl::StrCat("coordinator unreachable (", status.error_message(),
                      "); retrying"));
-    std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+    clock_->SleepForMs(backoff_ms);
     backoff_ms = std::min<int64_t>(backoff_ms * 2, 5'000);
   }
   return "";
@@ -199,7 +205,7 @@ void Worker::SlotLoop(int /*slot*/) {
       request.add_isa_levels(level);
     }
     v1::LeaseTaskResponse response;
-    const auto started = Clock::now();
+    const int64_t started_ms = clock_->NowMs();
     grpc::Status status = stub_->LeaseTask(
         Context(options_.lease_wait_ms + 10'000).get(), request, &response);
     if (status.error_code() == grpc::StatusCode::NOT_FOUND) {
@@ -209,16 +215,14 @@ void Worker::SlotLoop(int /*slot*/) {
     if (!status.ok()) {
       if (stop_.load()) return;
       Log(absl::StrCat("LeaseTask: ", status.error_message(), "; retrying"));
-      std::this_thread::sleep_for(std::chrono::milliseconds(backoff_ms));
+      clock_->SleepForMs(backoff_ms);
       backoff_ms = std::min<int64_t>(backoff_ms * 2, 5'000);
       continue;
     }
     backoff_ms = 200;
     if (!response.has_task()) {
       // A coordinator that is stopping answers at once: do not spin.
-      if (Clock::now() - started < std::chrono::milliseconds(100)) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(500));
-      }
+      if (clock_->NowMs() - started_ms < 100) clock_->SleepForMs(500);
       continue;
     }
     if (stop_.load()) {
@@ -238,37 +242,19 @@ void Worker::SlotLoop(int /*slot*/) {
 
 void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
                        const std::string& worker_id) {
+  RunningTask running;
+  running.task = &leased.task();
+  running.lease_id = leased.lease_id();
+  running.worker_id = worker_id;
+  running.what = Describe(leased.task());
   const v1::Task& task = leased.task();
-  const std::string& lease_id = leased.lease_id();
-  const std::string what = Describe(task);
-  // The job's level, exactly (results differ in the last bits between
-  // levels); a coordinator that pins none leaves the worker's own.
-  kernels::IsaLevel level = kernels::ProcessIsa();
-  if (!task.isa().empty()) {
-    absl::StatusOr<kernels::IsaLevel> wanted =
-        kernels::ParseIsaName(task.isa());
-    if (!wanted.ok() || !kernels::CanRun(*wanted)) {
-      const std::string error =
-          absl::StrCat("worker ", options_.name, " cannot run ", what,
-                       " at kernel level ", task.isa(), ": ",
-                       wanted.ok() ? kernels::DescribeIsa(kernels::ProcessIsa())
-                                   : std::string(wanted.status().message()));
-      Log(error);
-      v1::FailTaskRequest fail;
-      fail.set_lease_id(lease_id);
-      fail.set_worker_id(worker_id);
-      fail.set_error(error);
-      fail.set_retryable(true);
-      v1::FailTaskResponse ignored;
-      stub_->FailTask(Context(10'000).get(), fail, &ignored);
-      failed_.fetch_add(1);
-      return;
-    }
-    level = *wanted;
-  }
-  Log(absl::StrCat("running ", what, " (attempt ", task.attempt(), ") with ",
-                   kernels::IsaName(level), " kernels"));
-  const auto started = Clock::now();
+  const std::optional<kernels::IsaLevel> level = TaskLevel(running);
+  if (!level.has_value()) return;
+  Log(absl::StrCat("running ", running.what, " (attempt ", task.attempt(),
+                   ") with ", kernels::IsaName(*level), " kernels"));
+  running.started_ms = clock_->NowMs();
+  running.layers_total =
+      task.kind() == v1::TASK_KIND_BLOCK ? common::kLayersPerBlockTask : 1;
   const metrics::TaskKind kind = task.kind() == v1::TASK_KIND_BLOCK
                                      ? metrics::TaskKind::kBlock
                                      : metrics::TaskKind::kFinalize;
@@ -280,117 +266,157 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
   absl::Cleanup record_outcome = [&] {
     if (options_.metrics == nullptr) return;
     options_.metrics
-        ->OnTaskFinished(task.job_id(), task.index(), kind, outcome_label,
-                         absl::FromChrono(Clock::now() - started))
+        ->OnTaskFinished(
+            task.job_id(), task.index(), kind, outcome_label,
+            absl::Milliseconds(clock_->NowMs() - running.started_ms))
         .IgnoreError();
   };
-  RunningTask running;
-  running.layers_total =
-      task.kind() == v1::TASK_KIND_BLOCK ? common::kLayersPerBlockTask : 1;
 
-  // One beat: progress and the layers not yet reported.
-  // One beat; false when quantd could not be reached (the layers are kept
-  // for the next one).
-  auto beat = [&]() -> bool {
-    v1::HeartbeatRequest request;
-    request.set_lease_id(lease_id);
-    request.set_worker_id(worker_id);
-    std::vector<v1::LayerAudit> sending;
-    {
-      std::lock_guard<std::mutex> lock(running.mu);
-      v1::TaskProgress* progress = request.mutable_progress();
-      progress->set_layers_done(running.layers_done);
-      progress->set_layers_total(running.layers_total);
-      progress->set_current_layer(running.current);
-      sending.swap(running.unsent);
-      for (const v1::LayerAudit& layer : sending) {
-        *progress->add_finished_layers() = layer;
-      }
-    }
-    v1::HeartbeatResponse response;
-    grpc::Status status =
-        stub_->Heartbeat(Context(10'000).get(), request, &response);
-    if (status.ok() && options_.log_heartbeats) {
-      Log(absl::StrCat("heartbeat ", what, ": layers ",
-                       request.progress().layers_done(), "/",
-                       request.progress().layers_total()));
-    }
+  std::thread heartbeat([this, &running] { WatchRunningTask(&running); });
+  const absl::StatusOr<TaskOutcome> outcome = RunAtLevel(&running, *level);
+  {
     std::lock_guard<std::mutex> lock(running.mu);
-    if (status.ok()) {
-      if (response.cancelled()) {
-        running.cancelled_by_job = true;
-        running.cancel.store(true);
-      }
-      return true;
-    }
-    if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
-        status.error_code() == grpc::StatusCode::NOT_FOUND) {
-      // Expired or superseded: another attempt owns the task now.
-      running.lease_lost = true;
-      running.cancel.store(true);
-      return true;
-    }
-    // Unreachable for now: send these layers with the next beat.
-    running.unsent.insert(running.unsent.begin(), sending.begin(),
-                          sending.end());
-    return false;
-  };
+    running.finished = true;
+    if (outcome.ok()) running.layers_done = running.layers_total;
+  }
+  running.wake.notify_all();
+  heartbeat.join();
+  // The task's matrices stay in the heap while it runs (allocator_tuning.h);
+  // an idle worker gives them back.
+  ReleaseFreeMemory();
+  outcome_label = ReportOutcome(&running, outcome);
+}
 
-  std::thread heartbeat([&] {
-    std::unique_lock<std::mutex> lock(running.mu);
-    auto next = Clock::now() + std::chrono::milliseconds(heartbeat_ms_.load());
-    std::optional<Clock::time_point> cancelled_at;
-    while (!running.finished) {
-      running.wake.wait_for(lock, std::chrono::milliseconds(100));
-      if (running.finished) break;
-      if (stop_.load()) running.cancel.store(true);
-      const auto now = Clock::now();
-      if (options_.max_task_ms > 0 && !running.past_deadline &&
-          now - started > std::chrono::milliseconds(options_.max_task_ms)) {
-        running.past_deadline = true;
-        running.cancel.store(true);
-      }
-      if (running.cancel.load() && !cancelled_at.has_value()) {
-        cancelled_at = now;
-      }
-      if (cancelled_at.has_value() &&
-          now - *cancelled_at >
-              std::chrono::milliseconds(options_.cancel_grace_ms)) {
-        // Renewing the lease now would keep the task from every other
-        // worker for as long as this thread stays stuck.
-        running.abandoned = true;
-        lock.unlock();
-        OnStuckTask(absl::StrCat(
-            what, " did not stop within ", options_.cancel_grace_ms / 1000.0,
-            " s of being cancelled (",
-            running.past_deadline      ? "it ran past --max_task_seconds"
-            : running.cancelled_by_job ? "its job was cancelled"
-            : running.lease_lost       ? "its lease was lost"
-                                       : "the worker is stopping",
-            "): it is stuck where it cannot see the cancellation, most "
-            "likely in a read that does not return; its lease is no longer "
-            "renewed, so the task goes to another worker"));
-        return;
-      }
-      if (now < next) continue;
+std::optional<kernels::IsaLevel> Worker::TaskLevel(
+    const RunningTask& running) {
+  // The job's level, exactly (results differ in the last bits between
+  // levels); a coordinator that pins none leaves the worker's own.
+  const v1::Task& task = *running.task;
+  if (task.isa().empty()) return kernels::ProcessIsa();
+  absl::StatusOr<kernels::IsaLevel> wanted = kernels::ParseIsaName(task.isa());
+  if (wanted.ok() && kernels::CanRun(*wanted)) return *wanted;
+  const std::string error = absl::StrCat(
+      "worker ", options_.name, " cannot run ", running.what,
+      " at kernel level ", task.isa(), ": ",
+      wanted.ok() ? kernels::DescribeIsa(kernels::ProcessIsa())
+                  : std::string(wanted.status().message()));
+  Log(error);
+  v1::FailTaskRequest fail;
+  fail.set_lease_id(running.lease_id);
+  fail.set_worker_id(running.worker_id);
+  fail.set_error(error);
+  fail.set_retryable(true);
+  v1::FailTaskResponse ignored;
+  stub_->FailTask(Context(10'000).get(), fail, &ignored);
+  failed_.fetch_add(1);
+  return std::nullopt;
+}
+
+bool Worker::Beat(RunningTask* running) {
+  v1::HeartbeatRequest request;
+  request.set_lease_id(running->lease_id);
+  request.set_worker_id(running->worker_id);
+  std::vector<v1::LayerAudit> sending;
+  {
+    std::lock_guard<std::mutex> lock(running->mu);
+    v1::TaskProgress* progress = request.mutable_progress();
+    progress->set_layers_done(running->layers_done);
+    progress->set_layers_total(running->layers_total);
+    progress->set_current_layer(running->current);
+    sending.swap(running->unsent);
+    for (const v1::LayerAudit& layer : sending) {
+      *progress->add_finished_layers() = layer;
+    }
+  }
+  v1::HeartbeatResponse response;
+  grpc::Status status =
+      stub_->Heartbeat(Context(10'000).get(), request, &response);
+  if (status.ok() && options_.log_heartbeats) {
+    Log(absl::StrCat("heartbeat ", running->what, ": layers ",
+                     request.progress().layers_done(), "/",
+                     request.progress().layers_total()));
+  }
+  std::lock_guard<std::mutex> lock(running->mu);
+  if (status.ok()) {
+    if (response.cancelled()) {
+      running->cancelled_by_job = true;
+      running->cancel.store(true);
+    }
+    return true;
+  }
+  if (status.error_code() == grpc::StatusCode::FAILED_PRECONDITION ||
+      status.error_code() == grpc::StatusCode::NOT_FOUND) {
+    // Expired or superseded: another attempt owns the task now.
+    running->lease_lost = true;
+    running->cancel.store(true);
+    return true;
+  }
+  // Unreachable for now: send these layers with the next beat.
+  running->unsent.insert(running->unsent.begin(), sending.begin(),
+                         sending.end());
+  return false;
+}
+
+void Worker::WatchRunningTask(RunningTask* running) {
+  // Wakes every 100 ms of real time (a condition-variable wait) and judges
+  // the schedule, the task bound and the cancel grace on clock_, so that a
+  // test moving a FakeClock sees them act at the next wake.
+  std::unique_lock<std::mutex> lock(running->mu);
+  int64_t next_beat_ms = clock_->NowMs() + heartbeat_ms_.load();
+  std::optional<int64_t> cancelled_at_ms;
+  while (!running->finished) {
+    running->wake.wait_for(lock, std::chrono::milliseconds(100));
+    if (running->finished) break;
+    if (stop_.load()) running->cancel.store(true);
+    const int64_t now_ms = clock_->NowMs();
+    if (options_.max_task_ms > 0 && !running->past_deadline &&
+        now_ms - running->started_ms > options_.max_task_ms) {
+      running->past_deadline = true;
+      running->cancel.store(true);
+    }
+    if (running->cancel.load() && !cancelled_at_ms.has_value()) {
+      cancelled_at_ms = now_ms;
+    }
+    if (cancelled_at_ms.has_value() &&
+        now_ms - *cancelled_at_ms > options_.cancel_grace_ms) {
+      // Renewing the lease now would keep the task from every other worker
+      // for as long as this thread stays stuck.
+      running->abandoned = true;
+      const std::string why =
+          running->past_deadline      ? "it ran past --max_task_seconds"
+          : running->cancelled_by_job ? "its job was cancelled"
+          : running->lease_lost       ? "its lease was lost"
+                                      : "the worker is stopping";
       lock.unlock();
-      beat();
-      lock.lock();
-      next = Clock::now() + std::chrono::milliseconds(heartbeat_ms_.load());
+      OnStuckTask(absl::StrCat(
+          running->what, " did not stop within ",
+          options_.cancel_grace_ms / 1000.0, " s of being cancelled (", why,
+          "): it is stuck where it cannot see the cancellation, most likely "
+          "in a read that does not return; its lease is no longer renewed, "
+          "so the task goes to another worker"));
+      return;
     }
-  });
+    if (now_ms < next_beat_ms) continue;
+    lock.unlock();
+    Beat(running);
+    lock.lock();
+    next_beat_ms = clock_->NowMs() + heartbeat_ms_.load();
+  }
+}
 
+absl::StatusOr<TaskOutcome> Worker::RunAtLevel(RunningTask* running,
+                                               kernels::IsaLevel level) {
   TaskProgressSink sink;
-  sink.on_stage = [&](const std::string& stage) {
-    std::lock_guard<std::mutex> lock(running.mu);
-    running.current = stage;
+  sink.on_stage = [running](const std::string& stage) {
+    std::lock_guard<std::mutex> lock(running->mu);
+    running->current = stage;
   };
-  sink.on_layer = [&](const v1::LayerAudit& layer) {
-    std::lock_guard<std::mutex> lock(running.mu);
-    running.layers_done =
-        std::min(running.layers_done + 1, running.layers_total);
-    running.current = layer.name();
-    running.unsent.push_back(layer);
+  sink.on_layer = [running](const v1::LayerAudit& layer) {
+    std::lock_guard<std::mutex> lock(running->mu);
+    running->layers_done =
+        std::min(running->layers_done + 1, running->layers_total);
+    running->current = layer.name();
+    running->unsent.push_back(layer);
   };
   sink.on_core_work = [this](double hessian_flops, double hessian_seconds,
                              double gptq_flops, double gptq_seconds) {
@@ -408,67 +434,57 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
           .IgnoreError();
     }
   };
-  absl::StatusOr<TaskOutcome> outcome = [&] {
-    // This thread and the task's thread pool run at the job's level.
-    kernels::ScopedIsa scoped(level);
-    // Every file the task opens must lie under these (read_roots.h).
-    std::optional<ScopedReadRoots> confined;
-    if (task.read_roots_size() > 0) {
-      confined.emplace(std::vector<std::string>(task.read_roots().begin(),
-                                                task.read_roots().end()));
-    }
-    const TaskLimits limits{options_.max_activation_bytes, options_.threads};
-    return options_.run_task != nullptr
-               ? options_.run_task(task, sink, &running.cancel, limits)
-               : RunTask(task, sink, &running.cancel, limits);
-  }();
-  {
-    std::lock_guard<std::mutex> lock(running.mu);
-    running.finished = true;
-    if (outcome.ok()) running.layers_done = running.layers_total;
+  // This thread and the task's thread pool run at the job's level.
+  kernels::ScopedIsa scoped(level);
+  // Every file the task opens must lie under these (read_roots.h).
+  const v1::Task& task = *running->task;
+  std::optional<ScopedReadRoots> confined;
+  if (task.read_roots_size() > 0) {
+    confined.emplace(std::vector<std::string>(task.read_roots().begin(),
+                                              task.read_roots().end()));
   }
-  running.wake.notify_all();
-  heartbeat.join();
-  // The task's matrices stay in the heap while it runs (allocator_tuning.h);
-  // an idle worker gives them back.
-  ReleaseFreeMemory();
-  const double seconds =
-      std::chrono::duration<double>(Clock::now() - started).count();
+  const TaskLimits limits{options_.max_activation_bytes, options_.threads};
+  return options_.run_task != nullptr
+             ? options_.run_task(task, sink, &running->cancel, limits)
+             : RunTask(task, sink, &running->cancel, limits);
+}
 
-  // A restarting coordinator is back within seconds and keeps the lease
-  // (it is in its store): retry the last beat and the completion rather
-  // than lose the layers or redo the task.
-  const auto give_up = Clock::now() + std::chrono::seconds(60);
-  auto backoff = std::chrono::milliseconds(200);
-  auto wait_a_bit = [&] {
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(3000));
-  };
-  if (running.abandoned) {
+metrics::TaskOutcome Worker::ReportOutcome(
+    RunningTask* running, const absl::StatusOr<TaskOutcome>& outcome) {
+  const std::string& what = running->what;
+  if (running->abandoned) {
     // Its lease went to another worker (or will): nothing to report.
-    outcome_label = metrics::TaskOutcome::kLeaseLost;
     Log(absl::StrCat(what,
                      ": returned after it was declared stuck; result "
                      "not reported"));
     ++failed_;
-    return;
+    return metrics::TaskOutcome::kLeaseLost;
   }
-  if (outcome.ok() && !running.lease_lost) {
+  // A restarting coordinator is back within seconds and keeps the lease
+  // (it is in its store): retry the last beat and the completion rather
+  // than lose the layers or redo the task.
+  const int64_t give_up_ms = clock_->NowMs() + 60'000;
+  int64_t backoff_ms = 200;
+  auto wait_a_bit = [&] {
+    clock_->SleepForMs(backoff_ms);
+    backoff_ms = std::min<int64_t>(backoff_ms * 2, 3'000);
+  };
+  if (outcome.ok() && !running->lease_lost) {
     // The last layers reach the job's events before the task ends.
-    while (!beat() && Clock::now() < give_up) wait_a_bit();
+    while (!Beat(running) && clock_->NowMs() < give_up_ms) wait_a_bit();
   }
-  if (running.lease_lost) {
-    outcome_label = metrics::TaskOutcome::kLeaseLost;
+  if (running->lease_lost) {
     Log(absl::StrCat(what,
                      ": lease lost (expired or taken over); result "
                      "not reported"));
     ++failed_;
-    return;
+    return metrics::TaskOutcome::kLeaseLost;
   }
+  const v1::Task& task = *running->task;
   if (outcome.ok()) {
     v1::CompleteTaskRequest request;
-    request.set_lease_id(lease_id);
-    request.set_worker_id(worker_id);
+    request.set_lease_id(running->lease_id);
+    request.set_worker_id(running->worker_id);
     request.set_output_uri(outcome->output_uri);
     request.set_output_sha256(outcome->output_sha256);
     v1::CompleteTaskResponse response;
@@ -476,34 +492,35 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
         stub_->CompleteTask(Context(30'000).get(), request, &response);
     while ((status.error_code() == grpc::StatusCode::UNAVAILABLE ||
             status.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) &&
-           Clock::now() < give_up) {
+           clock_->NowMs() < give_up_ms) {
       wait_a_bit();
       status = stub_->CompleteTask(Context(30'000).get(), request, &response);
     }
-    if (status.ok()) {
-      outcome_label = metrics::TaskOutcome::kCompleted;
-      ++completed_;
-      Log(absl::StrCat(
-          what, " done in ", absl::StrFormat("%.2f", seconds), " s",
-          task.kind() == v1::TASK_KIND_FINALIZE
-              ? (outcome->passed ? " (gates PASS)" : " (gates FAIL)")
-              : ""));
-    } else {
+    if (!status.ok()) {
       ++failed_;
       Log(absl::StrCat(what, ": completion refused: ", status.error_message()));
+      return metrics::TaskOutcome::kFailed;
     }
-    return;
+    ++completed_;
+    const double seconds = (clock_->NowMs() - running->started_ms) / 1000.0;
+    Log(absl::StrCat(
+        what, " done in ", absl::StrFormat("%.2f", seconds), " s",
+        task.kind() == v1::TASK_KIND_FINALIZE
+            ? (outcome->passed ? " (gates PASS)" : " (gates FAIL)")
+            : ""));
+    return metrics::TaskOutcome::kCompleted;
   }
   ++failed_;
+  metrics::TaskOutcome label = metrics::TaskOutcome::kFailed;
   const absl::Status& error = outcome.status();
   v1::FailTaskRequest request;
-  request.set_lease_id(lease_id);
-  request.set_worker_id(worker_id);
-  if (running.cancelled_by_job) {
-    outcome_label = metrics::TaskOutcome::kCancelled;
+  request.set_lease_id(running->lease_id);
+  request.set_worker_id(running->worker_id);
+  if (running->cancelled_by_job) {
+    label = metrics::TaskOutcome::kCancelled;
     request.set_error("job cancelled");
     request.set_retryable(true);
-  } else if (running.past_deadline && absl::IsCancelled(error)) {
+  } else if (running->past_deadline && absl::IsCancelled(error)) {
     request.set_error(absl::StrCat("task exceeded --max_task_seconds (",
                                    options_.max_task_ms / 1000.0,
                                    " s) and was cancelled"));
@@ -528,6 +545,7 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
   if (!status.ok()) {
     Log(absl::StrCat(what, ": FailTask: ", status.error_message()));
   }
+  return label;
 }
 
 }  // namespace quant::worker

@@ -25,11 +25,14 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "core/base/clock.h"
+#include "core/kernels/isa.h"
 #include "core/pipeline/job_tasks.h"
 #include "grpcpp/channel.h"
 #include "quant/v1/worker.grpc.pb.h"
@@ -75,6 +78,9 @@ struct WorkerOptions {
   // when it is stuck; its lease is no longer renewed. Null: log the message
   // and end the process with exit code kStuckTaskExitCode.
   std::function<void(const std::string&)> on_stuck_task;
+  // Time for the task bound, the cancel grace, the heartbeat schedule and
+  // every retry backoff. Null: MonotonicClock::Default(). Not owned.
+  Clock* clock = nullptr;
   // Runs a leased task. Null: RunTask (task_runner.h). Tests inject tasks
   // that hang.
   std::function<absl::StatusOr<TaskOutcome>(
@@ -106,7 +112,10 @@ class Worker {
   int failed() const { return failed_.load(); }
 
  private:
-  explicit Worker(WorkerOptions options) : options_(std::move(options)) {}
+  struct RunningTask;
+
+  explicit Worker(WorkerOptions options)
+      : options_(std::move(options)), clock_(options_.clock) {}
 
   void SlotLoop(int slot);
   // The current worker id, registering (again) when `stale` names it.
@@ -115,12 +124,27 @@ class Worker {
   // call about the lease carries (quantd ties a lease to its worker).
   void RunLeased(const v1::LeaseTaskResponse& leased,
                  const std::string& worker_id);
+  // The steps of RunLeased. The kernel level the task must run at, or
+  // nullopt after failing the task back when this CPU cannot run it.
+  std::optional<kernels::IsaLevel> TaskLevel(const RunningTask& running);
+  // The heartbeat thread: beats on schedule, cancels a task past its bound
+  // or of a stopping worker, declares it stuck past the grace.
+  void WatchRunningTask(RunningTask* running);
+  // One heartbeat with the progress and the layers not yet reported; false
+  // when quantd could not be reached (the layers are kept for the next).
+  bool Beat(RunningTask* running);
+  absl::StatusOr<TaskOutcome> RunAtLevel(RunningTask* running,
+                                         kernels::IsaLevel level);
+  // Completes or fails the lease as the outcome says; how it ended.
+  metrics::TaskOutcome ReportOutcome(
+      RunningTask* running, const absl::StatusOr<TaskOutcome>& outcome);
   std::unique_ptr<grpc::ClientContext> Context(int64_t timeout_ms) const;
   void Log(const std::string& message) const;
   // WorkerOptions::on_stuck_task, or log and exit.
   void OnStuckTask(const std::string& message);
 
   WorkerOptions options_;
+  Clock* const clock_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::WorkerService::Stub> stub_;
   std::atomic<bool> stop_{false};

@@ -105,6 +105,15 @@ class PosixFileSystem : public FileSystem {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<std::string> MakeTemporaryDirectory(
+      const std::string& prefix) override {
+    std::string pattern = prefix + "XXXXXX";
+    if (::mkdtemp(pattern.data()) == nullptr) {
+      return ErrnoToStatus("cannot create directory", pattern, errno);
+    }
+    return pattern;
+  }
+
   absl::Status RemoveTree(const std::string& path) override {
     std::error_code error;
     std::filesystem::remove_all(path, error);

@@ -45,6 +45,10 @@ class FileSystem {
   virtual absl::Status RemoveFile(const std::string& path) = 0;
   // Creates `path` (its parent must exist). AlreadyExists when it does.
   virtual absl::Status MakeDirectory(const std::string& path) = 0;
+  // Creates a new directory named `prefix` followed by six unique
+  // characters (mkdtemp(3)), mode 0700; its path.
+  virtual absl::StatusOr<std::string> MakeTemporaryDirectory(
+      const std::string& prefix) = 0;
   // Removes `path` and everything under it; OK when it does not exist.
   virtual absl::Status RemoveTree(const std::string& path) = 0;
   // fsync of a directory, so renames and new entries in it are durable.

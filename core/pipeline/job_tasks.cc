@@ -20,6 +20,7 @@
 namespace quant {
 namespace {
 
+using pipeline_internal::BlockPublished;
 using pipeline_internal::BlockStateBytes;
 using pipeline_internal::EmbedEnteringStates;
 using pipeline_internal::JobInputs;
@@ -33,10 +34,6 @@ void Stage(const TaskControl& control, const std::string& what) {
 
 bool Cancelled(const TaskControl& control) {
   return control.cancelled != nullptr && control.cancelled->load();
-}
-
-bool BlockPublished(const std::string& work_dir, int block) {
-  return FileExists(BlockOutputPrefix(work_dir, block) + ".layers.json");
 }
 
 // What the coordinator recorded for the block's layers.json; "" if nothing.

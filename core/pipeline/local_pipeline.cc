@@ -24,6 +24,7 @@
 namespace quant {
 namespace {
 
+using pipeline_internal::BlockPublished;
 using pipeline_internal::JobInputs;
 using pipeline_internal::OpenJobInputs;
 using pipeline_internal::RunBlockJobTaskOnInputs;
@@ -94,13 +95,15 @@ class WorkDirectory {
   absl::Status CreateTemporary(const std::string& out_dir) {
     std::string pattern = out_dir;
     while (pattern.size() > 1 && pattern.back() == '/') pattern.pop_back();
-    pattern += ".activations-XXXXXX";
-    if (::mkdtemp(pattern.data()) == nullptr) {
-      return absl::PermissionDeniedError(absl::StrCat(
-          "cannot create a folder for the blocks' hidden states at ", pattern,
-          ": ", std::strerror(errno)));
+    absl::StatusOr<std::string> made =
+        fs_->MakeTemporaryDirectory(pattern + ".activations-");
+    if (!made.ok()) {
+      return absl::Status(
+          made.status().code(),
+          absl::StrCat("cannot create a folder for the blocks' hidden states: ",
+                       made.status().message()));
     }
-    path_ = pattern;
+    path_ = *std::move(made);
     temporary_ = true;
     return absl::OkStatus();
   }
@@ -184,7 +187,7 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
   // The task plan, in order: the block tasks, then the finalize.
   const int blocks = inputs.checkpoint->config().num_hidden_layers;
   for (int b = 0; b < blocks; ++b) {
-    if (FileExists(BlockOutputPrefix(work.path(), b) + ".layers.json")) {
+    if (BlockPublished(work.path(), b)) {
       // Published by an earlier run; the next task checks what it reads.
       obs.OnBlockResumed(b, blocks);
       continue;

@@ -14,7 +14,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "server/store/clock.h"
+#include "core/base/clock.h"
 #include "server/store/job_store.h"
 #include "server/store/sqlite_db.h"
 

@@ -27,6 +27,7 @@ namespace quant {
 namespace {
 
 using nlohmann::json;
+using testing::CountingObserver;
 using testing::SmallRecipe;
 
 json ReadJson(const std::string& path) {
@@ -198,17 +199,6 @@ TEST_F(LocalPipelineTest, BothPropagationsRunAndRerunsAreByteIdentical) {
   const json config = ReadJson(temp_ + "/ind/quantize_config.json");
   EXPECT_EQ(config["true_sequential"], false);
 }
-
-// Counts the blocks computed and the blocks found in the work directory.
-class CountingObserver : public PipelineObserver {
- public:
-  void OnBlockStart(int, int) override { ++computed; }
-  void OnBlockResumed(int, int) override { ++resumed; }
-  void OnStage(const std::string& what) override { stages.push_back(what); }
-  int computed = 0;
-  int resumed = 0;
-  std::vector<std::string> stages;
-};
 
 TEST_F(LocalPipelineTest, WorkDirectoryGivesTheSameOutputAndResumes) {
   const Recipe recipe =

@@ -26,19 +26,8 @@ using ::quant::testing::FaultInjectingFileSystem;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 
-std::string ReadOrEmpty(const std::string& path) {
-  absl::StatusOr<std::string> bytes = ReadFileToString(path);
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  return bytes.ok() ? *bytes : "";
-}
-
-class CountingObserver : public PipelineObserver {
- public:
-  void OnBlockStart(int, int) override { ++computed; }
-  void OnBlockResumed(int, int) override { ++resumed; }
-  int computed = 0;
-  int resumed = 0;
-};
+using ::quant::testing::CountingObserver;
+using ::quant::testing::ReadOrEmpty;
 
 class LocalRunFaultTest : public ::testing::Test {
  protected:
@@ -135,6 +124,24 @@ TEST_F(LocalRunFaultTest, DiskFullInABlockTaskLeavesNoTemporaryWorkDirectory) {
       RunLocalQuantization(Options("checkpoint", FileSystem::Default()));
   ASSERT_TRUE(rerun.ok()) << rerun.status();
   EXPECT_TRUE(ReadOrEmpty(options.out_dir + "/model.safetensors") == weights);
+}
+
+TEST_F(LocalRunFaultTest, UncreatableTemporaryWorkDirectoryFailsBeforeAnyWork) {
+  FaultInjectingFileSystem fs;
+  const LocalQuantizeOptions options = Options("checkpoint", &fs);
+  fs.FailCreatesUnder(options.out_dir + ".activations-", EACCES);
+  CountingObserver observer;
+  auto failed = RunLocalQuantization(options, &observer);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsPermissionDenied(failed.status())) << failed.status();
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr("cannot create a folder for the blocks' hidden states"));
+  EXPECT_THAT(failed.status().message(),
+              HasSubstr(options.out_dir + ".activations-"));
+  EXPECT_EQ(fs.faults_injected(), 1);
+  EXPECT_EQ(observer.computed, 0);
+  EXPECT_TRUE(DirectoryEntries(out_parent_).empty())
+      << ::testing::PrintToString(DirectoryEntries(out_parent_));
 }
 
 TEST_F(LocalRunFaultTest, FailedRenameOfTheCheckpointLeavesNothing) {

@@ -1,10 +1,12 @@
 // Shared setup for the pipeline tests.
 #include "tests/pipeline/pipeline_fixture.h"
 
+#include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/calib/calibration_file.h"
 #include "core/model/linear_layers.h"
 #include "core/pipeline/quantization_plan.h"
+#include "gtest/gtest.h"
 #include "tests/support/test_env.h"
 
 namespace quant::testing {
@@ -70,6 +72,12 @@ absl::StatusOr<BlockTaskInput> Block0Input(const LoadedModel& loaded,
   QUANT_ASSIGN_OR_RETURN(input.heldout,
                          Embedded(*loaded.model, loaded.split.heldout));
   return input;
+}
+
+std::string ReadOrEmpty(const std::string& path) {
+  absl::StatusOr<std::string> bytes = ReadFileToString(path);
+  EXPECT_TRUE(bytes.ok()) << bytes.status();
+  return bytes.ok() ? *bytes : "";
 }
 
 }  // namespace quant::testing

@@ -6,12 +6,14 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/calib/calibration_split.h"
 #include "core/forward/llama_model.h"
 #include "core/model/checkpoint.h"
 #include "core/pipeline/block_task.h"
+#include "core/pipeline/local_pipeline.h"
 #include "core/recipe/recipe.h"
 #include "core/text/tokenizer.h"
 
@@ -38,6 +40,21 @@ absl::StatusOr<LoadedModel> LoadStories260K(const Recipe& recipe);
 // recipe's plan, hidden states = the split's embeddings).
 absl::StatusOr<BlockTaskInput> Block0Input(const LoadedModel& loaded,
                                            const Recipe& recipe);
+
+// The file's bytes; "" (and a test failure) when it cannot be read.
+std::string ReadOrEmpty(const std::string& path);
+
+// Counts the blocks a local run computed and the ones it found published
+// in its work directory, and keeps the stages it reported.
+class CountingObserver : public PipelineObserver {
+ public:
+  void OnBlockStart(int, int) override { ++computed; }
+  void OnBlockResumed(int, int) override { ++resumed; }
+  void OnStage(const std::string& what) override { stages.push_back(what); }
+  int computed = 0;
+  int resumed = 0;
+  std::vector<std::string> stages;
+};
 
 }  // namespace quant::testing
 

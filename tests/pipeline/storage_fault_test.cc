@@ -24,14 +24,9 @@ namespace {
 
 using ::quant::testing::DirectoryEntries;
 using ::quant::testing::FaultInjectingFileSystem;
+using ::quant::testing::ReadOrEmpty;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-std::string ReadOrEmpty(const std::string& path) {
-  absl::StatusOr<std::string> bytes = ReadFileToString(path);
-  EXPECT_TRUE(bytes.ok()) << bytes.status();
-  return bytes.ok() ? *bytes : "";
-}
 
 // Block 0's published tensors and leaving states in `work_dir` (its layer
 // results record timings, which differ from run to run).

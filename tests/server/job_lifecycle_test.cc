@@ -18,7 +18,7 @@
 #include "server/artifact_store.h"
 #include "server/change_signal.h"
 #include "server/job_spec.h"
-#include "server/store/clock.h"
+#include "core/base/clock.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/task_plan.h"
 #include "tests/support/test_env.h"
@@ -74,7 +74,7 @@ FinishedTasks MakeFinishedTasks() {
   FinishedTasks out;
   out.dir = testing::MakeTempDir();
   auto store = store::SqliteJobStore::Open(out.dir + "/quantd.db",
-                                           store::SystemClock::Default());
+                                           SystemClock::Default());
   EXPECT_TRUE(store.ok()) << store.status();
   if (!store.ok()) return out;
   out.store = *std::move(store);

@@ -21,7 +21,7 @@
 #include "server/auth.h"
 #include "server/data_dir_lock.h"
 #include "server/listen_address.h"
-#include "server/store/clock.h"
+#include "core/base/clock.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/task_plan.h"
 #include "server/uri_policy.h"
@@ -282,7 +282,7 @@ TEST(DataDirLockTest, SecondHolderIsRefusedNamingTheFirst) {
 TEST(TaskPlanTest, EnsureJobPlannedIsSafeToRace) {
   const std::string temp = testing::MakeTempDir();
   auto store = store::SqliteJobStore::Open(temp + "/quantd.db",
-                                           store::SystemClock::Default());
+                                           SystemClock::Default());
   ASSERT_TRUE(store.ok()) << store.status();
   for (int i = 0; i < 20; ++i) {
     auto job = (*store)->CreateJob(absl::StrCat("r", i), "{}", {});

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/clock.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
@@ -939,6 +940,57 @@ TEST_F(WorkerProtocolTest, TaskPastItsTimeBoundFailsSayingSo) {
   // Retried until the attempts ran out (3), each ended by the bound.
   EXPECT_EQ(runs.load(), 3);
   EXPECT_NE(now.error().find("task exceeded --max_task_seconds (0.2 s) and "
+                             "was cancelled"),
+            std::string::npos)
+      << now.error();
+}
+
+// The worker's bounds read its injected clock: a task that moves a
+// FakeClock past a one-hour bound is cancelled at the heartbeat thread's next
+// wake, three attempts in well under the test's deadline instead of three
+// hours.
+TEST_F(WorkerProtocolTest, TaskBoundIsJudgedOnTheInjectedClock) {
+  ASSERT_NO_FATAL_FAILURE(Start(Options()));
+  FakeClock clock;
+  worker::WorkerOptions options = InProcessWorker(server_->address());
+  options.clock = &clock;
+  options.max_task_ms = 3'600'000;
+  std::atomic<int> runs{0};
+  options.run_task =
+      [&](const v1::Task&, const worker::TaskProgressSink&,
+          const std::atomic<bool>* cancelled,
+          const worker::TaskLimits&) -> absl::StatusOr<worker::TaskOutcome> {
+    ++runs;
+    clock.AdvanceMs(3'600'001);
+    while (!cancelled->load()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return absl::CancelledError("task cancelled");
+  };
+  options.on_stuck_task = [](const std::string& m) {
+    ADD_FAILURE() << "not stuck: the grace is on the same clock: " << m;
+  };
+  auto created = worker::Worker::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<worker::Worker> in_process = *std::move(created);
+  std::thread running([&] { (void)in_process->Run(); });
+
+  const v1::Job job = CreateJob();
+  v1::Job now;
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    v1::GetJobRequest get;
+    get.set_id(job.id());
+    ASSERT_TRUE(client_->GetJob(Context().get(), get, &now).ok());
+    if (now.state() == v1::JOB_STATE_FAILED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  in_process->RequestStop();
+  running.join();
+  ASSERT_EQ(now.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(runs.load(), 3);
+  EXPECT_NE(now.error().find("task exceeded --max_task_seconds (3600 s) and "
                              "was cancelled"),
             std::string::npos)
       << now.error();

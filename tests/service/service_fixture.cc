@@ -19,7 +19,7 @@
 #include "core/recipe/recipe.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
-#include "server/store/clock.h"
+#include "core/base/clock.h"
 #include "server/store/sqlite_job_store.h"
 #include "tests/support/test_env.h"
 
@@ -323,7 +323,7 @@ absl::StatusOr<std::vector<store::Task>> ServiceHarness::StoredTasks(
 absl::StatusOr<std::vector<store::Task>> ServiceHarness::ReadStoredTasks(
     const std::string& id) const {
   auto opened = store::SqliteJobStore::Open(dir_ + "/data/quantd.db",
-                                            store::SystemClock::Default());
+                                            SystemClock::Default());
   if (!opened.ok()) return opened.status();
   return (*opened)->ListTasks(id);
 }

@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/store/clock.h"
+#include "core/base/clock.h"
 #include "server/store/sqlite_db.h"
 #include "server/store/sqlite_job_store.h"
 #include "tests/support/test_env.h"

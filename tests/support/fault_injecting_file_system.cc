@@ -146,6 +146,14 @@ absl::Status FaultInjectingFileSystem::MakeDirectory(const std::string& path) {
   return base_->MakeDirectory(path);
 }
 
+absl::StatusOr<std::string> FaultInjectingFileSystem::MakeTemporaryDirectory(
+    const std::string& prefix) {
+  if (std::optional<int> err = CreateFault(prefix)) {
+    return ErrnoToStatus("cannot create directory", prefix + "XXXXXX", *err);
+  }
+  return base_->MakeTemporaryDirectory(prefix);
+}
+
 absl::Status FaultInjectingFileSystem::RemoveTree(const std::string& path) {
   return base_->RemoveTree(path);
 }

@@ -48,6 +48,8 @@ class FaultInjectingFileSystem : public FileSystem {
                           const std::string& to) override;
   absl::Status RemoveFile(const std::string& path) override;
   absl::Status MakeDirectory(const std::string& path) override;
+  absl::StatusOr<std::string> MakeTemporaryDirectory(
+      const std::string& prefix) override;
   absl::Status RemoveTree(const std::string& path) override;
   absl::Status SyncDirectory(const std::string& dir) override;
 

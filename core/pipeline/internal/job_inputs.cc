@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/calib/calibration_file.h"
 #include "core/forward/outer_weights.h"
@@ -132,6 +133,10 @@ BlockTaskInput MakeBlockTaskInput(const JobInputs& inputs, const Recipe& recipe,
   input.settings = inputs.plan.blocks[block];
   input.stored_dtypes = BlockDTypes(*inputs.checkpoint, block);
   return input;
+}
+
+bool BlockPublished(const std::string& work_dir, int block) {
+  return FileExists(BlockOutputPrefix(work_dir, block) + ".layers.json");
 }
 
 }  // namespace pipeline_internal

@@ -69,6 +69,11 @@ absl::StatusOr<BlockWeights> LoadCheckedBlock(const Checkpoint& checkpoint,
 std::map<std::string, DType> BlockDTypes(const Checkpoint& checkpoint,
                                          int block);
 
+// Whether block `block`'s task has published its outputs in `work_dir` (its
+// layers.json, renamed into place last, exists). What it published is checked
+// by whoever reads it.
+bool BlockPublished(const std::string& work_dir, int block);
+
 // The block task's input for block `block` of `inputs` (its float
 // `weights`); the hidden states entering it are set by the caller.
 BlockTaskInput MakeBlockTaskInput(const JobInputs& inputs, const Recipe& recipe,
