@@ -310,8 +310,9 @@ absl::StatusOr<EvaluatedModels> LoadEvaluatedModels(
 absl::StatusOr<TextEvaluation> EvaluateHeldoutOf(
     const std::string& heldout_of, const EvaluatedModels& models,
     const CalibrationFile& file, TextEvaluationOptions* options) {
-  QUANT_ASSIGN_OR_RETURN(const CalibrationSplit split,
-                         SplitFromManifest(heldout_of, file, *models.tokenizer));
+  QUANT_ASSIGN_OR_RETURN(
+      const CalibrationSplit split,
+      SplitFromManifest(heldout_of, file, *models.tokenizer));
   options->seq_len = split.heldout.seq_len;
   options->packing = split.options.packing;
   TextEvaluation evaluation;
@@ -354,9 +355,9 @@ absl::Status RunEval(const CommandInvocation& invocation) {
   const std::string heldout_of = absl::GetFlag(FLAGS_heldout_of);
   TextEvaluation evaluation;
   if (heldout_of.empty()) {
-    QUANT_ASSIGN_OR_RETURN(
-        evaluation, EvaluateText(*models.model, models.reference.get(),
-                                 *models.tokenizer, file, options));
+    QUANT_ASSIGN_OR_RETURN(evaluation,
+                           EvaluateText(*models.model, models.reference.get(),
+                                        *models.tokenizer, file, options));
   } else {
     QUANT_ASSIGN_OR_RETURN(
         evaluation, EvaluateHeldoutOf(heldout_of, models, file, &options));

@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/base/strict_json.h"
 #include "core/pipeline/audit_report.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
@@ -177,7 +178,7 @@ absl::StatusOr<json> MessageToJson(const google::protobuf::Message& message) {
     return absl::InternalError(
         absl::StrCat(message.GetTypeName(), " to JSON: ", status.ToString()));
   }
-  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  json value = ParseJsonOrDiscarded(text);
   if (value.is_discarded()) {
     return absl::InternalError(
         absl::StrCat(message.GetTypeName(), " to JSON: unparsable output"));

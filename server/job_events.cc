@@ -2,6 +2,7 @@
 #include "server/job_events.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/base/strict_json.h"
 #include "google/protobuf/util/json_util.h"
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
@@ -93,8 +94,7 @@ absl::Status ForEachEvent(
 }
 
 absl::StatusOr<store::JobState> EventState(const store::Event& event) {
-  const nlohmann::json payload =
-      nlohmann::json::parse(event.payload_json, nullptr, false);
+  const nlohmann::json payload = ParseJsonOrDiscarded(event.payload_json);
   if (!payload.is_object() || !payload.contains("state") ||
       !payload["state"].is_string()) {
     return absl::InternalError(absl::StrCat("event ", event.seq, " of job ",

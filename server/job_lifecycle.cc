@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/job_constants.h"
+#include "core/base/strict_json.h"
 #include "core/pipeline/finalize_task.h"
 #include "nlohmann/json.hpp"
 #include "server/job_events.h"
@@ -110,9 +111,8 @@ absl::Status JobLifecycle::CheckManifestNamesJob(const std::string& job_id) {
   if (!spec.ok()) return spec.status();
   absl::StatusOr<std::string> manifest = artifacts_->ReadManifest(job_id);
   if (!manifest.ok()) return manifest.status();
-  return quant::CheckManifestNamesJob(
-      nlohmann::json::parse(*manifest, nullptr, false), "manifest.json", job_id,
-      spec->recipe);
+  return quant::CheckManifestNamesJob(ParseJsonOrDiscarded(*manifest),
+                                      "manifest.json", job_id, spec->recipe);
 }
 
 absl::Status JobLifecycle::FailJob(const std::string& job_id,

@@ -1,11 +1,15 @@
 // JobSpec <-> spec_json, and store::Job -> quant.v1.Job.
 #include "server/job_spec.h"
 
-#include <exception>
+#include <cstdint>
+#include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "common/recipe_convert.h"
+#include "core/base/json_fields.h"
+#include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
 
@@ -25,32 +29,57 @@ std::string JobSpecToJson(const JobSpec& spec) {
   return json.dump();
 }
 
-absl::StatusOr<JobSpec> JobSpecFromJson(const std::string& text) {
+namespace {
+
+absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
+  namespace fields = json_fields;
+  QUANT_ASSIGN_OR_RETURN(const nlohmann::json json,
+                         ParseJsonStrict(text, "spec_json"));
+  QUANT_RETURN_IF_ERROR(fields::ExpectObject(json, "spec_json"));
   JobSpec spec;
-  try {
-    const nlohmann::json json = nlohmann::json::parse(text);
-    spec.checkpoint_uri = json.at("checkpoint").at("uri").get<std::string>();
-    spec.checkpoint_path = json.at("checkpoint").at("path").get<std::string>();
-    spec.num_blocks = json.at("checkpoint").at("blocks").get<int>();
-    spec.calibration_sha256 =
-        json.at("calibration").at("sha256").get<std::string>();
-    spec.calibration_path =
-        json.at("calibration").at("path").get<std::string>();
-    for (const auto& [key, value] : json.at("labels").items()) {
-      spec.labels[key] = value.get<std::string>();
-    }
-    if (json.contains("warnings")) {
-      spec.warnings = json.at("warnings").get<std::vector<std::string>>();
-    }
-    absl::StatusOr<Recipe> recipe =
-        ParseRecipe(json.at("recipe").dump(), "spec_json.recipe");
-    if (!recipe.ok()) {
-      return absl::InternalError(
-          absl::StrCat("stored job spec: ", recipe.status().message()));
-    }
-    spec.recipe = *std::move(recipe);
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("stored job spec: ", e.what()));
+  QUANT_ASSIGN_OR_RETURN(const nlohmann::json* checkpoint,
+                         fields::GetObject(json, "checkpoint", ""));
+  QUANT_ASSIGN_OR_RETURN(spec.checkpoint_uri,
+                         fields::GetString(*checkpoint, "uri", "checkpoint"));
+  QUANT_ASSIGN_OR_RETURN(spec.checkpoint_path,
+                         fields::GetString(*checkpoint, "path", "checkpoint"));
+  QUANT_ASSIGN_OR_RETURN(const int64_t blocks,
+                         fields::GetInt(*checkpoint, "blocks", "checkpoint"));
+  if (blocks < 0 || blocks > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("checkpoint.blocks: out of range: ", blocks));
+  }
+  spec.num_blocks = static_cast<int>(blocks);
+  QUANT_ASSIGN_OR_RETURN(const nlohmann::json* calibration,
+                         fields::GetObject(json, "calibration", ""));
+  QUANT_ASSIGN_OR_RETURN(
+      spec.calibration_sha256,
+      fields::GetString(*calibration, "sha256", "calibration"));
+  QUANT_ASSIGN_OR_RETURN(
+      spec.calibration_path,
+      fields::GetString(*calibration, "path", "calibration"));
+  QUANT_ASSIGN_OR_RETURN(const nlohmann::json* labels,
+                         fields::GetObject(json, "labels", ""));
+  for (const auto& [key, value] : labels->items()) {
+    QUANT_ASSIGN_OR_RETURN(spec.labels[key],
+                           fields::GetString(*labels, key, "labels"));
+  }
+  QUANT_ASSIGN_OR_RETURN(spec.warnings,
+                         fields::GetStringArrayOr(json, "warnings", ""));
+  QUANT_ASSIGN_OR_RETURN(const nlohmann::json* recipe,
+                         fields::GetObject(json, "recipe", ""));
+  QUANT_ASSIGN_OR_RETURN(spec.recipe,
+                         ParseRecipe(recipe->dump(), "spec_json.recipe"));
+  return spec;
+}
+
+}  // namespace
+
+absl::StatusOr<JobSpec> JobSpecFromJson(const std::string& text) {
+  absl::StatusOr<JobSpec> spec = ParseJobSpec(text);
+  if (!spec.ok()) {
+    return absl::InternalError(
+        absl::StrCat("stored job spec: ", spec.status().message()));
   }
   return spec;
 }

@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/clock.h"
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
@@ -19,7 +20,6 @@
 #include "server/data_dir_lock.h"
 #include "server/listen_address.h"
 #include "server/rpc_metrics_interceptor.h"
-#include "core/base/clock.h"
 
 namespace quant::server {
 namespace {
@@ -148,10 +148,9 @@ absl::Status QuantdServer::OpenState(const QuantdOptions& options) {
   }
   QUANT_ASSIGN_OR_RETURN(data_dir_lock_,
                          DataDirLock::Acquire(options.data_dir));
-  QUANT_ASSIGN_OR_RETURN(
-      store_, store::SqliteJobStore::Open(
-                  JoinPath(options.data_dir, "quantd.db"),
-                  SystemClock::Default()));
+  QUANT_ASSIGN_OR_RETURN(store_, store::SqliteJobStore::Open(
+                                     JoinPath(options.data_dir, "quantd.db"),
+                                     SystemClock::Default()));
   auto artifacts =
       FileArtifactStore::Open(options.artifact_root, options.max_upload_bytes);
   if (!artifacts.ok()) {
@@ -176,21 +175,21 @@ absl::Status QuantdServer::StartMetrics(const QuantdOptions& options) {
       metrics::QuantdMetricsOptions{options.metrics_retention});
   if (options.metrics_listen.empty()) return absl::OkStatus();
   QUANT_ASSIGN_OR_RETURN(metrics_endpoint_,
-                         metrics::MetricsEndpoint::Start(
-                             options.metrics_listen, metrics_->registry()));
+                         metrics::MetricsEndpoint::Start(options.metrics_listen,
+                                                         metrics_->registry()));
   return absl::OkStatus();
 }
 
 void QuantdServer::BuildServices(const QuantdOptions& options) {
-  lifecycle_ = std::make_unique<JobLifecycle>(store_.get(), artifacts_.get(),
-                                              &signal_);
+  lifecycle_ =
+      std::make_unique<JobLifecycle>(store_.get(), artifacts_.get(), &signal_);
   auth_ = std::make_unique<Authenticator>(options.tokens);
   QuantServiceOptions service_options;
   service_options.max_upload_bytes = options.max_upload_bytes;
   service_options.max_concurrent_uploads = options.max_concurrent_uploads;
   service_options.max_watch_streams = options.max_watch_streams;
-  service_ = std::make_unique<QuantServiceImpl>(
-      lifecycle_.get(), policy_.get(), auth_.get(), service_options);
+  service_ = std::make_unique<QuantServiceImpl>(lifecycle_.get(), policy_.get(),
+                                                auth_.get(), service_options);
   WorkerServiceOptions worker_options = options.workers;
   // A task reads the submitted checkpoint and calibration (allowed roots)
   // and the job's work area and uploads (artifact root), nothing else.
@@ -247,9 +246,8 @@ absl::Status QuantdServer::StartLocalWorkers(const QuantdOptions& options) {
   local.count = options.local_workers;
   local.binary = FindWorkerBinary(options.worker_binary);
   // Loopback to ourselves, whatever address we listen on.
-  local.server_address =
-      absl::StrCat(options.tls_cert_file.empty() ? "127.0.0.1" : "localhost",
-                   ":", port_);
+  local.server_address = absl::StrCat(
+      options.tls_cert_file.empty() ? "127.0.0.1" : "localhost", ":", port_);
   local.worker_token = options.tokens.worker;
   local.tls_ca_file = options.tls_cert_file;
   local.extra_args = options.worker_args;

@@ -152,8 +152,8 @@ absl::StatusOr<quant::worker::WorkerOptions> OptionsFromFlags(
       static_cast<int64_t>(absl::GetFlag(FLAGS_cancel_grace_seconds) * 1000.0);
   const int64_t activation_mb = absl::GetFlag(FLAGS_max_activation_mb);
   if (activation_mb < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--max_activation_mb must be >= 0, got ", activation_mb));
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_activation_mb must be >= 0, got ", activation_mb));
   }
   options.max_activation_bytes = activation_mb << 20;
   options.version = quant::ToolVersion();

@@ -287,19 +287,18 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
   outcome_label = ReportOutcome(&running, outcome);
 }
 
-std::optional<kernels::IsaLevel> Worker::TaskLevel(
-    const RunningTask& running) {
+std::optional<kernels::IsaLevel> Worker::TaskLevel(const RunningTask& running) {
   // The job's level, exactly (results differ in the last bits between
   // levels); a coordinator that pins none leaves the worker's own.
   const v1::Task& task = *running.task;
   if (task.isa().empty()) return kernels::ProcessIsa();
   absl::StatusOr<kernels::IsaLevel> wanted = kernels::ParseIsaName(task.isa());
   if (wanted.ok() && kernels::CanRun(*wanted)) return *wanted;
-  const std::string error = absl::StrCat(
-      "worker ", options_.name, " cannot run ", running.what,
-      " at kernel level ", task.isa(), ": ",
-      wanted.ok() ? kernels::DescribeIsa(kernels::ProcessIsa())
-                  : std::string(wanted.status().message()));
+  const std::string error =
+      absl::StrCat("worker ", options_.name, " cannot run ", running.what,
+                   " at kernel level ", task.isa(), ": ",
+                   wanted.ok() ? kernels::DescribeIsa(kernels::ProcessIsa())
+                               : std::string(wanted.status().message()));
   Log(error);
   v1::FailTaskRequest fail;
   fail.set_lease_id(running.lease_id);
@@ -503,11 +502,10 @@ metrics::TaskOutcome Worker::ReportOutcome(
     }
     ++completed_;
     const double seconds = (clock_->NowMs() - running->started_ms) / 1000.0;
-    Log(absl::StrCat(
-        what, " done in ", absl::StrFormat("%.2f", seconds), " s",
-        task.kind() == v1::TASK_KIND_FINALIZE
-            ? (outcome->passed ? " (gates PASS)" : " (gates FAIL)")
-            : ""));
+    Log(absl::StrCat(what, " done in ", absl::StrFormat("%.2f", seconds), " s",
+                     task.kind() == v1::TASK_KIND_FINALIZE
+                         ? (outcome->passed ? " (gates PASS)" : " (gates FAIL)")
+                         : ""));
     return metrics::TaskOutcome::kCompleted;
   }
   ++failed_;

@@ -204,4 +204,11 @@ absl::StatusOr<json> ParseJsonFile(absl::string_view text,
                         absl::StrCat(source, ": not valid JSON: "));
 }
 
+json ParseJsonOrDiscarded(absl::string_view text,
+                          const StrictJsonOptions& options) {
+  absl::StatusOr<json> parsed = ParseOrExplain(text, options, "");
+  if (!parsed.ok()) return json(json::value_t::discarded);
+  return *std::move(parsed);
+}
+
 }  // namespace quant

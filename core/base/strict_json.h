@@ -49,6 +49,15 @@ absl::StatusOr<nlohmann::json> ParseJsonFile(
     absl::string_view text, absl::string_view source,
     const StrictJsonOptions& options = PythonJsonOptions());
 
+// For readers that check the value's shape themselves and report their own
+// error: the parsed value, or a discarded one (is_discarded()) when `text`
+// is not valid JSON or breaks `options` (too deep, a refused duplicate).
+// Use it instead of nlohmann::json::parse(text, nullptr, false), which has
+// no bound on nesting.
+nlohmann::json ParseJsonOrDiscarded(
+    absl::string_view text,
+    const StrictJsonOptions& options = PythonJsonOptions());
+
 }  // namespace quant
 
 #endif  // QUANT_CORE_IO_STRICT_JSON_H_

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "core/model/finite_scan.h"
 
 namespace quant {
@@ -41,8 +42,7 @@ absl::StatusOr<nlohmann::json> ReadQuantizationConfig(const std::string& dir) {
   const std::string path = JoinPath(dir, "config.json");
   QUANT_ASSIGN_OR_RETURN(std::string text,
                          ReadFileToString(path, size_t{1} << 20));
-  const nlohmann::json root =
-      nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  const nlohmann::json root = ParseJsonOrDiscarded(text);
   if (root.is_discarded() || !root.is_object() ||
       !root.contains("quantization_config")) {
     return absl::InvalidArgumentError(

@@ -2,6 +2,7 @@
 #include "core/pack/checkpoint_config.h"
 
 #include "absl/status/status.h"
+#include "core/base/strict_json.h"
 
 namespace quant {
 
@@ -11,9 +12,7 @@ absl::StatusOr<std::string> WithQuantizationConfig(
     return absl::InvalidArgumentError(
         "quantization_config block is not a JSON object");
   }
-  nlohmann::json config =
-      nlohmann::json::parse(config_json.begin(), config_json.end(), nullptr,
-                            /*allow_exceptions=*/false);
+  nlohmann::json config = ParseJsonOrDiscarded(config_json);
   if (config.is_discarded() || !config.is_object()) {
     return absl::InvalidArgumentError(
         "config.json is not a JSON object; cannot add quantization_config");

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "core/pipeline/quantization_plan.h"
 #include "core/recipe/recipe.h"
 #include "nlohmann/json.hpp"
@@ -20,7 +21,7 @@ absl::StatusOr<CalibrationSplit> SplitFromManifest(
                                : manifest_path;
   QUANT_ASSIGN_OR_RETURN(std::string text,
                          ReadFileToString(path, size_t{256} << 20));
-  const nlohmann::json manifest = nlohmann::json::parse(text, nullptr, false);
+  const nlohmann::json manifest = ParseJsonOrDiscarded(text);
   if (!manifest.is_object() || !manifest.contains("recipe") ||
       !manifest.contains("calibration") ||
       !manifest["calibration"].is_object()) {

@@ -9,6 +9,7 @@
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "core/calib/calibration_file.h"
 #include "core/forward/block_forward.h"
 #include "core/forward/block_weights.h"
@@ -174,13 +175,13 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
     FinalizeJobResult result;
     QUANT_ASSIGN_OR_RETURN(std::string manifest_text,
                            ReadFileToString(manifest_path));
-    result.manifest = nlohmann::json::parse(manifest_text, nullptr, false);
+    result.manifest = ParseJsonOrDiscarded(manifest_text);
     if (!context.job_id.empty()) {
       QUANT_RETURN_IF_ERROR(CheckManifestNamesJob(
           result.manifest, manifest_path, context.job_id, context.recipe));
     }
     QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(published_audit));
-    result.audit = nlohmann::json::parse(text, nullptr, false);
+    result.audit = ParseJsonOrDiscarded(text);
     if (!result.audit.is_object() || !result.audit.contains("verdict")) {
       return absl::DataLossError(
           absl::StrCat(published_audit, ": not an audit this tool wrote"));

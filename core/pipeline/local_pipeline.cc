@@ -14,6 +14,7 @@
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "core/calib/calibration_split.h"
 #include "core/kernels/dispatch.h"
 #include "core/model/checkpoint.h"
@@ -56,8 +57,8 @@ absl::Status PrepareWorkDir(const std::string& dir,
     return WriteFileAtomically(path, identity.dump(2) + "\n", fs);
   }
   QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
-  if (nlohmann::json::parse(text, nullptr, false) != identity) {
-    const nlohmann::json stored = nlohmann::json::parse(text, nullptr, false);
+  if (ParseJsonOrDiscarded(text) != identity) {
+    const nlohmann::json stored = ParseJsonOrDiscarded(text);
     if (stored.is_object() && stored.contains("isa") &&
         stored["isa"] != identity["isa"]) {
       return absl::FailedPreconditionError(absl::StrCat(

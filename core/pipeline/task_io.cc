@@ -12,6 +12,7 @@
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "core/io/safetensors.h"
 #include "core/kernels/dispatch.h"
 #include "core/quant/grid.h"
@@ -360,7 +361,7 @@ absl::Status VerifyBlockFile(const std::string& dir, int block,
   QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(layers_path));
   QUANT_RETURN_IF_ERROR(
       CheckLayersFile(layers_path, block, text, expected_layers_sha256));
-  const json doc = json::parse(text, nullptr, false);
+  const json doc = ParseJsonOrDiscarded(text);
   const json* files = nullptr;
   if (doc.is_object()) {
     auto it = doc.find("sha256");
@@ -394,7 +395,7 @@ absl::StatusOr<std::string> VerifyPublishedBlock(const std::string& dir,
   const std::string layers_path = prefix + ".layers.json";
   QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(layers_path));
   const std::string layers_sha256 = Sha256Hex(text);
-  const json doc = json::parse(text, nullptr, false);
+  const json doc = ParseJsonOrDiscarded(text);
   if (!doc.is_object() || !doc.contains("sha256") ||
       !doc["sha256"].is_object() || !doc["sha256"].contains(".safetensors")) {
     return ChangedBlockError(
@@ -475,7 +476,7 @@ absl::StatusOr<StoredBlockOutput> ReadBlockOutput(
                          ReadFileToString(prefix + ".layers.json"));
   QUANT_RETURN_IF_ERROR(CheckLayersFile(prefix + ".layers.json", block, text,
                                         expected_layers_sha256));
-  const json doc = json::parse(text, nullptr, false);
+  const json doc = ParseJsonOrDiscarded(text);
   if (!doc.is_object() || !doc.contains("layers") ||
       !doc["layers"].is_array() || !doc.contains("block") ||
       !doc["block"].is_number_integer() || doc["block"].get<int>() != block) {

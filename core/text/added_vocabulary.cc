@@ -6,14 +6,14 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/json_fields.h"
 #include "core/base/status_macros.h"
 #include "core/base/utf8.h"
-#include "core/text/json_fields.h"
 
 namespace quant {
 namespace {
 
-using text_json::Json;
+using json_fields::Json;
 
 // A word character for single_word: alphanumeric or '_' (ASCII), or any
 // non-ASCII character that is not whitespace.
@@ -49,35 +49,37 @@ absl::StatusOr<AddedVocabulary> AddedVocabulary::FromJson(
   }
   for (size_t i = 0; i < added_tokens.size(); ++i) {
     const Json& entry = added_tokens[i];
-    const std::string entry_path = text_json::IndexPath(path, i);
-    QUANT_RETURN_IF_ERROR(text_json::ExpectObject(entry, entry_path));
+    const std::string entry_path = json_fields::IndexPath(path, i);
+    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(entry, entry_path));
     AddedToken token;
     QUANT_ASSIGN_OR_RETURN(const int64_t id,
-                           text_json::GetIntOr(entry, "id", -1, entry_path));
+                           json_fields::GetIntOr(entry, "id", -1, entry_path));
     if (id < 0 || id > INT32_MAX) {
       return absl::InvalidArgumentError(
           absl::StrCat(entry_path, ".id: expected a non-negative integer"));
     }
     token.id = static_cast<int32_t>(id);
-    QUANT_ASSIGN_OR_RETURN(token.content,
-                           text_json::GetString(entry, "content", entry_path));
+    QUANT_ASSIGN_OR_RETURN(
+        token.content, json_fields::GetString(entry, "content", entry_path));
     if (!IsValidUtf8(token.content)) {
       return absl::InvalidArgumentError(
           absl::StrCat(entry_path, ".content: not valid UTF-8"));
     }
     QUANT_ASSIGN_OR_RETURN(
         token.special,
-        text_json::GetBoolOr(entry, "special", false, entry_path));
-    QUANT_ASSIGN_OR_RETURN(
-        token.normalized,
-        text_json::GetBoolOr(entry, "normalized", !token.special, entry_path));
+        json_fields::GetBoolOr(entry, "special", false, entry_path));
+    QUANT_ASSIGN_OR_RETURN(token.normalized,
+                           json_fields::GetBoolOr(entry, "normalized",
+                                                  !token.special, entry_path));
     QUANT_ASSIGN_OR_RETURN(
         token.single_word,
-        text_json::GetBoolOr(entry, "single_word", false, entry_path));
+        json_fields::GetBoolOr(entry, "single_word", false, entry_path));
     QUANT_ASSIGN_OR_RETURN(
-        token.lstrip, text_json::GetBoolOr(entry, "lstrip", false, entry_path));
+        token.lstrip,
+        json_fields::GetBoolOr(entry, "lstrip", false, entry_path));
     QUANT_ASSIGN_OR_RETURN(
-        token.rstrip, text_json::GetBoolOr(entry, "rstrip", false, entry_path));
+        token.rstrip,
+        json_fields::GetBoolOr(entry, "rstrip", false, entry_path));
     const size_t index = vocabulary.tokens_.size();
     vocabulary.index_by_id_[token.id] = index;
     vocabulary.index_by_content_[token.content] = index;

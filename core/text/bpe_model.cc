@@ -7,14 +7,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/base/json_fields.h"
 #include "core/base/status_macros.h"
 #include "core/base/utf8.h"
-#include "core/text/json_fields.h"
 
 namespace quant {
 namespace {
 
-using text_json::Json;
+using json_fields::Json;
 
 // Ids above this are surely a corrupt file, and would cost a huge table.
 constexpr int64_t kMaxTokenId = 16 * 1024 * 1024;
@@ -57,46 +57,48 @@ absl::StatusOr<std::unique_ptr<BpeModel>> BpeModel::FromJson(
   if (dropout != config.end() && !dropout->is_null() &&
       !(dropout->is_number() && dropout->get<double>() == 0.0)) {
     return absl::InvalidArgumentError(
-        absl::StrCat(text_json::FieldPath(path, "dropout"),
+        absl::StrCat(json_fields::FieldPath(path, "dropout"),
                      ": BPE dropout is for training and is not supported"));
   }
-  QUANT_ASSIGN_OR_RETURN(model->fuse_unk_,
-                         text_json::GetBoolOr(config, "fuse_unk", false, path));
+  QUANT_ASSIGN_OR_RETURN(
+      model->fuse_unk_,
+      json_fields::GetBoolOr(config, "fuse_unk", false, path));
   QUANT_ASSIGN_OR_RETURN(
       model->byte_fallback_,
-      text_json::GetBoolOr(config, "byte_fallback", false, path));
+      json_fields::GetBoolOr(config, "byte_fallback", false, path));
   QUANT_ASSIGN_OR_RETURN(
       model->ignore_merges_,
-      text_json::GetBoolOr(config, "ignore_merges", false, path));
+      json_fields::GetBoolOr(config, "ignore_merges", false, path));
   QUANT_ASSIGN_OR_RETURN(
       model->continuing_subword_prefix_,
-      text_json::GetStringOr(config, "continuing_subword_prefix", "", path));
+      json_fields::GetStringOr(config, "continuing_subword_prefix", "", path));
   QUANT_ASSIGN_OR_RETURN(
       model->end_of_word_suffix_,
-      text_json::GetStringOr(config, "end_of_word_suffix", "", path));
+      json_fields::GetStringOr(config, "end_of_word_suffix", "", path));
 
   auto vocab = config.find("vocab");
   if (vocab == config.end() || !vocab->is_object()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        text_json::FieldPath(path, "vocab"), ": expected an object"));
+        json_fields::FieldPath(path, "vocab"), ": expected an object"));
   }
   QUANT_RETURN_IF_ERROR(
-      model->LoadVocab(*vocab, text_json::FieldPath(path, "vocab")));
+      model->LoadVocab(*vocab, json_fields::FieldPath(path, "vocab")));
   auto merges = config.find("merges");
   if (merges == config.end() || !merges->is_array()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        text_json::FieldPath(path, "merges"), ": expected an array"));
+        json_fields::FieldPath(path, "merges"), ": expected an array"));
   }
   QUANT_RETURN_IF_ERROR(
-      model->LoadMerges(*merges, text_json::FieldPath(path, "merges")));
+      model->LoadMerges(*merges, json_fields::FieldPath(path, "merges")));
 
-  QUANT_ASSIGN_OR_RETURN(const std::string unk_token,
-                         text_json::GetStringOr(config, "unk_token", "", path));
+  QUANT_ASSIGN_OR_RETURN(
+      const std::string unk_token,
+      json_fields::GetStringOr(config, "unk_token", "", path));
   if (!unk_token.empty()) {
     model->unk_id_ = model->TokenToId(unk_token);
     if (!model->unk_id_.has_value()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(text_json::FieldPath(path, "unk_token"), ": '",
+          absl::StrCat(json_fields::FieldPath(path, "unk_token"), ": '",
                        unk_token, "' is not in the vocabulary"));
     }
   }
@@ -147,7 +149,7 @@ absl::Status BpeModel::LoadMerges(const Json& merges, const std::string& path) {
       if (space == std::string::npos ||
           line.find(' ', space + 1) != std::string::npos) {
         return absl::InvalidArgumentError(absl::StrCat(
-            text_json::IndexPath(path, rank), ": expected \"left right\"",
+            json_fields::IndexPath(path, rank), ": expected \"left right\"",
             " with one space, got \"", line, "\""));
       }
       left = line.substr(0, space);
@@ -158,14 +160,14 @@ absl::Status BpeModel::LoadMerges(const Json& merges, const std::string& path) {
       right = entry[1].get<std::string>();
     } else {
       return absl::InvalidArgumentError(
-          absl::StrCat(text_json::IndexPath(path, rank),
+          absl::StrCat(json_fields::IndexPath(path, rank),
                        ": expected \"left right\" or [left, right]"));
     }
     const std::optional<int32_t> left_id = TokenToId(left);
     const std::optional<int32_t> right_id = TokenToId(right);
     if (!left_id.has_value() || !right_id.has_value()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          text_json::IndexPath(path, rank), ": token '",
+          json_fields::IndexPath(path, rank), ": token '",
           left_id.has_value() ? right : left, "' is not in the vocabulary"));
     }
     std::string merged = left;
@@ -179,7 +181,7 @@ absl::Status BpeModel::LoadMerges(const Json& merges, const std::string& path) {
     const std::optional<int32_t> merged_id = TokenToId(merged);
     if (!merged_id.has_value()) {
       return absl::InvalidArgumentError(
-          absl::StrCat(text_json::IndexPath(path, rank), ": merged token '",
+          absl::StrCat(json_fields::IndexPath(path, rank), ": merged token '",
                        merged, "' is not in the vocabulary"));
     }
     // As in the Rust crate, a repeated pair keeps its last rank.

@@ -8,17 +8,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "core/base/json_fields.h"
 #include "core/base/regex.h"
 #include "core/base/status_macros.h"
 #include "core/base/utf8.h"
 #include "core/text/byte_level.h"
-#include "core/text/json_fields.h"
 #include "core/text/pattern.h"
 
 namespace quant {
 namespace {
 
-using text_json::Json;
+using json_fields::Json;
 
 class SequenceDecoder : public Decoder {
  public:
@@ -180,16 +180,16 @@ class MetaspaceDecoder : public Decoder {
 absl::StatusOr<std::unique_ptr<Decoder>> DecoderFromJson(
     const Json& config, const std::string& path) {
   QUANT_ASSIGN_OR_RETURN(const std::string type,
-                         text_json::ComponentType(config, path));
+                         json_fields::ComponentType(config, path));
   if (type == "Sequence") {
     QUANT_ASSIGN_OR_RETURN(const Json* items,
-                           text_json::GetArray(config, "decoders", path));
-    const std::string items_path = text_json::FieldPath(path, "decoders");
+                           json_fields::GetArray(config, "decoders", path));
+    const std::string items_path = json_fields::FieldPath(path, "decoders");
     std::vector<std::unique_ptr<Decoder>> parts;
     for (size_t i = 0; i < items->size(); ++i) {
       QUANT_ASSIGN_OR_RETURN(
           std::unique_ptr<Decoder> part,
-          DecoderFromJson((*items)[i], text_json::IndexPath(items_path, i)));
+          DecoderFromJson((*items)[i], json_fields::IndexPath(items_path, i)));
       parts.push_back(std::move(part));
     }
     return std::make_unique<SequenceDecoder>(std::move(parts));
@@ -198,7 +198,7 @@ absl::StatusOr<std::unique_ptr<Decoder>> DecoderFromJson(
     QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Regex> pattern,
                            PatternFromJson(config, path));
     QUANT_ASSIGN_OR_RETURN(std::string content,
-                           text_json::GetString(config, "content", path));
+                           json_fields::GetString(config, "content", path));
     return std::make_unique<ReplaceDecoder>(std::move(pattern),
                                             std::move(content));
   }
@@ -206,21 +206,21 @@ absl::StatusOr<std::unique_ptr<Decoder>> DecoderFromJson(
   if (type == "Fuse") return std::make_unique<FuseDecoder>();
   if (type == "Strip") {
     QUANT_ASSIGN_OR_RETURN(std::string content,
-                           text_json::GetString(config, "content", path));
+                           json_fields::GetString(config, "content", path));
     if (!IsValidUtf8(content) || content.empty()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          text_json::FieldPath(path, "content"), ": expected one character"));
+          json_fields::FieldPath(path, "content"), ": expected one character"));
     }
     size_t pos = 0;
     DecodeUtf8At(content, &pos);
     if (pos != content.size()) {
       return absl::InvalidArgumentError(absl::StrCat(
-          text_json::FieldPath(path, "content"), ": expected one character"));
+          json_fields::FieldPath(path, "content"), ": expected one character"));
     }
     QUANT_ASSIGN_OR_RETURN(const int64_t start,
-                           text_json::GetIntOr(config, "start", 0, path));
+                           json_fields::GetIntOr(config, "start", 0, path));
     QUANT_ASSIGN_OR_RETURN(const int64_t stop,
-                           text_json::GetIntOr(config, "stop", 0, path));
+                           json_fields::GetIntOr(config, "stop", 0, path));
     if (start < 0 || stop < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(path, ": start and stop must not be negative"));
@@ -233,18 +233,18 @@ absl::StatusOr<std::unique_ptr<Decoder>> DecoderFromJson(
   if (type == "Metaspace") {
     QUANT_ASSIGN_OR_RETURN(
         std::string replacement,
-        text_json::GetStringOr(config, "replacement", "\xE2\x96\x81", path));
+        json_fields::GetStringOr(config, "replacement", "\xE2\x96\x81", path));
     QUANT_ASSIGN_OR_RETURN(
         const bool add_prefix_space,
-        text_json::GetBoolOr(config, "add_prefix_space", true, path));
+        json_fields::GetBoolOr(config, "add_prefix_space", true, path));
     QUANT_ASSIGN_OR_RETURN(
         const std::string scheme,
-        text_json::GetStringOr(config, "prepend_scheme",
-                               add_prefix_space ? "always" : "never", path));
+        json_fields::GetStringOr(config, "prepend_scheme",
+                                 add_prefix_space ? "always" : "never", path));
     return std::make_unique<MetaspaceDecoder>(std::move(replacement),
                                               scheme != "never");
   }
-  return text_json::Unsupported("decoder", type, path);
+  return json_fields::Unsupported("decoder", type, path);
 }
 
 }  // namespace quant

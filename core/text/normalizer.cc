@@ -8,16 +8,16 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/json_fields.h"
 #include "core/base/regex.h"
 #include "core/base/status_macros.h"
 #include "core/base/utf8.h"
-#include "core/text/json_fields.h"
 #include "core/text/pattern.h"
 
 namespace quant {
 namespace {
 
-using text_json::Json;
+using json_fields::Json;
 
 class SequenceNormalizer : public Normalizer {
  public:
@@ -130,30 +130,31 @@ class StripNormalizer : public Normalizer {
 absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(
     const Json& config, const std::string& path) {
   QUANT_ASSIGN_OR_RETURN(const std::string type,
-                         text_json::ComponentType(config, path));
+                         json_fields::ComponentType(config, path));
   if (type == "Sequence") {
     QUANT_ASSIGN_OR_RETURN(const Json* items,
-                           text_json::GetArray(config, "normalizers", path));
+                           json_fields::GetArray(config, "normalizers", path));
     std::vector<std::unique_ptr<Normalizer>> parts;
-    const std::string items_path = text_json::FieldPath(path, "normalizers");
+    const std::string items_path = json_fields::FieldPath(path, "normalizers");
     for (size_t i = 0; i < items->size(); ++i) {
       QUANT_ASSIGN_OR_RETURN(
           std::unique_ptr<Normalizer> part,
-          NormalizerFromJson((*items)[i], text_json::IndexPath(items_path, i)));
+          NormalizerFromJson((*items)[i],
+                             json_fields::IndexPath(items_path, i)));
       parts.push_back(std::move(part));
     }
     return std::make_unique<SequenceNormalizer>(std::move(parts));
   }
   if (type == "Prepend") {
     QUANT_ASSIGN_OR_RETURN(std::string prefix,
-                           text_json::GetString(config, "prepend", path));
+                           json_fields::GetString(config, "prepend", path));
     return std::make_unique<PrependNormalizer>(std::move(prefix));
   }
   if (type == "Replace") {
     QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Regex> pattern,
                            PatternFromJson(config, path));
     QUANT_ASSIGN_OR_RETURN(std::string content,
-                           text_json::GetString(config, "content", path));
+                           json_fields::GetString(config, "content", path));
     return std::make_unique<ReplaceNormalizer>(std::move(pattern),
                                                std::move(content));
   }
@@ -176,13 +177,13 @@ absl::StatusOr<std::unique_ptr<Normalizer>> NormalizerFromJson(
   if (type == "Strip") {
     QUANT_ASSIGN_OR_RETURN(
         const bool left,
-        text_json::GetBoolOr(config, "strip_left", true, path));
+        json_fields::GetBoolOr(config, "strip_left", true, path));
     QUANT_ASSIGN_OR_RETURN(
         const bool right,
-        text_json::GetBoolOr(config, "strip_right", true, path));
+        json_fields::GetBoolOr(config, "strip_right", true, path));
     return std::make_unique<StripNormalizer>(left, right);
   }
-  return text_json::Unsupported("normalizer", type, path);
+  return json_fields::Unsupported("normalizer", type, path);
 }
 
 }  // namespace quant

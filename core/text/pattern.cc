@@ -4,14 +4,14 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/json_fields.h"
 #include "core/base/status_macros.h"
-#include "core/text/json_fields.h"
 
 namespace quant {
 
 absl::StatusOr<std::unique_ptr<Regex>> PatternFromJson(
     const nlohmann::json& config, const std::string& path) {
-  const std::string pattern_path = text_json::FieldPath(path, "pattern");
+  const std::string pattern_path = json_fields::FieldPath(path, "pattern");
   auto it = config.find("pattern");
   if (it == config.end() || !it->is_object() || it->size() != 1) {
     return absl::InvalidArgumentError(absl::StrCat(

@@ -4,13 +4,13 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/json_fields.h"
 #include "core/base/status_macros.h"
-#include "core/text/json_fields.h"
 
 namespace quant {
 namespace {
 
-using text_json::Json;
+using json_fields::Json;
 
 class IdentityPostProcessor : public PostProcessor {
  public:
@@ -58,21 +58,23 @@ class TemplatePostProcessor : public PostProcessor {
 absl::StatusOr<std::unique_ptr<PostProcessor>> TemplateFromJson(
     const Json& config, const std::string& path) {
   QUANT_ASSIGN_OR_RETURN(const Json* single,
-                         text_json::GetArray(config, "single", path));
-  const std::string single_path = text_json::FieldPath(path, "single");
+                         json_fields::GetArray(config, "single", path));
+  const std::string single_path = json_fields::FieldPath(path, "single");
   auto special_tokens = config.find("special_tokens");
-  const std::string special_path = text_json::FieldPath(path, "special_tokens");
+  const std::string special_path =
+      json_fields::FieldPath(path, "special_tokens");
   std::vector<int32_t> before;
   std::vector<int32_t> after;
   bool seen_sequence = false;
   for (size_t i = 0; i < single->size(); ++i) {
     const Json& piece = (*single)[i];
-    const std::string piece_path = text_json::IndexPath(single_path, i);
+    const std::string piece_path = json_fields::IndexPath(single_path, i);
     if (piece.is_object() && piece.contains("Sequence")) {
       QUANT_ASSIGN_OR_RETURN(
           const std::string sequence_id,
-          text_json::GetString(piece["Sequence"], "id",
-                               text_json::FieldPath(piece_path, "Sequence")));
+          json_fields::GetString(
+              piece["Sequence"], "id",
+              json_fields::FieldPath(piece_path, "Sequence")));
       if (sequence_id != "A" || seen_sequence) {
         return absl::InvalidArgumentError(
             absl::StrCat(piece_path, ": the single template may only hold ",
@@ -88,17 +90,18 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> TemplateFromJson(
     }
     QUANT_ASSIGN_OR_RETURN(
         const std::string name,
-        text_json::GetString(piece["SpecialToken"], "id",
-                             text_json::FieldPath(piece_path, "SpecialToken")));
+        json_fields::GetString(
+            piece["SpecialToken"], "id",
+            json_fields::FieldPath(piece_path, "SpecialToken")));
     if (special_tokens == config.end() || !special_tokens->is_object() ||
         !special_tokens->contains(name)) {
       return absl::InvalidArgumentError(absl::StrCat(
           special_path, ": no entry for '", name, "' used by ", piece_path));
     }
-    const std::string entry_path = text_json::FieldPath(special_path, name);
+    const std::string entry_path = json_fields::FieldPath(special_path, name);
     QUANT_ASSIGN_OR_RETURN(
         const Json* ids,
-        text_json::GetArray((*special_tokens)[name], "ids", entry_path));
+        json_fields::GetArray((*special_tokens)[name], "ids", entry_path));
     for (const Json& id : *ids) {
       if (!id.is_number_integer() || id.get<int64_t>() < 0 ||
           id.get<int64_t>() > INT32_MAX) {
@@ -121,24 +124,24 @@ absl::StatusOr<std::unique_ptr<PostProcessor>> TemplateFromJson(
 absl::StatusOr<std::unique_ptr<PostProcessor>> PostProcessorFromJson(
     const Json& config, const std::string& path) {
   QUANT_ASSIGN_OR_RETURN(const std::string type,
-                         text_json::ComponentType(config, path));
+                         json_fields::ComponentType(config, path));
   if (type == "TemplateProcessing") return TemplateFromJson(config, path);
   if (type == "ByteLevel") return std::make_unique<IdentityPostProcessor>();
   if (type == "Sequence") {
     QUANT_ASSIGN_OR_RETURN(const Json* items,
-                           text_json::GetArray(config, "processors", path));
-    const std::string items_path = text_json::FieldPath(path, "processors");
+                           json_fields::GetArray(config, "processors", path));
+    const std::string items_path = json_fields::FieldPath(path, "processors");
     std::vector<std::unique_ptr<PostProcessor>> parts;
     for (size_t i = 0; i < items->size(); ++i) {
       QUANT_ASSIGN_OR_RETURN(
           std::unique_ptr<PostProcessor> part,
           PostProcessorFromJson((*items)[i],
-                                text_json::IndexPath(items_path, i)));
+                                json_fields::IndexPath(items_path, i)));
       parts.push_back(std::move(part));
     }
     return std::make_unique<SequencePostProcessor>(std::move(parts));
   }
-  return text_json::Unsupported("post-processor", type, path);
+  return json_fields::Unsupported("post-processor", type, path);
 }
 
 }  // namespace quant

@@ -8,16 +8,16 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
+#include "core/base/json_fields.h"
 #include "core/base/regex.h"
 #include "core/base/status_macros.h"
 #include "core/text/byte_level.h"
-#include "core/text/json_fields.h"
 #include "core/text/pattern.h"
 
 namespace quant {
 namespace {
 
-using text_json::Json;
+using json_fields::Json;
 
 // GPT-2's pre-tokenizer pattern, used by ByteLevel with use_regex.
 constexpr absl::string_view kGpt2Pattern =
@@ -229,17 +229,17 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MetaspaceFromJson(
     const Json& config, const std::string& path) {
   QUANT_ASSIGN_OR_RETURN(
       std::string replacement,
-      text_json::GetStringOr(config, "replacement", "\xE2\x96\x81", path));
+      json_fields::GetStringOr(config, "replacement", "\xE2\x96\x81", path));
   QUANT_ASSIGN_OR_RETURN(const bool split,
-                         text_json::GetBoolOr(config, "split", true, path));
+                         json_fields::GetBoolOr(config, "split", true, path));
   // Older files say add_prefix_space instead of prepend_scheme.
   QUANT_ASSIGN_OR_RETURN(
       const bool add_prefix_space,
-      text_json::GetBoolOr(config, "add_prefix_space", true, path));
+      json_fields::GetBoolOr(config, "add_prefix_space", true, path));
   QUANT_ASSIGN_OR_RETURN(
       const std::string scheme_name,
-      text_json::GetStringOr(config, "prepend_scheme",
-                             add_prefix_space ? "always" : "never", path));
+      json_fields::GetStringOr(config, "prepend_scheme",
+                               add_prefix_space ? "always" : "never", path));
   PrependScheme scheme;
   if (scheme_name == "always") {
     scheme = PrependScheme::kAlways;
@@ -249,7 +249,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MetaspaceFromJson(
     scheme = PrependScheme::kNever;
   } else {
     return absl::InvalidArgumentError(
-        absl::StrCat(text_json::FieldPath(path, "prepend_scheme"),
+        absl::StrCat(json_fields::FieldPath(path, "prepend_scheme"),
                      ": unknown value '", scheme_name, "'"));
   }
   std::unique_ptr<Regex> split_pattern;
@@ -265,17 +265,19 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> MetaspaceFromJson(
 absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(
     const Json& config, const std::string& path) {
   QUANT_ASSIGN_OR_RETURN(const std::string type,
-                         text_json::ComponentType(config, path));
+                         json_fields::ComponentType(config, path));
   if (type == "Sequence") {
-    QUANT_ASSIGN_OR_RETURN(const Json* items,
-                           text_json::GetArray(config, "pretokenizers", path));
-    const std::string items_path = text_json::FieldPath(path, "pretokenizers");
+    QUANT_ASSIGN_OR_RETURN(
+        const Json* items,
+        json_fields::GetArray(config, "pretokenizers", path));
+    const std::string items_path =
+        json_fields::FieldPath(path, "pretokenizers");
     std::vector<std::unique_ptr<PreTokenizer>> parts;
     for (size_t i = 0; i < items->size(); ++i) {
       QUANT_ASSIGN_OR_RETURN(
           std::unique_ptr<PreTokenizer> part,
           PreTokenizerFromJson((*items)[i],
-                               text_json::IndexPath(items_path, i)));
+                               json_fields::IndexPath(items_path, i)));
       parts.push_back(std::move(part));
     }
     return std::make_unique<SequencePreTokenizer>(std::move(parts));
@@ -284,22 +286,23 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(
     QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Regex> pattern,
                            PatternFromJson(config, path));
     QUANT_ASSIGN_OR_RETURN(const std::string behavior_name,
-                           text_json::GetString(config, "behavior", path));
+                           json_fields::GetString(config, "behavior", path));
     QUANT_ASSIGN_OR_RETURN(
         const SplitBehavior behavior,
-        ParseBehavior(behavior_name, text_json::FieldPath(path, "behavior")));
-    QUANT_ASSIGN_OR_RETURN(const bool invert,
-                           text_json::GetBoolOr(config, "invert", false, path));
+        ParseBehavior(behavior_name, json_fields::FieldPath(path, "behavior")));
+    QUANT_ASSIGN_OR_RETURN(
+        const bool invert,
+        json_fields::GetBoolOr(config, "invert", false, path));
     return std::make_unique<SplitPreTokenizer>(std::move(pattern), behavior,
                                                invert);
   }
   if (type == "ByteLevel") {
     QUANT_ASSIGN_OR_RETURN(
         const bool add_prefix_space,
-        text_json::GetBoolOr(config, "add_prefix_space", true, path));
+        json_fields::GetBoolOr(config, "add_prefix_space", true, path));
     QUANT_ASSIGN_OR_RETURN(
         const bool use_regex,
-        text_json::GetBoolOr(config, "use_regex", true, path));
+        json_fields::GetBoolOr(config, "use_regex", true, path));
     std::unique_ptr<Regex> regex;
     if (use_regex) {
       QUANT_ASSIGN_OR_RETURN(regex, Regex::Compile(kGpt2Pattern));
@@ -308,7 +311,7 @@ absl::StatusOr<std::unique_ptr<PreTokenizer>> PreTokenizerFromJson(
                                                    std::move(regex));
   }
   if (type == "Metaspace") return MetaspaceFromJson(config, path);
-  return text_json::Unsupported("pre-tokenizer", type, path);
+  return json_fields::Unsupported("pre-tokenizer", type, path);
 }
 
 }  // namespace quant

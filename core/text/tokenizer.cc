@@ -9,13 +9,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/strip.h"
 #include "core/base/file_util.h"
+#include "core/base/json_fields.h"
 #include "core/base/status_macros.h"
 #include "core/base/strict_json.h"
 #include "core/base/utf8.h"
 #include "core/text/added_vocabulary.h"
 #include "core/text/bpe_model.h"
 #include "core/text/decoder.h"
-#include "core/text/json_fields.h"
 #include "core/text/normalizer.h"
 #include "core/text/post_processor.h"
 #include "core/text/pre_tokenizer.h"
@@ -23,7 +23,7 @@
 namespace quant {
 namespace {
 
-using text_json::Json;
+using json_fields::Json;
 
 constexpr char kTokenizerFile[] = "tokenizer.json";
 constexpr char kConfigFile[] = "tokenizer_config.json";
@@ -49,7 +49,7 @@ absl::StatusOr<std::optional<std::string>> SpecialTokenName(const Json& config,
   if (it->is_string()) return it->get<std::string>();
   if (it->is_object()) {
     QUANT_ASSIGN_OR_RETURN(std::string content,
-                           text_json::GetString(*it, "content", key));
+                           json_fields::GetString(*it, "content", key));
     return content;
   }
   return absl::InvalidArgumentError(
@@ -111,14 +111,14 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::FromJson(
       return absl::InvalidArgumentError("model: missing");
     }
     const Json& model = root["model"];
-    QUANT_RETURN_IF_ERROR(text_json::ExpectObject(model, "model"));
+    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(model, "model"));
     // Files written by old versions may leave out the type of a BPE model.
     QUANT_ASSIGN_OR_RETURN(
         const std::string model_type,
-        text_json::GetStringOr(model, "type",
-                               model.contains("merges") ? "BPE" : "", "model"));
+        json_fields::GetStringOr(
+            model, "type", model.contains("merges") ? "BPE" : "", "model"));
     if (model_type != "BPE") {
-      return text_json::Unsupported("model", model_type, "model");
+      return json_fields::Unsupported("model", model_type, "model");
     }
     QUANT_ASSIGN_OR_RETURN(tokenizer->model_,
                            BpeModel::FromJson(model, "model"));

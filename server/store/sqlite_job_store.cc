@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "nlohmann/json.hpp"
 #include "server/store/schema.h"
 #include "server/store/store_rows.h"
@@ -26,7 +27,7 @@ constexpr int kMaxEventLimit = 1000;
 // naming `field`.
 absl::StatusOr<std::string> CanonicalJson(const std::string& text,
                                           absl::string_view field) {
-  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+  const nlohmann::json json = ParseJsonOrDiscarded(text);
   if (json.is_discarded()) {
     return absl::InvalidArgumentError(
         absl::StrCat(field, " is not valid JSON: ", text.substr(0, 80)));

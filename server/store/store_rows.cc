@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "nlohmann/json.hpp"
 
 namespace quant::store {
@@ -24,7 +25,7 @@ constexpr absl::string_view kTokenPrefix = "jobs.v1:";
 template <typename T, typename IsItem>
 std::optional<std::vector<T>> ParseJsonArray(const std::string& text,
                                              IsItem is_item) {
-  const nlohmann::json json = nlohmann::json::parse(text, nullptr, false);
+  const nlohmann::json json = ParseJsonOrDiscarded(text);
   if (!json.is_array()) return std::nullopt;
   std::vector<T> out;
   for (const nlohmann::json& item : json) {

@@ -1,12 +1,13 @@
 // Dashed flag spellings: common::NormalizeFlagNames (quantd, quant-worker)
 // and quant::NormalizeDashedFlagNames (quantctl, only the command's flags).
+#include "common/flag_names.h"
+
 #include <string>
 #include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
 #include "client/command.h"
-#include "common/flag_names.h"
 #include "gtest/gtest.h"
 
 ABSL_FLAG(bool, test_act_order, false, "a bool flag");
@@ -18,9 +19,9 @@ namespace {
 using Args = std::vector<std::string>;
 
 TEST(FlagNamesTest, EveryNameAfterTheProgramIsRewritten) {
-  EXPECT_EQ(common::NormalizeFlagNames(
-                Args{"quant-worker", "--data-dir=/x-y", "-max-tasks", "3",
-                     "--plain", "--", "--after-dashes"}),
+  EXPECT_EQ(common::NormalizeFlagNames(Args{"quant-worker", "--data-dir=/x-y",
+                                            "-max-tasks", "3", "--plain", "--",
+                                            "--after-dashes"}),
             (Args{"quant-worker", "--data_dir=/x-y", "-max_tasks", "3",
                   "--plain", "--", "--after-dashes"}));
 }

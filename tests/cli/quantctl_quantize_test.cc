@@ -111,6 +111,24 @@ TEST_F(QuantizeCommandTest, PassPrintsTheAuditTableAndExitsZero) {
                   Quote(other) + " --heldout_of " + Quote(out));
   EXPECT_EQ(wrong.exit_code, 1);
   EXPECT_THAT(wrong.err, HasSubstr("sha256"));
+
+  // A manifest whose recipe nests 100,000 deep (the job's own calibration
+  // record beside it) is refused by name, not walked.
+  auto manifest = ReadFileToString(out + "/manifest.json");
+  ASSERT_TRUE(manifest.ok()) << manifest.status();
+  const auto real = nlohmann::json::parse(*manifest, nullptr, false);
+  ASSERT_TRUE(real.contains("calibration")) << *manifest;
+  const std::string deep = temp_ + "/deep.json";
+  ASSERT_TRUE(WriteFileAtomically(
+                  deep, "{\"calibration\": " + real["calibration"].dump() +
+                            ", \"recipe\": " + std::string(100'000, '[') +
+                            std::string(100'000, ']') + "}")
+                  .ok());
+  const RunResult nested =
+      RunQuantctl("eval --checkpoint " + Quote(out) + " --text " +
+                  Quote(text_) + " --heldout_of " + Quote(deep));
+  EXPECT_EQ(nested.exit_code, 1) << nested.err;
+  EXPECT_THAT(nested.err, HasSubstr(deep + ": not a manifest"));
 }
 
 TEST_F(QuantizeCommandTest, FailedGatesExitThreeAndKeepTheCheckpoint) {

@@ -60,5 +60,23 @@ TEST(StrictJsonTest, SyntaxErrorSaysWhere) {
   EXPECT_FALSE(ParseJsonStrict("{} {}", "x").ok());
 }
 
+// The non-failing form the shape-checking readers use: the same bounds, a
+// discarded value for anything that breaks them.
+TEST(StrictJsonTest, OrDiscardedBoundsNestingAndKeepsTheLastDuplicate) {
+  const nlohmann::json ok = ParseJsonOrDiscarded(R"({"a": 1, "a": 2})");
+  ASSERT_FALSE(ok.is_discarded());
+  EXPECT_EQ(ok["a"], 2);  // As Python reads it.
+  EXPECT_TRUE(ParseJsonOrDiscarded("{\"a\": }").is_discarded());
+  EXPECT_TRUE(ParseJsonOrDiscarded("").is_discarded());
+  // 100,000 levels: nlohmann's own parser builds it (and a recursive walk
+  // of it can overflow the stack); this refuses it.
+  const std::string deep =
+      std::string(100'000, '[') + std::string(100'000, ']');
+  EXPECT_TRUE(ParseJsonOrDiscarded(deep).is_discarded());
+  StrictJsonOptions strict;
+  EXPECT_TRUE(
+      ParseJsonOrDiscarded(R"({"a": 1, "a": 2})", strict).is_discarded());
+}
+
 }  // namespace
 }  // namespace quant

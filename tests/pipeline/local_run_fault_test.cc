@@ -134,8 +134,9 @@ TEST_F(LocalRunFaultTest, UncreatableTemporaryWorkDirectoryFailsBeforeAnyWork) {
   auto failed = RunLocalQuantization(options, &observer);
   ASSERT_FALSE(failed.ok());
   EXPECT_TRUE(absl::IsPermissionDenied(failed.status())) << failed.status();
-  EXPECT_THAT(failed.status().message(),
-              HasSubstr("cannot create a folder for the blocks' hidden states"));
+  EXPECT_THAT(
+      failed.status().message(),
+      HasSubstr("cannot create a folder for the blocks' hidden states"));
   EXPECT_THAT(failed.status().message(),
               HasSubstr(options.out_dir + ".activations-"));
   EXPECT_EQ(fs.faults_injected(), 1);

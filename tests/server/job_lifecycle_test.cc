@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/clock.h"
 #include "core/base/file_util.h"
 #include "core/recipe/recipe.h"
 #include "gmock/gmock.h"
@@ -18,7 +19,6 @@
 #include "server/artifact_store.h"
 #include "server/change_signal.h"
 #include "server/job_spec.h"
-#include "core/base/clock.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/task_plan.h"
 #include "tests/support/test_env.h"

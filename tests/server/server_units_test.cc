@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/recipe_convert.h"
 #include "common/token_file.h"
+#include "core/base/clock.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/recipe/recipe.h"
@@ -20,8 +21,8 @@
 #include "server/artifact_store.h"
 #include "server/auth.h"
 #include "server/data_dir_lock.h"
+#include "server/job_spec.h"
 #include "server/listen_address.h"
-#include "core/base/clock.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/task_plan.h"
 #include "server/uri_policy.h"
@@ -102,6 +103,68 @@ TEST(RecipeConvertTest, ErrorsNameTheField) {
   recipe = common::RecipeFromProto(proto);
   ASSERT_FALSE(recipe.ok());
   EXPECT_NE(recipe.status().message().find("recipe.grid"), std::string::npos);
+}
+
+JobSpec SampleSpec() {
+  JobSpec spec;
+  spec.checkpoint_uri = "file:///models/m";
+  spec.checkpoint_path = "/models/m";
+  spec.num_blocks = 5;
+  spec.recipe.bits = 3;
+  spec.calibration_sha256 = std::string(64, 'a');
+  spec.calibration_path = "/data/c.txt";
+  spec.labels = {{"team", "release"}, {"run", "7"}};
+  spec.warnings = {"override 'x' matches no layer"};
+  return spec;
+}
+
+TEST(JobSpecTest, RoundTripsEveryField) {
+  const JobSpec spec = SampleSpec();
+  auto back = JobSpecFromJson(JobSpecToJson(spec));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->checkpoint_uri, spec.checkpoint_uri);
+  EXPECT_EQ(back->checkpoint_path, spec.checkpoint_path);
+  EXPECT_EQ(back->num_blocks, 5);
+  EXPECT_EQ(back->recipe, spec.recipe);
+  EXPECT_EQ(back->calibration_sha256, spec.calibration_sha256);
+  EXPECT_EQ(back->calibration_path, spec.calibration_path);
+  EXPECT_EQ(back->labels, spec.labels);
+  EXPECT_EQ(back->warnings, spec.warnings);
+}
+
+// A stored spec this code did not write is an internal error that names the
+// field, never an exception or a silently defaulted value.
+TEST(JobSpecTest, CorruptStoredSpecsNameTheField) {
+  const std::string good = JobSpecToJson(SampleSpec());
+  auto expect_error = [](const std::string& text, const std::string& names) {
+    auto spec = JobSpecFromJson(text);
+    ASSERT_FALSE(spec.ok()) << text;
+    EXPECT_TRUE(absl::IsInternal(spec.status())) << spec.status();
+    EXPECT_TRUE(absl::StrContains(spec.status().message(), "stored job spec"))
+        << spec.status();
+    EXPECT_TRUE(absl::StrContains(spec.status().message(), names))
+        << spec.status() << " should name " << names;
+  };
+  auto replaced = [&good](const std::string& from, const std::string& to) {
+    const size_t at = good.find(from);
+    EXPECT_NE(at, std::string::npos) << from;
+    std::string text = good;
+    return at == std::string::npos ? text : text.replace(at, from.size(), to);
+  };
+  expect_error("{", "spec_json");
+  expect_error("[]", "spec_json: expected an object");
+  expect_error(replaced("\"uri\":", "\"url\":"), "checkpoint.uri: missing");
+  expect_error(replaced("\"blocks\":5", "\"blocks\":\"5\""),
+               "checkpoint.blocks: expected an integer");
+  expect_error(replaced("\"blocks\":5", "\"blocks\":-1"),
+               "checkpoint.blocks: out of range");
+  expect_error(replaced("\"run\":\"7\"", "\"run\":7"),
+               "labels.run: expected a string");
+  expect_error(replaced("[\"override", "[1,\"override"),
+               "warnings[0]: expected a string");
+  expect_error(replaced("\"calibration\":", "\"calibration\":7,\"x\":"),
+               "calibration: expected an object, got number");
+  expect_error(replaced("\"bits\":3", "\"bitz\":3"), "bitz");
 }
 
 TEST(UriPolicyTest, ResolvesUnderRootsAndRefusesEscapes) {
@@ -281,8 +344,8 @@ TEST(DataDirLockTest, SecondHolderIsRefusedNamingTheFirst) {
 
 TEST(TaskPlanTest, EnsureJobPlannedIsSafeToRace) {
   const std::string temp = testing::MakeTempDir();
-  auto store = store::SqliteJobStore::Open(temp + "/quantd.db",
-                                           SystemClock::Default());
+  auto store =
+      store::SqliteJobStore::Open(temp + "/quantd.db", SystemClock::Default());
   ASSERT_TRUE(store.ok()) << store.status();
   for (int i = 0; i < 20; ++i) {
     auto job = (*store)->CreateJob(absl::StrCat("r", i), "{}", {});

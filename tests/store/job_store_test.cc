@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "core/base/clock.h"
 #include "server/store/sqlite_db.h"
 #include "server/store/sqlite_job_store.h"
 #include "tests/support/test_env.h"

@@ -1,10 +1,10 @@
-// Typed field access for tokenizer.json, with errors that name the JSON path.
-#include "core/text/json_fields.h"
+// Typed field access for parsed JSON, with errors that name the JSON path.
+#include "core/base/json_fields.h"
 
 #include "absl/strings/str_cat.h"
 
 namespace quant {
-namespace text_json {
+namespace json_fields {
 namespace {
 
 const Json* Find(const Json& object, absl::string_view key) {
@@ -64,6 +64,57 @@ absl::StatusOr<const Json*> GetArray(const Json& object, absl::string_view key,
   return field;
 }
 
+absl::StatusOr<const Json*> GetObject(const Json& object, absl::string_view key,
+                                      absl::string_view path) {
+  const Json* field = Find(object, key);
+  if (field == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(FieldPath(path, key), ": missing"));
+  }
+  if (!field->is_object()) {
+    return absl::InvalidArgumentError(absl::StrCat(FieldPath(path, key),
+                                                   ": expected an object, got ",
+                                                   field->type_name()));
+  }
+  return field;
+}
+
+absl::StatusOr<int64_t> GetInt(const Json& object, absl::string_view key,
+                               absl::string_view path) {
+  const Json* field = Find(object, key);
+  if (field == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(FieldPath(path, key), ": missing"));
+  }
+  if (!field->is_number_integer()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(FieldPath(path, key), ": expected an integer, got ",
+                     field->type_name()));
+  }
+  return field->get<int64_t>();
+}
+
+absl::StatusOr<std::vector<std::string>> GetStringArrayOr(
+    const Json& object, absl::string_view key, absl::string_view path) {
+  std::vector<std::string> strings;
+  const Json* field = Find(object, key);
+  if (field == nullptr) return strings;
+  if (!field->is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        FieldPath(path, key), ": expected an array, got ", field->type_name()));
+  }
+  for (size_t i = 0; i < field->size(); ++i) {
+    const Json& item = (*field)[i];
+    if (!item.is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(IndexPath(FieldPath(path, key), i),
+                       ": expected a string, got ", item.type_name()));
+    }
+    strings.push_back(item.get<std::string>());
+  }
+  return strings;
+}
+
 absl::StatusOr<bool> GetBoolOr(const Json& object, absl::string_view key,
                                bool default_value, absl::string_view path) {
   const Json* field = Find(object, key);
@@ -108,5 +159,5 @@ absl::Status Unsupported(absl::string_view kind, absl::string_view type,
       absl::StrCat(path, ": unsupported ", kind, " type '", type, "'"));
 }
 
-}  // namespace text_json
+}  // namespace json_fields
 }  // namespace quant

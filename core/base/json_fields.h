@@ -1,11 +1,13 @@
-// Typed, non-throwing access to the fields of tokenizer.json objects. Every
+// Typed, non-throwing access to the fields of parsed JSON documents
+// (tokenizer.json, stored job specs; parse them with strict_json.h). Every
 // error names the JSON path of the bad field, e.g.
 // "pre_tokenizer.pretokenizers[0].pattern: expected a string".
-#ifndef QUANT_CORE_TEXT_JSON_FIELDS_H_
-#define QUANT_CORE_TEXT_JSON_FIELDS_H_
+#ifndef QUANT_CORE_BASE_JSON_FIELDS_H_
+#define QUANT_CORE_BASE_JSON_FIELDS_H_
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -13,7 +15,7 @@
 #include "nlohmann/json.hpp"
 
 namespace quant {
-namespace text_json {
+namespace json_fields {
 
 using Json = nlohmann::json;
 
@@ -34,6 +36,10 @@ absl::StatusOr<std::string> GetString(const Json& object, absl::string_view key,
                                       absl::string_view path);
 absl::StatusOr<const Json*> GetArray(const Json& object, absl::string_view key,
                                      absl::string_view path);
+absl::StatusOr<const Json*> GetObject(const Json& object, absl::string_view key,
+                                      absl::string_view path);
+absl::StatusOr<int64_t> GetInt(const Json& object, absl::string_view key,
+                               absl::string_view path);
 
 // Optional fields: absent or null gives the default; another type fails.
 absl::StatusOr<bool> GetBoolOr(const Json& object, absl::string_view key,
@@ -46,11 +52,15 @@ absl::StatusOr<std::string> GetStringOr(const Json& object,
                                         absl::string_view default_value,
                                         absl::string_view path);
 
+// Absent or null gives {}; otherwise an array of strings.
+absl::StatusOr<std::vector<std::string>> GetStringArrayOr(
+    const Json& object, absl::string_view key, absl::string_view path);
+
 // An unsupported component: "path: unsupported <kind> type 'Name'".
 absl::Status Unsupported(absl::string_view kind, absl::string_view type,
                          absl::string_view path);
 
-}  // namespace text_json
+}  // namespace json_fields
 }  // namespace quant
 
-#endif  // QUANT_CORE_TEXT_JSON_FIELDS_H_
+#endif  // QUANT_CORE_BASE_JSON_FIELDS_H_
