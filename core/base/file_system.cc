@@ -105,6 +105,11 @@ class PosixFileSystem : public FileSystem {
     return absl::OkStatus();
   }
 
+  absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                       size_t max_bytes) override {
+    return ReadFileToString(path, max_bytes);
+  }
+
   absl::StatusOr<std::string> MakeTemporaryDirectory(
       const std::string& prefix) override {
     std::string pattern = prefix + "XXXXXX";

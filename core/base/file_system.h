@@ -1,11 +1,15 @@
-// The write side of the file system as the pipeline uses it: writable files,
-// renames, directories. Outputs are written through a FileSystem so tests can
-// inject disk-full, unwritable and failed-rename faults deterministically
+// The file system as the pipeline uses it: writable files, renames,
+// directories, and the reads of small files that decide what a task does
+// (a block's layers.json, a job's manifest and audit). They go through a
+// FileSystem so tests can inject disk-full, unwritable, failed-rename, EIO,
+// short-read and vanished-file faults deterministically
 // (tests/support/fault_injecting_file_system.h); production code uses
-// FileSystem::Default(), plain POSIX calls. Reads stay direct (mmap).
+// FileSystem::Default(), plain POSIX calls. Tensor files are mapped
+// (mapped_file.h) and hashed as streams, outside this interface.
 #ifndef QUANT_CORE_BASE_FILE_SYSTEM_H_
 #define QUANT_CORE_BASE_FILE_SYSTEM_H_
 
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -34,6 +38,10 @@ class FileSystem {
   // The process-wide POSIX file system; never null, never deleted.
   static FileSystem* Default();
 
+  // A whole file, as ReadFileToString (file_util.h) reads it:
+  // InvalidArgument past `max_bytes`, errno mapped by ErrnoToStatus.
+  virtual absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                               size_t max_bytes) = 0;
   // Creates `path`, which must not exist yet (AlreadyExists otherwise),
   // mode 0644.
   virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(

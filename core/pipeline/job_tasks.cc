@@ -103,10 +103,12 @@ absl::Status EnteringStates(const JobTaskContext& context,
   auto read_leaving = [&](int b) -> absl::Status {
     // Written by another task, perhaps on another machine: checked first.
     const std::string& recorded = RecordedLayersSha256(context, b);
-    QUANT_RETURN_IF_ERROR(
-        VerifyBlockFile(context.work_dir, b, ".cal.safetensors", recorded));
-    QUANT_RETURN_IF_ERROR(
-        VerifyBlockFile(context.work_dir, b, ".heldout.safetensors", recorded));
+    QUANT_RETURN_IF_ERROR(VerifyBlockFile(context.work_dir, b,
+                                          ".cal.safetensors", recorded,
+                                          context.file_system));
+    QUANT_RETURN_IF_ERROR(VerifyBlockFile(context.work_dir, b,
+                                          ".heldout.safetensors", recorded,
+                                          context.file_system));
     return OpenLeavingStates(context.work_dir, b, placement->spill(),
                              calibration, heldout);
   };
@@ -173,14 +175,17 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
     // Published by an earlier attempt of this task, or by another job whose
     // id this one reuses: only the first may be reported.
     FinalizeJobResult result;
-    QUANT_ASSIGN_OR_RETURN(std::string manifest_text,
-                           ReadFileToString(manifest_path));
+    QUANT_ASSIGN_OR_RETURN(
+        std::string manifest_text,
+        context.file_system->ReadFile(manifest_path, size_t{256} << 20));
     result.manifest = ParseJsonOrDiscarded(manifest_text);
     if (!context.job_id.empty()) {
       QUANT_RETURN_IF_ERROR(CheckManifestNamesJob(
           result.manifest, manifest_path, context.job_id, context.recipe));
     }
-    QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(published_audit));
+    QUANT_ASSIGN_OR_RETURN(
+        std::string text,
+        context.file_system->ReadFile(published_audit, size_t{256} << 20));
     result.audit = ParseJsonOrDiscarded(text);
     if (!result.audit.is_object() || !result.audit.contains("verdict")) {
       return absl::DataLossError(
@@ -278,7 +283,8 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
   for (int b = 0; b < blocks; ++b) {
     QUANT_ASSIGN_OR_RETURN(
         StoredBlockOutput stored,
-        ReadBlockOutput(context.work_dir, b, RecordedLayersSha256(context, b)));
+        ReadBlockOutput(context.work_dir, b, RecordedLayersSha256(context, b),
+                        context.file_system));
     finalize.block_tensors.push_back(std::move(stored.tensors));
     for (LayerResult& l : stored.layers) {
       finalize.layers.push_back(std::move(l));

@@ -56,7 +56,7 @@ absl::Status PrepareWorkDir(const std::string& dir,
   if (!FileExists(path)) {
     return WriteFileAtomically(path, identity.dump(2) + "\n", fs);
   }
-  QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  QUANT_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(path, size_t{1} << 20));
   if (ParseJsonOrDiscarded(text) != identity) {
     const nlohmann::json stored = ParseJsonOrDiscarded(text);
     if (stored.is_object() && stored.contains("isa") &&

@@ -307,6 +307,10 @@ std::string BlockOutputPrefix(const std::string& dir, int block) {
 
 namespace {
 
+// A block's layers.json holds a few KiB per layer; anything near this is not
+// one the block task wrote.
+constexpr size_t kMaxLayersFileBytes = size_t{64} << 20;
+
 // The block files whose sha256 layers.json records, by suffix.
 constexpr const char* kHashedSuffixes[] = {".safetensors", ".cal.safetensors",
                                            ".heldout.safetensors"};
@@ -355,10 +359,12 @@ absl::Status CheckLayersFile(const std::string& layers_path, int block,
 
 absl::Status VerifyBlockFile(const std::string& dir, int block,
                              const std::string& suffix,
-                             const std::string& expected_layers_sha256) {
+                             const std::string& expected_layers_sha256,
+                             FileSystem* fs) {
   const std::string prefix = BlockOutputPrefix(dir, block);
   const std::string layers_path = prefix + ".layers.json";
-  QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(layers_path));
+  QUANT_ASSIGN_OR_RETURN(std::string text,
+                         fs->ReadFile(layers_path, kMaxLayersFileBytes));
   QUANT_RETURN_IF_ERROR(
       CheckLayersFile(layers_path, block, text, expected_layers_sha256));
   const json doc = ParseJsonOrDiscarded(text);
@@ -390,10 +396,11 @@ absl::Status VerifyBlockFile(const std::string& dir, int block,
 }
 
 absl::StatusOr<std::string> VerifyPublishedBlock(const std::string& dir,
-                                                 int block) {
+                                                 int block, FileSystem* fs) {
   const std::string prefix = BlockOutputPrefix(dir, block);
   const std::string layers_path = prefix + ".layers.json";
-  QUANT_ASSIGN_OR_RETURN(std::string text, ReadFileToString(layers_path));
+  QUANT_ASSIGN_OR_RETURN(std::string text,
+                         fs->ReadFile(layers_path, kMaxLayersFileBytes));
   const std::string layers_sha256 = Sha256Hex(text);
   const json doc = ParseJsonOrDiscarded(text);
   if (!doc.is_object() || !doc.contains("sha256") ||
@@ -405,7 +412,8 @@ absl::StatusOr<std::string> VerifyPublishedBlock(const std::string& dir,
   }
   for (const char* suffix : kHashedSuffixes) {
     if (!doc["sha256"].contains(suffix)) continue;
-    QUANT_RETURN_IF_ERROR(VerifyBlockFile(dir, block, suffix, layers_sha256));
+    QUANT_RETURN_IF_ERROR(
+        VerifyBlockFile(dir, block, suffix, layers_sha256, fs));
   }
   return layers_sha256;
 }
@@ -469,11 +477,11 @@ absl::Status PublishBlockOutput(const std::string& attempt_dir,
 
 absl::StatusOr<StoredBlockOutput> ReadBlockOutput(
     const std::string& dir, int block,
-    const std::string& expected_layers_sha256) {
+    const std::string& expected_layers_sha256, FileSystem* fs) {
   const std::string prefix = BlockOutputPrefix(dir, block);
   StoredBlockOutput out;
-  QUANT_ASSIGN_OR_RETURN(std::string text,
-                         ReadFileToString(prefix + ".layers.json"));
+  QUANT_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(prefix + ".layers.json",
+                                                        kMaxLayersFileBytes));
   QUANT_RETURN_IF_ERROR(CheckLayersFile(prefix + ".layers.json", block, text,
                                         expected_layers_sha256));
   const json doc = ParseJsonOrDiscarded(text);

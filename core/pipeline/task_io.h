@@ -75,14 +75,15 @@ struct StoredBlockOutput {
 // list of hashes cannot have changed either.
 absl::Status VerifyBlockFile(const std::string& dir, int block,
                              const std::string& suffix,
-                             const std::string& expected_layers_sha256 = "");
+                             const std::string& expected_layers_sha256 = "",
+                             FileSystem* fs = FileSystem::Default());
 
 // Checks a block's published output as a whole, as its completion is
 // recorded: layers.json lists the sha256 of the block's tensors and of every
 // other file it published, and each file matches. Returns layers.json's
 // sha256, which the coordinator keeps for the tasks that read the block.
-absl::StatusOr<std::string> VerifyPublishedBlock(const std::string& dir,
-                                                 int block);
+absl::StatusOr<std::string> VerifyPublishedBlock(
+    const std::string& dir, int block, FileSystem* fs = FileSystem::Default());
 
 // The block whose published output a VerifyBlockFile error is about (a
 // payload on the status), so that the coordinator can run that block's task
@@ -95,7 +96,8 @@ std::optional<int> ChangedBlockOutput(const absl::Status& status);
 // (VerifyBlockFile, with `expected_layers_sha256` as there).
 absl::StatusOr<StoredBlockOutput> ReadBlockOutput(
     const std::string& dir, int block,
-    const std::string& expected_layers_sha256 = "");
+    const std::string& expected_layers_sha256 = "",
+    FileSystem* fs = FileSystem::Default());
 
 }  // namespace quant
 

@@ -9,6 +9,7 @@
 #include "core/pipeline/job_tasks.h"
 
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -233,6 +234,54 @@ TEST_F(JobTasksTest, BlockFilesChangedOnDiskAreRefused) {
   EXPECT_NE(read.status().message().find("the file changed on disk since"),
             std::string::npos)
       << read.status();
+}
+
+// The reads that decide what a block task does (the previous block's
+// layers.json) go through the task's FileSystem: an I/O error, a file gone
+// and a short read each fail the next task naming the file, and publish
+// nothing. A short read is a changed file: block 0 is named for rerunning.
+TEST_F(JobTasksTest, FailedReadsOfThePreviousBlockFailTheNextTaskByName) {
+  const Recipe recipe = SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kGptq,
+                                    Propagation::kSequential);
+  JobTaskContext context = Context(recipe, "read-faults");
+  ASSERT_TRUE(RunBlockJobTask(context, 0, temp_ + "/r-0", TaskControl()).ok());
+  const std::string layers =
+      BlockOutputPrefix(context.work_dir, 0) + ".layers.json";
+  auto recorded = ReadFileToString(layers);
+  ASSERT_TRUE(recorded.ok());
+  context.block_output_sha256[0] = Sha256Hex(*recorded);
+  const std::string next_layers =
+      BlockOutputPrefix(context.work_dir, 1) + ".layers.json";
+
+  quant::testing::FaultInjectingFileSystem fs;
+  context.file_system = &fs;
+  fs.FailReadsOf(layers, EIO);
+  absl::Status failed =
+      RunBlockJobTask(context, 1, temp_ + "/r-1a", TaskControl());
+  EXPECT_TRUE(absl::IsInternal(failed)) << failed;
+  EXPECT_NE(failed.message().find(layers), std::string::npos) << failed;
+  EXPECT_NE(failed.message().find(std::strerror(EIO)), std::string::npos)
+      << failed;
+  EXPECT_FALSE(FileExists(next_layers));
+
+  fs.ClearFaults();
+  fs.FailReadsOf(layers, ENOENT);
+  failed = RunBlockJobTask(context, 1, temp_ + "/r-1b", TaskControl());
+  EXPECT_TRUE(absl::IsNotFound(failed)) << failed;
+  EXPECT_NE(failed.message().find(layers), std::string::npos) << failed;
+  EXPECT_FALSE(FileExists(next_layers));
+
+  fs.ClearFaults();
+  fs.ShortReadsOf(layers, static_cast<int64_t>(recorded->size() / 2));
+  failed = RunBlockJobTask(context, 1, temp_ + "/r-1c", TaskControl());
+  EXPECT_TRUE(absl::IsDataLoss(failed)) << failed;
+  EXPECT_EQ(ChangedBlockOutput(failed), 0) << failed;
+  EXPECT_FALSE(FileExists(next_layers));
+  EXPECT_GE(fs.faults_injected(), 3);
+
+  fs.ClearFaults();
+  EXPECT_TRUE(RunBlockJobTask(context, 1, temp_ + "/r-1d", TaskControl()).ok());
+  EXPECT_TRUE(FileExists(next_layers));
 }
 
 // A block's layers.json without the measured times, which differ by run.

@@ -68,11 +68,23 @@ void FaultInjectingFileSystem::FailRenamesTo(std::string prefix, int err) {
   rename_fault_.emplace(std::move(prefix), err);
 }
 
+void FaultInjectingFileSystem::FailReadsOf(std::string prefix, int err) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  read_fault_.emplace(std::move(prefix), err);
+}
+
+void FaultInjectingFileSystem::ShortReadsOf(std::string prefix, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  short_read_.emplace(std::move(prefix), bytes);
+}
+
 void FaultInjectingFileSystem::ClearFaults() {
   std::lock_guard<std::mutex> lock(mutex_);
   disk_full_at_.reset();
   create_fault_.reset();
   rename_fault_.reset();
+  read_fault_.reset();
+  short_read_.reset();
 }
 
 int64_t FaultInjectingFileSystem::bytes_written() const {
@@ -109,6 +121,27 @@ std::optional<int> FaultInjectingFileSystem::CreateFault(
 void FaultInjectingFileSystem::CountFault() {
   std::lock_guard<std::mutex> lock(mutex_);
   ++faults_;
+}
+
+absl::StatusOr<std::string> FaultInjectingFileSystem::ReadFile(
+    const std::string& path, size_t max_bytes) {
+  std::optional<int64_t> keep;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (read_fault_.has_value() && PathIsUnder(path, read_fault_->first)) {
+      ++faults_;
+      return ErrnoToStatus("cannot read", path, read_fault_->second);
+    }
+    if (short_read_.has_value() && PathIsUnder(path, short_read_->first)) {
+      ++faults_;
+      keep = short_read_->second;
+    }
+  }
+  QUANT_ASSIGN_OR_RETURN(std::string bytes, base_->ReadFile(path, max_bytes));
+  if (keep.has_value() && static_cast<int64_t>(bytes.size()) > *keep) {
+    bytes.resize(static_cast<size_t>(*keep));
+  }
+  return bytes;
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>>

@@ -34,6 +34,12 @@ class FaultInjectingFileSystem : public FileSystem {
   void FailCreatesUnder(std::string prefix, int err);
   // A rename whose destination is `prefix` or below it fails with `err`.
   void FailRenamesTo(std::string prefix, int err);
+  // Reading a file at `prefix` or below fails with `err` (EIO; ENOENT for a
+  // file that vanished).
+  void FailReadsOf(std::string prefix, int err);
+  // Reading a file at `prefix` or below gives only its first `bytes` bytes,
+  // as a read racing a writer would.
+  void ShortReadsOf(std::string prefix, int64_t bytes);
   // Drops every fault; the byte count keeps running.
   void ClearFaults();
 
@@ -42,6 +48,8 @@ class FaultInjectingFileSystem : public FileSystem {
   // How many operations failed because of an injected fault.
   int faults_injected() const;
 
+  absl::StatusOr<std::string> ReadFile(const std::string& path,
+                                       size_t max_bytes) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) override;
   absl::Status RenameFile(const std::string& from,
@@ -69,6 +77,8 @@ class FaultInjectingFileSystem : public FileSystem {
   std::optional<int64_t> disk_full_at_;
   std::optional<std::pair<std::string, int>> create_fault_;
   std::optional<std::pair<std::string, int>> rename_fault_;
+  std::optional<std::pair<std::string, int>> read_fault_;
+  std::optional<std::pair<std::string, int64_t>> short_read_;
   int faults_ = 0;
 };
 
