@@ -103,6 +103,21 @@ class WorkerProtocolTest : public ::testing::Test {
     return context;
   }
 
+  // The job once it is in `state`, or as it stands after `seconds`.
+  v1::Job WaitForState(const std::string& id, v1::JobState state, int seconds) {
+    v1::Job now;
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    while (std::chrono::steady_clock::now() < deadline) {
+      v1::GetJobRequest get;
+      get.set_id(id);
+      EXPECT_TRUE(client_->GetJob(Context().get(), get, &now).ok());
+      if (now.state() == state) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return now;
+  }
+
   v1::Job CreateJob(const std::string& token = "") {
     const std::string calibration =
         RealPath(testing::SharedPath("data/tinystories_val.txt"));
@@ -924,16 +939,7 @@ TEST_F(WorkerProtocolTest, TaskPastItsTimeBoundFailsSayingSo) {
   std::thread running([&] { (void)in_process->Run(); });
 
   const v1::Job job = CreateJob();
-  v1::Job now;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    v1::GetJobRequest get;
-    get.set_id(job.id());
-    ASSERT_TRUE(client_->GetJob(Context().get(), get, &now).ok());
-    if (now.state() == v1::JOB_STATE_FAILED) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const v1::Job now = WaitForState(job.id(), v1::JOB_STATE_FAILED, 30);
   in_process->RequestStop();
   running.join();
   ASSERT_EQ(now.state(), v1::JOB_STATE_FAILED);
@@ -976,16 +982,7 @@ TEST_F(WorkerProtocolTest, TaskBoundIsJudgedOnTheInjectedClock) {
   std::thread running([&] { (void)in_process->Run(); });
 
   const v1::Job job = CreateJob();
-  v1::Job now;
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::seconds(30);
-  while (std::chrono::steady_clock::now() < deadline) {
-    v1::GetJobRequest get;
-    get.set_id(job.id());
-    ASSERT_TRUE(client_->GetJob(Context().get(), get, &now).ok());
-    if (now.state() == v1::JOB_STATE_FAILED) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
+  const v1::Job now = WaitForState(job.id(), v1::JOB_STATE_FAILED, 30);
   in_process->RequestStop();
   running.join();
   ASSERT_EQ(now.state(), v1::JOB_STATE_FAILED);
