@@ -39,6 +39,20 @@ const absl::CommandLineFlag* FindFlag(const Command& command,
   return nullptr;
 }
 
+// The command's flag called `name`, or else the boolean flag it negates
+// (`name` "nojson" for --json, setting *negated).
+const absl::CommandLineFlag* FindFlagOrNegation(const Command& command,
+                                                absl::string_view name,
+                                                bool* negated) {
+  *negated = false;
+  if (const absl::CommandLineFlag* flag = FindFlag(command, name)) return flag;
+  if (!absl::StartsWith(name, "no")) return nullptr;
+  const absl::CommandLineFlag* flag = FindFlag(command, name.substr(2));
+  if (flag == nullptr || !flag->IsOfType<bool>()) return nullptr;
+  *negated = true;
+  return flag;
+}
+
 // "  --json (help) default: false"
 std::string FlagHelp(const absl::CommandLineFlag& flag) {
   std::string type_hint;
@@ -86,15 +100,12 @@ std::string ParseCommandArguments(const Command& command,
     const absl::string_view name = body.substr(0, equals);
     std::string value = has_value ? std::string(body.substr(equals + 1)) : "";
 
-    const absl::CommandLineFlag* flag = FindFlag(command, name);
-    if (flag == nullptr && !has_value && absl::StartsWith(name, "no")) {
-      // --noflag sets a boolean flag to false.
-      const absl::CommandLineFlag* negated = FindFlag(command, name.substr(2));
-      if (negated != nullptr && negated->IsOfType<bool>()) {
-        flag = negated;
-        value = "false";
-      }
-    }
+    bool negated = false;
+    const absl::CommandLineFlag* flag =
+        FindFlagOrNegation(command, name, &negated);
+    // --noflag sets a boolean flag to false; --noflag=VALUE is no flag.
+    if (negated && has_value) flag = nullptr;
+    if (negated && flag != nullptr) value = "false";
     if (flag == nullptr) {
       return absl::StrCat("unknown flag --", name);
     }
@@ -262,14 +273,8 @@ std::vector<std::string> NormalizeDashedFlagNames(
   if (command == nullptr) return args;
   return common::NormalizeFlagNames(
       std::move(args), 2, [command](absl::string_view name) {
-        for (const absl::CommandLineFlag* flag : command->flags) {
-          if (flag->Name() == name ||
-              (flag->IsOfType<bool>() &&
-               absl::StrCat("no", flag->Name()) == name)) {
-            return true;
-          }
-        }
-        return false;
+        bool negated = false;
+        return FindFlagOrNegation(*command, name, &negated) != nullptr;
       });
 }
 

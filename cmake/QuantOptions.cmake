@@ -5,6 +5,13 @@ if(QUANT_WERROR)
   add_compile_options(-Werror)
 endif()
 
+if(CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+  # Every ABSL_GUARDED_BY member touched only with its mutex held
+  # (core/base/mutex.h). GCC ignores the attributes; for GCC builds
+  # scripts/check_thread_safety.sh runs the same analysis.
+  add_compile_options(-Wthread-safety)
+endif()
+
 if(QUANT_SANITIZE)
   # -O1: at -O0 the Eigen kernels made the end-to-end tests ~10x slower than
   # the release build, an hour of CI; -g1 (line tables, enough for sanitizer
@@ -13,6 +20,21 @@ if(QUANT_SANITIZE)
   add_compile_options(-fsanitize=address,undefined -fno-omit-frame-pointer
                       -fno-sanitize-recover=undefined -O1 -g1)
   add_link_options(-fsanitize=address,undefined)
+endif()
+
+if(QUANT_TSAN)
+  if(NOT CMAKE_CXX_COMPILER_ID STREQUAL "Clang")
+    message(FATAL_ERROR "QUANT_TSAN needs clang (CXX=clang++)")
+  endif()
+  if(QUANT_SANITIZE OR QUANT_FUZZ)
+    message(FATAL_ERROR "QUANT_TSAN cannot be combined with ASan builds")
+  endif()
+  # -O1 -g1 for the same reasons as the ASan build. Only code compiled here
+  # is instrumented: Debian's absl and gRPC are not, which is why the
+  # project's mutex wraps std::mutex (core/base/mutex.h) and why the TSan
+  # build runs the tests that need no gRPC (scripts/test.sh --tsan).
+  add_compile_options(-fsanitize=thread -O1 -g1)
+  add_link_options(-fsanitize=thread)
 endif()
 
 if(QUANT_FUZZ)
@@ -38,5 +60,7 @@ function(quant_add_test name)
     PROPERTIES
       ENVIRONMENT "QUANT_SHARED_DIR=${QUANT_SHARED_DIR}"
       ENVIRONMENT "QUANT_FIXTURES_DIR=${QUANT_SOURCE_DIR}/tests/fixtures"
-      ENVIRONMENT "QUANT_BINARY_DIR=${CMAKE_BINARY_DIR}")
+      ENVIRONMENT "QUANT_BINARY_DIR=${CMAKE_BINARY_DIR}"
+      # `ctest -L NAME` runs one binary's tests (scripts/test.sh --tsan).
+      LABELS "${name}")
 endfunction()

@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Configures and builds one configuration of the project.
 #
-#   scripts/build.sh [release|asan|fuzz] [extra cmake args...]
+#   scripts/build.sh [release|asan|fuzz|tsan] [extra cmake args...]
 #
 # QUANT_TARGETS="a b" builds only those targets.
 #
 # release -> build/        (RelWithDebInfo, -Werror)
 # asan    -> build-asan/   (ASan + UBSan)
 # fuzz    -> build-fuzz/   (clang, libFuzzer targets)
+# tsan    -> build-tsan/   (clang, ThreadSanitizer)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -39,8 +40,14 @@ case "$config" in
           -DQUANT_BUILD_SERVICE=OFF -DQUANT_BUILD_BENCHMARKS=OFF
           -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang)
     ;;
+  tsan)
+    dir=build-tsan
+    args=(-DCMAKE_BUILD_TYPE=Debug -DQUANT_TSAN=ON
+          -DQUANT_BUILD_BENCHMARKS=OFF
+          -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_C_COMPILER=clang)
+    ;;
   *)
-    echo "usage: scripts/build.sh [release|asan|fuzz] [cmake args...]" >&2
+    echo "usage: scripts/build.sh [release|asan|fuzz|tsan] [cmake args...]" >&2
     exit 2
     ;;
 esac

@@ -6,9 +6,10 @@
 #define QUANT_SERVER_CHANGE_SIGNAL_H_
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
+
+#include "absl/base/thread_annotations.h"
+#include "core/base/mutex.h"
 
 namespace quant::server {
 
@@ -16,41 +17,44 @@ class ChangeSignal {
  public:
   // The current generation; pass it to WaitFor to wait for a later one.
   uint64_t generation() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return generation_;
   }
   void Notify() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       ++generation_;
     }
-    changed_.notify_all();
+    changed_.SignalAll();
   }
   // Until the generation passes `seen`, `timeout` passes or Stop() is
   // called. True when something changed.
   bool WaitFor(uint64_t seen, std::chrono::milliseconds timeout) {
-    std::unique_lock<std::mutex> lock(mu_);
-    return changed_.wait_for(lock, timeout,
-                             [&] { return generation_ != seen || stopping_; });
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    MutexLock lock(&mu_);
+    while (generation_ == seen && !stopping_) {
+      if (!changed_.WaitUntil(&mu_, deadline)) break;
+    }
+    return generation_ != seen || stopping_;
   }
   // Wakes every waiter now and at once from now on.
   void Stop() {
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       stopping_ = true;
     }
-    changed_.notify_all();
+    changed_.SignalAll();
   }
   bool stopping() const {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return stopping_;
   }
 
  private:
-  mutable std::mutex mu_;
-  std::condition_variable changed_;
-  uint64_t generation_ = 0;
-  bool stopping_ = false;
+  mutable Mutex mu_;
+  CondVar changed_;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace quant::server

@@ -54,13 +54,17 @@ absl::StatusOr<std::unique_ptr<LocalWorkers>> LocalWorkers::Start(
         " is not an executable quant-worker (", strerror(errno), ")"));
   }
   std::unique_ptr<LocalWorkers> workers(new LocalWorkers(std::move(options)));
-  workers->pids_.assign(workers->options_.count, 0);
+  {
+    MutexLock lock(&workers->mu_);
+    workers->pids_.assign(workers->options_.count, 0);
+  }
   for (int slot = 0; slot < workers->options_.count; ++slot) {
     absl::StatusOr<pid_t> pid = workers->Spawn(slot);
     if (!pid.ok()) {
       workers->Stop(std::chrono::milliseconds(0));
       return pid.status();
     }
+    MutexLock lock(&workers->mu_);
     workers->pids_[slot] = *pid;
   }
   workers->supervisor_ = std::thread([w = workers.get()] { w->Supervise(); });
@@ -128,7 +132,7 @@ absl::StatusOr<pid_t> LocalWorkers::Spawn(int slot) {
 }
 
 void LocalWorkers::Supervise() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stopping_) {
     for (size_t slot = 0; slot < pids_.size(); ++slot) {
       if (pids_[slot] == 0) continue;
@@ -163,14 +167,16 @@ void LocalWorkers::Supervise() {
       ++restarts_;
       pids_[slot] = *pid;
     }
-    wake_.wait_for(lock, std::chrono::milliseconds(200),
-                   [this] { return stopping_; });
+    const auto next_check =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+    while (!stopping_ && wake_.WaitUntil(&mu_, next_check)) {
+    }
   }
 }
 
 void LocalWorkers::Stop(std::chrono::milliseconds grace) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (stopping_ && !supervisor_.joinable()) {
       bool any = false;
       for (pid_t pid : pids_) any = any || pid != 0;
@@ -178,9 +184,9 @@ void LocalWorkers::Stop(std::chrono::milliseconds grace) {
     }
     stopping_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (supervisor_.joinable()) supervisor_.join();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   for (pid_t pid : pids_) {
     if (pid != 0) kill(pid, SIGTERM);
   }
@@ -205,7 +211,7 @@ void LocalWorkers::Stop(std::chrono::milliseconds grace) {
 }
 
 std::vector<pid_t> LocalWorkers::pids() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<pid_t> out;
   for (pid_t pid : pids_) {
     if (pid != 0) out.push_back(pid);
@@ -214,7 +220,7 @@ std::vector<pid_t> LocalWorkers::pids() const {
 }
 
 int LocalWorkers::restarts() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return restarts_;
 }
 

@@ -14,14 +14,14 @@
 #include <sys/types.h>
 
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "core/base/mutex.h"
 
 namespace quant::server {
 
@@ -55,12 +55,13 @@ class LocalWorkers {
   void Supervise();
 
   LocalWorkersOptions options_;
-  mutable std::mutex mu_;
-  std::condition_variable wake_;
-  std::vector<pid_t> pids_;  // Per slot; 0 while down.
-  std::vector<std::chrono::steady_clock::time_point> recent_restarts_;
-  int restarts_ = 0;
-  bool stopping_ = false;
+  mutable Mutex mu_;
+  CondVar wake_;
+  std::vector<pid_t> pids_ ABSL_GUARDED_BY(mu_);  // Per slot; 0 while down.
+  std::vector<std::chrono::steady_clock::time_point> recent_restarts_
+      ABSL_GUARDED_BY(mu_);
+  int restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread supervisor_;
 };
 

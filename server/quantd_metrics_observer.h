@@ -1,4 +1,4 @@
-// Feeds quantd's Prometheus metrics (server/metrics/quantd_metrics.h) from
+// Feeds quantd's Prometheus metrics (metrics/quantd_metrics.h) from
 // the coordinator's job and task changes (JobObserver) and its upkeep pass:
 // per-job progress from the store's task states, per-layer errors as the
 // workers report them, gate values from the published audit, task counts
@@ -11,9 +11,9 @@
 #include <functional>
 #include <string>
 
+#include "metrics/quantd_metrics.h"
 #include "server/job_lifecycle.h"
 #include "server/job_observer.h"
-#include "server/metrics/quantd_metrics.h"
 
 namespace quant::server {
 

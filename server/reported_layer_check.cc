@@ -3,10 +3,10 @@
 
 #include <cmath>
 #include <string>
-#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "core/model/linear_layers.h"
 
 namespace quant::server {
 namespace {
@@ -14,13 +14,6 @@ namespace {
 constexpr size_t kMaxNameBytes = 256;
 constexpr size_t kMaxTextBytes = 4096;
 constexpr int kMaxFlags = 16;
-
-// The block's linear layers as "<module>.<type>", in pipeline order.
-constexpr std::pair<absl::string_view, absl::string_view> kLayers[] = {
-    {"self_attn", "q_proj"}, {"self_attn", "k_proj"}, {"self_attn", "v_proj"},
-    {"self_attn", "o_proj"}, {"mlp", "gate_proj"},    {"mlp", "up_proj"},
-    {"mlp", "down_proj"},
-};
 
 absl::Status Bad(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(
@@ -40,9 +33,10 @@ absl::Status CheckReportedLayer(const v1::LayerAudit& layer,
   }
   const std::string prefix = absl::StrCat("model.layers.", task.block, ".");
   bool known = false;
-  for (const auto& [module, type] : kLayers) {
-    if (layer.name() == absl::StrCat(prefix, module, ".", type)) {
-      known = layer.type() == type;
+  for (const LayerType type : kAllLayerTypes) {
+    if (layer.name() ==
+        absl::StrCat(prefix, LayerModuleName(type), ".", LayerTypeName(type))) {
+      known = layer.type() == LayerTypeName(type);
       break;
     }
   }

@@ -7,7 +7,7 @@
 #include <memory>
 
 #include "grpcpp/support/server_interceptor.h"
-#include "server/metrics/quantd_metrics.h"
+#include "metrics/quantd_metrics.h"
 
 namespace quant::server {
 

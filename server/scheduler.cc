@@ -22,17 +22,17 @@ void Scheduler::Start() {
 
 void Scheduler::Stop() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stop_ = true;
   }
-  wake_.notify_all();
+  wake_.SignalAll();
   if (thread_.joinable()) thread_.join();
 }
 
 void Scheduler::Loop() {
-  std::unique_lock<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   while (!stop_) {
-    lock.unlock();
+    mu_.Unlock();
     absl::StatusOr<UpkeepResult> result = lifecycle_->Upkeep();
     if (!result.ok()) {
       // The store is the only source of truth; log and try again next pass.
@@ -41,8 +41,10 @@ void Scheduler::Loop() {
     } else if (on_upkeep_) {
       on_upkeep_(*result);
     }
-    lock.lock();
-    wake_.wait_for(lock, interval_, [this] { return stop_; });
+    mu_.Lock();
+    const auto next_pass = std::chrono::steady_clock::now() + interval_;
+    while (!stop_ && wake_.WaitUntil(&mu_, next_pass)) {
+    }
   }
 }
 

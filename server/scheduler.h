@@ -8,11 +8,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <functional>
-#include <mutex>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
+#include "core/base/mutex.h"
 #include "server/job_lifecycle.h"
 
 namespace quant::server {
@@ -33,9 +33,9 @@ class Scheduler {
   JobLifecycle* lifecycle_;
   std::chrono::milliseconds interval_;
   std::function<void(const UpkeepResult&)> on_upkeep_;
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool stop_ = false;
+  Mutex mu_;
+  CondVar wake_;
+  bool stop_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 

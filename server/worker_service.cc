@@ -98,7 +98,7 @@ WorkerServiceImpl::WorkerServiceImpl(JobLifecycle* lifecycle,
     : lifecycle_(lifecycle), auth_(auth), options_(options) {}
 
 void WorkerServiceImpl::Touch(const std::string& worker_id, int leased_delta) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   auto it = workers_.find(worker_id);
   if (it == workers_.end()) return;
   it->second.last_seen_ms = NowMs();
@@ -165,7 +165,7 @@ absl::Duration WorkerServiceImpl::EndLease(const std::string& lease_id) {
   std::string worker;
   absl::Duration took = absl::ZeroDuration();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto started = lease_started_.find(lease_id);
     if (started != lease_started_.end()) {
       took = absl::Now() - started->second;
@@ -182,7 +182,7 @@ absl::Duration WorkerServiceImpl::EndLease(const std::string& lease_id) {
 }
 
 std::vector<WorkerInfo> WorkerServiceImpl::Workers() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::vector<WorkerInfo> out;
   for (const auto& [id, info] : workers_) out.push_back(info);
   return out;
@@ -211,7 +211,7 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerServiceImpl::DoRegister(
   info.isa_levels = *std::move(levels);
   info.last_seen_ms = NowMs();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     // Forget workers long gone (a worker that restarts registers anew, so
     // without this the registry only grows).
     const int64_t now = NowMs();
@@ -285,7 +285,7 @@ absl::StatusOr<v1::LeaseTaskResponse> WorkerServiceImpl::DoLeaseTask(
     return absl::InvalidArgumentError("worker_id: required");
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (workers_.count(request.worker_id()) == 0) {
       return absl::NotFoundError(
           absl::StrCat("worker_id: unknown worker \"", request.worker_id(),
@@ -319,7 +319,7 @@ absl::StatusOr<v1::LeaseTaskResponse> WorkerServiceImpl::DoLeaseTask(
       absl::StatusOr<v1::Task> task = TaskProto(got);
       if (!task.ok()) return task.status();
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         lease_workers_[got.lease_id] = request.worker_id();
         lease_started_[got.lease_id] = absl::Now();
       }
@@ -362,7 +362,7 @@ absl::StatusOr<v1::HeartbeatResponse> WorkerServiceImpl::DoHeartbeat(
   // recorded for this lease (a beat resent after a lost answer) is dropped.
   std::vector<const v1::LayerAudit*> new_layers;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     std::set<std::string>& seen = lease_layers_[request.lease_id()];
     std::set<std::string> in_this_beat;
     for (const v1::LayerAudit& layer : progress.finished_layers()) {
@@ -382,7 +382,7 @@ absl::StatusOr<v1::HeartbeatResponse> WorkerServiceImpl::DoHeartbeat(
       lifecycle_->store().Heartbeat(request.lease_id(), fraction);
   if (!beat.ok()) return beat.status();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto it = lease_workers_.find(request.lease_id());
     if (it != lease_workers_.end()) {
       auto worker = workers_.find(it->second);

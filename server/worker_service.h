@@ -16,12 +16,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "core/base/mutex.h"
 #include "quant/v1/worker.grpc.pb.h"
 #include "server/auth.h"
 #include "server/job_lifecycle.h"
@@ -108,13 +109,15 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   JobLifecycle* lifecycle_;
   const Authenticator* auth_;
   WorkerServiceOptions options_;
-  mutable std::mutex mu_;
-  std::map<std::string, WorkerInfo> workers_;
-  std::map<std::string, std::string> lease_workers_;  // lease -> worker
-  std::map<std::string, absl::Time> lease_started_;
+  mutable Mutex mu_;
+  std::map<std::string, WorkerInfo> workers_ ABSL_GUARDED_BY(mu_);
+  // lease -> worker
+  std::map<std::string, std::string> lease_workers_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, absl::Time> lease_started_ ABSL_GUARDED_BY(mu_);
   // Layer names each current lease has reported (duplicates are dropped).
-  std::map<std::string, std::set<std::string>> lease_layers_;
-  int next_worker_ = 1;
+  std::map<std::string, std::set<std::string>> lease_layers_
+      ABSL_GUARDED_BY(mu_);
+  int next_worker_ ABSL_GUARDED_BY(mu_) = 1;
 };
 
 }  // namespace quant::server

@@ -36,8 +36,8 @@
 #include "core/kernels/dispatch.h"
 #include "core/pipeline/finalize_task.h"
 #include "core/pipeline/job_tasks.h"
-#include "server/metrics/metrics_endpoint.h"
-#include "server/metrics/worker_metrics.h"
+#include "metrics/metrics_endpoint.h"
+#include "metrics/worker_metrics.h"
 #include "worker/worker.h"
 
 ABSL_FLAG(std::string, server, "127.0.0.1:50051", "quantd's HOST:PORT.");

@@ -2,7 +2,6 @@
 #include "worker/worker.h"
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -45,20 +44,32 @@ struct Worker::RunningTask {
   std::string what;       // "JOB block 2", for logs.
   int64_t started_ms = 0;
 
-  std::mutex mu;
-  std::condition_variable wake;
-  bool finished = false;
-  int layers_done = 0;
-  int layers_total = 0;
-  std::string current;
-  std::vector<v1::LayerAudit> unsent;
+  Mutex mu;
+  CondVar wake;
+  bool finished ABSL_GUARDED_BY(mu) = false;
+  int layers_done ABSL_GUARDED_BY(mu) = 0;
+  int layers_total ABSL_GUARDED_BY(mu) = 0;
+  std::string current ABSL_GUARDED_BY(mu);
+  std::vector<v1::LayerAudit> unsent ABSL_GUARDED_BY(mu);
   std::atomic<bool> cancel{false};
-  bool cancelled_by_job = false;
-  bool lease_lost = false;
+  bool cancelled_by_job ABSL_GUARDED_BY(mu) = false;
+  bool lease_lost ABSL_GUARDED_BY(mu) = false;
   // Cancelled because it ran past WorkerOptions::max_task_ms.
-  bool past_deadline = false;
+  bool past_deadline ABSL_GUARDED_BY(mu) = false;
   // Declared stuck: its lease is no longer renewed, nothing is reported.
-  bool abandoned = false;
+  bool abandoned ABSL_GUARDED_BY(mu) = false;
+
+  // Why the task ended, as the heartbeat thread and Beat saw it.
+  struct Ending {
+    bool abandoned;
+    bool lease_lost;
+    bool cancelled_by_job;
+    bool past_deadline;
+  };
+  Ending ending() {
+    MutexLock lock(&mu);
+    return {abandoned, lease_lost, cancelled_by_job, past_deadline};
+  }
 };
 
 absl::StatusOr<std::unique_ptr<Worker>> Worker::Create(WorkerOptions options) {
@@ -132,7 +143,7 @@ std::unique_ptr<grpc::ClientContext> Worker::Context(int64_t timeout_ms) const {
 void Worker::RequestStop() { stop_.store(true); }
 
 std::string Worker::WorkerId(const std::string& stale) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!worker_id_.empty() && worker_id_ != stale) return worker_id_;
   int64_t backoff_ms = 200;
   while (!stop_.load()) {
@@ -180,10 +191,10 @@ std::string Worker::WorkerId(const std::string& stale) {
 
 absl::Status Worker::Run() {
   if (WorkerId().empty()) {
-    return stop_.load() && worker_id_.empty()
-               ? absl::UnauthenticatedError(
-                     "could not register with the coordinator")
-               : absl::OkStatus();
+    // Never registered (WorkerId returns the id once there is one).
+    return stop_.load() ? absl::UnauthenticatedError(
+                              "could not register with the coordinator")
+                        : absl::OkStatus();
   }
   std::vector<std::thread> slots;
   for (int slot = 0; slot < options_.slots; ++slot) {
@@ -253,8 +264,11 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
   Log(absl::StrCat("running ", running.what, " (attempt ", task.attempt(),
                    ") with ", kernels::IsaName(*level), " kernels"));
   running.started_ms = clock_->NowMs();
-  running.layers_total =
-      task.kind() == v1::TASK_KIND_BLOCK ? common::kLayersPerBlockTask : 1;
+  {
+    MutexLock lock(&running.mu);
+    running.layers_total =
+        task.kind() == v1::TASK_KIND_BLOCK ? common::kLayersPerBlockTask : 1;
+  }
   const metrics::TaskKind kind = task.kind() == v1::TASK_KIND_BLOCK
                                      ? metrics::TaskKind::kBlock
                                      : metrics::TaskKind::kFinalize;
@@ -275,11 +289,11 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
   std::thread heartbeat([this, &running] { WatchRunningTask(&running); });
   const absl::StatusOr<TaskOutcome> outcome = RunAtLevel(&running, *level);
   {
-    std::lock_guard<std::mutex> lock(running.mu);
+    MutexLock lock(&running.mu);
     running.finished = true;
     if (outcome.ok()) running.layers_done = running.layers_total;
   }
-  running.wake.notify_all();
+  running.wake.SignalAll();
   heartbeat.join();
   // The task's matrices stay in the heap while it runs (allocator_tuning.h);
   // an idle worker gives them back.
@@ -317,7 +331,7 @@ bool Worker::Beat(RunningTask* running) {
   request.set_worker_id(running->worker_id);
   std::vector<v1::LayerAudit> sending;
   {
-    std::lock_guard<std::mutex> lock(running->mu);
+    MutexLock lock(&running->mu);
     v1::TaskProgress* progress = request.mutable_progress();
     progress->set_layers_done(running->layers_done);
     progress->set_layers_total(running->layers_total);
@@ -335,7 +349,7 @@ bool Worker::Beat(RunningTask* running) {
                      request.progress().layers_done(), "/",
                      request.progress().layers_total()));
   }
-  std::lock_guard<std::mutex> lock(running->mu);
+  MutexLock lock(&running->mu);
   if (status.ok()) {
     if (response.cancelled()) {
       running->cancelled_by_job = true;
@@ -360,11 +374,11 @@ void Worker::WatchRunningTask(RunningTask* running) {
   // Wakes every 100 ms of real time (a condition-variable wait) and judges
   // the schedule, the task bound and the cancel grace on clock_, so that a
   // test moving a FakeClock sees them act at the next wake.
-  std::unique_lock<std::mutex> lock(running->mu);
+  running->mu.Lock();
   int64_t next_beat_ms = clock_->NowMs() + heartbeat_ms_.load();
   std::optional<int64_t> cancelled_at_ms;
   while (!running->finished) {
-    running->wake.wait_for(lock, std::chrono::milliseconds(100));
+    running->wake.WaitFor(&running->mu, std::chrono::milliseconds(100));
     if (running->finished) break;
     if (stop_.load()) running->cancel.store(true);
     const int64_t now_ms = clock_->NowMs();
@@ -386,7 +400,7 @@ void Worker::WatchRunningTask(RunningTask* running) {
           : running->cancelled_by_job ? "its job was cancelled"
           : running->lease_lost       ? "its lease was lost"
                                       : "the worker is stopping";
-      lock.unlock();
+      running->mu.Unlock();
       OnStuckTask(absl::StrCat(
           running->what, " did not stop within ",
           options_.cancel_grace_ms / 1000.0, " s of being cancelled (", why,
@@ -396,22 +410,23 @@ void Worker::WatchRunningTask(RunningTask* running) {
       return;
     }
     if (now_ms < next_beat_ms) continue;
-    lock.unlock();
+    running->mu.Unlock();
     Beat(running);
-    lock.lock();
+    running->mu.Lock();
     next_beat_ms = clock_->NowMs() + heartbeat_ms_.load();
   }
+  running->mu.Unlock();
 }
 
 absl::StatusOr<TaskOutcome> Worker::RunAtLevel(RunningTask* running,
                                                kernels::IsaLevel level) {
   TaskProgressSink sink;
   sink.on_stage = [running](const std::string& stage) {
-    std::lock_guard<std::mutex> lock(running->mu);
+    MutexLock lock(&running->mu);
     running->current = stage;
   };
   sink.on_layer = [running](const v1::LayerAudit& layer) {
-    std::lock_guard<std::mutex> lock(running->mu);
+    MutexLock lock(&running->mu);
     running->layers_done =
         std::min(running->layers_done + 1, running->layers_total);
     running->current = layer.name();
@@ -451,7 +466,7 @@ absl::StatusOr<TaskOutcome> Worker::RunAtLevel(RunningTask* running,
 metrics::TaskOutcome Worker::ReportOutcome(
     RunningTask* running, const absl::StatusOr<TaskOutcome>& outcome) {
   const std::string& what = running->what;
-  if (running->abandoned) {
+  if (running->ending().abandoned) {
     // Its lease went to another worker (or will): nothing to report.
     Log(absl::StrCat(what,
                      ": returned after it was declared stuck; result "
@@ -468,11 +483,12 @@ metrics::TaskOutcome Worker::ReportOutcome(
     clock_->SleepForMs(backoff_ms);
     backoff_ms = std::min<int64_t>(backoff_ms * 2, 3'000);
   };
-  if (outcome.ok() && !running->lease_lost) {
+  if (outcome.ok() && !running->ending().lease_lost) {
     // The last layers reach the job's events before the task ends.
     while (!Beat(running) && clock_->NowMs() < give_up_ms) wait_a_bit();
   }
-  if (running->lease_lost) {
+  const RunningTask::Ending ending = running->ending();
+  if (ending.lease_lost) {
     Log(absl::StrCat(what,
                      ": lease lost (expired or taken over); result "
                      "not reported"));
@@ -514,11 +530,11 @@ metrics::TaskOutcome Worker::ReportOutcome(
   v1::FailTaskRequest request;
   request.set_lease_id(running->lease_id);
   request.set_worker_id(running->worker_id);
-  if (running->cancelled_by_job) {
+  if (ending.cancelled_by_job) {
     label = metrics::TaskOutcome::kCancelled;
     request.set_error("job cancelled");
     request.set_retryable(true);
-  } else if (running->past_deadline && absl::IsCancelled(error)) {
+  } else if (ending.past_deadline && absl::IsCancelled(error)) {
     request.set_error(absl::StrCat("task exceeded --max_task_seconds (",
                                    options_.max_task_ms / 1000.0,
                                    " s) and was cancelled"));

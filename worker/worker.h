@@ -24,19 +24,20 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/base/clock.h"
+#include "core/base/mutex.h"
 #include "core/kernels/isa.h"
 #include "core/pipeline/job_tasks.h"
 #include "grpcpp/channel.h"
+#include "metrics/worker_metrics.h"
 #include "quant/v1/worker.grpc.pb.h"
-#include "server/metrics/worker_metrics.h"
 #include "worker/task_runner.h"
 
 namespace quant::worker {
@@ -150,8 +151,8 @@ class Worker {
   std::atomic<bool> stop_{false};
   std::atomic<int> completed_{0};
   std::atomic<int> failed_{0};
-  std::mutex mu_;
-  std::string worker_id_;
+  Mutex mu_;
+  std::string worker_id_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> heartbeat_ms_{5'000};
 };
 

@@ -11,14 +11,14 @@ bool IsTerminal(v1::JobState state) {
 }
 
 bool JobRegistry::Add(CreatedJob job) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (!states_.emplace(job.id, v1::JOB_STATE_QUEUED).second) return false;
   jobs_.push_back(std::move(job));
   return true;
 }
 
 void JobRegistry::Observe(const std::string& id, v1::JobState state) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   auto it = states_.find(id);
   if (it == states_.end() || IsTerminal(it->second)) return;
   it->second = state;
@@ -26,14 +26,14 @@ void JobRegistry::Observe(const std::string& id, v1::JobState state) {
 }
 
 std::optional<CreatedJob> JobRegistry::Random(std::mt19937_64& rng) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (jobs_.empty()) return std::nullopt;
   return jobs_[std::uniform_int_distribution<size_t>(0, jobs_.size() - 1)(rng)];
 }
 
 std::optional<std::string> JobRegistry::RandomFinished(
     std::mt19937_64& rng) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (finished_.empty()) return std::nullopt;
   return finished_[std::uniform_int_distribution<size_t>(
       0, finished_.size() - 1)(rng)];
@@ -41,7 +41,7 @@ std::optional<std::string> JobRegistry::RandomFinished(
 
 std::vector<std::string> JobRegistry::Pending(
     const std::vector<std::string>& ids) const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   std::vector<std::string> out;
   for (const std::string& id : ids) {
     auto it = states_.find(id);
@@ -51,14 +51,14 @@ std::vector<std::string> JobRegistry::Pending(
 }
 
 std::vector<std::string> JobRegistry::Ids() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   std::vector<std::string> out;
   for (const CreatedJob& job : jobs_) out.push_back(job.id);
   return out;
 }
 
 size_t JobRegistry::size() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return jobs_.size();
 }
 

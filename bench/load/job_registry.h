@@ -7,12 +7,13 @@
 
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "core/base/mutex.h"
 #include "quant/v1/service.pb.h"
 
 namespace quant::load {
@@ -40,10 +41,10 @@ class JobRegistry {
   size_t size() const;
 
  private:
-  mutable std::mutex mutex_;
-  std::vector<CreatedJob> jobs_;
-  std::map<std::string, v1::JobState> states_;
-  std::vector<std::string> finished_;
+  mutable Mutex mutex_;
+  std::vector<CreatedJob> jobs_ ABSL_GUARDED_BY(mutex_);
+  std::map<std::string, v1::JobState> states_ ABSL_GUARDED_BY(mutex_);
+  std::vector<std::string> finished_ ABSL_GUARDED_BY(mutex_);
 };
 
 bool IsTerminal(v1::JobState state);

@@ -27,13 +27,13 @@ const char* RpcName(Rpc rpc) {
 }
 
 void LatencyRecorder::Record(Rpc rpc, absl::Duration latency) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   latencies_ms_[static_cast<int>(rpc)].push_back(
       absl::ToDoubleMilliseconds(latency));
 }
 
 void LatencyRecorder::RecordError(Rpc rpc, const std::string& what) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   ++errors_[static_cast<int>(rpc)];
   if (samples_.size() < kMaxSamples) {
     samples_.push_back(absl::StrCat(RpcName(rpc), ": ", what));
@@ -41,13 +41,13 @@ void LatencyRecorder::RecordError(Rpc rpc, const std::string& what) {
 }
 
 void LatencyRecorder::RecordOtherError(const std::string& what) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   ++other_errors_;
   if (samples_.size() < kMaxSamples) samples_.push_back(what);
 }
 
 std::vector<RpcSummary> LatencyRecorder::Summaries() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   std::vector<RpcSummary> out;
   for (int i = 0; i < kRpcCount; ++i) {
     const std::vector<double>& values = latencies_ms_[i];
@@ -64,14 +64,14 @@ std::vector<RpcSummary> LatencyRecorder::Summaries() const {
 }
 
 int64_t LatencyRecorder::TotalErrors() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   int64_t total = other_errors_;
   for (int64_t e : errors_) total += e;
   return total;
 }
 
 std::vector<std::string> LatencyRecorder::ErrorSamples() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return samples_;
 }
 

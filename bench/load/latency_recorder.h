@@ -6,11 +6,12 @@
 
 #include <array>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
+#include "core/base/mutex.h"
 
 namespace quant::load {
 
@@ -54,11 +55,12 @@ class LatencyRecorder {
  private:
   static constexpr size_t kMaxSamples = 20;
 
-  mutable std::mutex mutex_;
-  std::array<std::vector<double>, kRpcCount> latencies_ms_;
-  std::array<int64_t, kRpcCount> errors_{};
-  int64_t other_errors_ = 0;
-  std::vector<std::string> samples_;
+  mutable Mutex mutex_;
+  std::array<std::vector<double>, kRpcCount> latencies_ms_
+      ABSL_GUARDED_BY(mutex_);
+  std::array<int64_t, kRpcCount> errors_ ABSL_GUARDED_BY(mutex_){};
+  int64_t other_errors_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::vector<std::string> samples_ ABSL_GUARDED_BY(mutex_);
 };
 
 // Nearest-rank percentile (p in [0, 1]) of unsorted values; 0 when empty.

@@ -40,75 +40,84 @@ absl::StatusOr<std::string> ComponentType(const Json& value,
   return GetString(value, "type", path);
 }
 
-absl::StatusOr<std::string> GetString(const Json& object, absl::string_view key,
-                                      absl::string_view path) {
+namespace {
+
+// What one field must be: a test of its JSON kind and the words an error
+// uses for it.
+struct Kind {
+  bool (Json::*is)() const noexcept;
+  absl::string_view expected;
+};
+constexpr Kind kString{&Json::is_string, "a string"};
+constexpr Kind kArray{&Json::is_array, "an array"};
+constexpr Kind kObject{&Json::is_object, "an object"};
+constexpr Kind kInteger{&Json::is_number_integer, "an integer"};
+constexpr Kind kBoolean{&Json::is_boolean, "true or false"};
+
+absl::Status WrongType(absl::string_view path, const Kind& kind,
+                       const Json& value) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      path, ": expected ", kind.expected, ", got ", value.type_name()));
+}
+
+// The field when present (null counts as absent) and of `kind`; nullptr
+// when absent.
+absl::StatusOr<const Json*> Optional(const Json& object, absl::string_view key,
+                                     absl::string_view path, const Kind& kind) {
   const Json* field = Find(object, key);
-  if (field == nullptr) {
+  if (field != nullptr && !(field->*kind.is)()) {
+    return WrongType(FieldPath(path, key), kind, *field);
+  }
+  return field;
+}
+
+// The field, which must be present and of `kind`.
+absl::StatusOr<const Json*> Required(const Json& object, absl::string_view key,
+                                     absl::string_view path, const Kind& kind) {
+  absl::StatusOr<const Json*> field = Optional(object, key, path, kind);
+  if (field.ok() && *field == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat(FieldPath(path, key), ": missing"));
   }
-  if (!field->is_string()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        FieldPath(path, key), ": expected a string, got ", field->type_name()));
-  }
-  return field->get<std::string>();
+  return field;
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> GetString(const Json& object, absl::string_view key,
+                                      absl::string_view path) {
+  absl::StatusOr<const Json*> field = Required(object, key, path, kString);
+  if (!field.ok()) return field.status();
+  return (*field)->get<std::string>();
 }
 
 absl::StatusOr<const Json*> GetArray(const Json& object, absl::string_view key,
                                      absl::string_view path) {
-  const Json* field = Find(object, key);
-  if (field == nullptr || !field->is_array()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(FieldPath(path, key), ": expected an array"));
-  }
-  return field;
+  return Required(object, key, path, kArray);
 }
 
 absl::StatusOr<const Json*> GetObject(const Json& object, absl::string_view key,
                                       absl::string_view path) {
-  const Json* field = Find(object, key);
-  if (field == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(FieldPath(path, key), ": missing"));
-  }
-  if (!field->is_object()) {
-    return absl::InvalidArgumentError(absl::StrCat(FieldPath(path, key),
-                                                   ": expected an object, got ",
-                                                   field->type_name()));
-  }
-  return field;
+  return Required(object, key, path, kObject);
 }
 
 absl::StatusOr<int64_t> GetInt(const Json& object, absl::string_view key,
                                absl::string_view path) {
-  const Json* field = Find(object, key);
-  if (field == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(FieldPath(path, key), ": missing"));
-  }
-  if (!field->is_number_integer()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(FieldPath(path, key), ": expected an integer, got ",
-                     field->type_name()));
-  }
-  return field->get<int64_t>();
+  absl::StatusOr<const Json*> field = Required(object, key, path, kInteger);
+  if (!field.ok()) return field.status();
+  return (*field)->get<int64_t>();
 }
 
 absl::StatusOr<std::vector<std::string>> GetStringArrayOr(
     const Json& object, absl::string_view key, absl::string_view path) {
   std::vector<std::string> strings;
-  const Json* field = Find(object, key);
-  if (field == nullptr) return strings;
-  if (!field->is_array()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        FieldPath(path, key), ": expected an array, got ", field->type_name()));
-  }
-  for (size_t i = 0; i < field->size(); ++i) {
-    const Json& item = (*field)[i];
+  absl::StatusOr<const Json*> field = Optional(object, key, path, kArray);
+  if (!field.ok()) return field.status();
+  if (*field == nullptr) return strings;
+  for (size_t i = 0; i < (*field)->size(); ++i) {
+    const Json& item = (**field)[i];
     if (!item.is_string()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(IndexPath(FieldPath(path, key), i),
-                       ": expected a string, got ", item.type_name()));
+      return WrongType(IndexPath(FieldPath(path, key), i), kString, item);
     }
     strings.push_back(item.get<std::string>());
   }
@@ -117,40 +126,27 @@ absl::StatusOr<std::vector<std::string>> GetStringArrayOr(
 
 absl::StatusOr<bool> GetBoolOr(const Json& object, absl::string_view key,
                                bool default_value, absl::string_view path) {
-  const Json* field = Find(object, key);
-  if (field == nullptr) return default_value;
-  if (!field->is_boolean()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(FieldPath(path, key), ": expected true or false, got ",
-                     field->type_name()));
-  }
-  return field->get<bool>();
+  absl::StatusOr<const Json*> field = Optional(object, key, path, kBoolean);
+  if (!field.ok()) return field.status();
+  return *field == nullptr ? default_value : (*field)->get<bool>();
 }
 
 absl::StatusOr<int64_t> GetIntOr(const Json& object, absl::string_view key,
                                  int64_t default_value,
                                  absl::string_view path) {
-  const Json* field = Find(object, key);
-  if (field == nullptr) return default_value;
-  if (!field->is_number_integer()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(FieldPath(path, key), ": expected an integer, got ",
-                     field->type_name()));
-  }
-  return field->get<int64_t>();
+  absl::StatusOr<const Json*> field = Optional(object, key, path, kInteger);
+  if (!field.ok()) return field.status();
+  return *field == nullptr ? default_value : (*field)->get<int64_t>();
 }
 
 absl::StatusOr<std::string> GetStringOr(const Json& object,
                                         absl::string_view key,
                                         absl::string_view default_value,
                                         absl::string_view path) {
-  const Json* field = Find(object, key);
-  if (field == nullptr) return std::string(default_value);
-  if (!field->is_string()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        FieldPath(path, key), ": expected a string, got ", field->type_name()));
-  }
-  return field->get<std::string>();
+  absl::StatusOr<const Json*> field = Optional(object, key, path, kString);
+  if (!field.ok()) return field.status();
+  return *field == nullptr ? std::string(default_value)
+                           : (*field)->get<std::string>();
 }
 
 absl::Status Unsupported(absl::string_view kind, absl::string_view type,

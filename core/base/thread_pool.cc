@@ -27,43 +27,44 @@ ThreadPool::ThreadPool(int threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     stopping_ = true;
   }
-  work_ready_.notify_all();
+  work_ready_.SignalAll();
   for (std::thread& worker : workers_) worker.join();
 }
 
 void ThreadPool::RunIterations(absl::FunctionRef<void(int64_t)> fn, int64_t n) {
-  std::unique_lock<std::mutex> lock(mutex_);
+  mutex_.Lock();
   while (next_ < n) {
     const int64_t i = next_++;
-    lock.unlock();
+    mutex_.Unlock();
     fn(i);
-    lock.lock();
+    mutex_.Lock();
   }
+  mutex_.Unlock();
 }
 
 void ThreadPool::WorkerLoop() {
   current_pool = this;
   uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   for (;;) {
-    work_ready_.wait(lock, [&] { return stopping_ || generation_ != seen; });
+    while (!stopping_ && generation_ == seen) work_ready_.Wait(&mutex_);
     if (stopping_) return;
     seen = generation_;
     const absl::FunctionRef<void(int64_t)> fn = *fn_;
     const int64_t n = n_;
     const kernels::KernelTable* table = kernels_;
     std::shared_ptr<const ReadRootList> roots = read_roots_;
-    lock.unlock();
+    mutex_.Unlock();
     kernels::SetThreadOverride(table);
     SetThreadReadRoots(std::move(roots));
     RunIterations(fn, n);
     kernels::SetThreadOverride(nullptr);
     SetThreadReadRoots(nullptr);
-    lock.lock();
-    if (--busy_workers_ == 0) work_done_.notify_one();
+    mutex_.Lock();
+    if (--busy_workers_ == 0) work_done_.Signal();
   }
 }
 
@@ -73,9 +74,9 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
     for (int64_t i = 0; i < n; ++i) fn(i);
     return;
   }
-  std::lock_guard<std::mutex> call(call_mutex_);
+  MutexLock call(&call_mutex_);
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     fn_ = &fn;
     kernels_ = &kernels::CurrentKernels();
     read_roots_ = ThreadReadRoots();
@@ -84,13 +85,13 @@ void ThreadPool::ParallelFor(int64_t n, absl::FunctionRef<void(int64_t)> fn) {
     busy_workers_ = static_cast<int>(workers_.size());
     ++generation_;
   }
-  work_ready_.notify_all();
+  work_ready_.SignalAll();
   const ThreadPool* saved = current_pool;
   current_pool = this;
   RunIterations(fn, n);
   current_pool = saved;
-  std::unique_lock<std::mutex> lock(mutex_);
-  work_done_.wait(lock, [&] { return busy_workers_ == 0; });
+  MutexLock lock(&mutex_);
+  while (busy_workers_ != 0) work_done_.Wait(&mutex_);
   fn_ = nullptr;
   kernels_ = nullptr;
   read_roots_ = nullptr;

@@ -18,15 +18,15 @@
 #ifndef QUANT_CORE_BASE_THREAD_POOL_H_
 #define QUANT_CORE_BASE_THREAD_POOL_H_
 
-#include <condition_variable>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/functional/function_ref.h"
+#include "core/base/mutex.h"
 
 namespace quant {
 namespace kernels {
@@ -57,21 +57,22 @@ class ThreadPool {
   // Runs iterations of the current loop until none is left.
   void RunIterations(absl::FunctionRef<void(int64_t)> fn, int64_t n);
 
-  std::mutex call_mutex_;  // One ParallelFor at a time.
-  std::mutex mutex_;
-  std::condition_variable work_ready_;
-  std::condition_variable work_done_;
+  Mutex call_mutex_;  // One ParallelFor at a time.
+  Mutex mutex_ ABSL_ACQUIRED_AFTER(call_mutex_);
+  CondVar work_ready_;
+  CondVar work_done_;
   // The current loop (set while a ParallelFor runs) and its next index.
-  const absl::FunctionRef<void(int64_t)>* fn_ = nullptr;
+  const absl::FunctionRef<void(int64_t)>* fn_ ABSL_GUARDED_BY(mutex_) = nullptr;
   // The caller's kernels, which the helper threads run the loop with.
-  const kernels::KernelTable* kernels_ = nullptr;
+  const kernels::KernelTable* kernels_ ABSL_GUARDED_BY(mutex_) = nullptr;
   // The caller's read roots (read_roots.h), for the same reason.
-  std::shared_ptr<const std::vector<std::string>> read_roots_;
-  int64_t n_ = 0;
-  int64_t next_ = 0;
-  uint64_t generation_ = 0;
-  int busy_workers_ = 0;
-  bool stopping_ = false;
+  std::shared_ptr<const std::vector<std::string>> read_roots_
+      ABSL_GUARDED_BY(mutex_);
+  int64_t n_ ABSL_GUARDED_BY(mutex_) = 0;
+  int64_t next_ ABSL_GUARDED_BY(mutex_) = 0;
+  uint64_t generation_ ABSL_GUARDED_BY(mutex_) = 0;
+  int busy_workers_ ABSL_GUARDED_BY(mutex_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mutex_) = false;
   std::vector<std::thread> workers_;
 };
 

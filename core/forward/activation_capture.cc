@@ -10,17 +10,17 @@ namespace {
 
 // The input of `layer`'s group for hidden states entering its block.
 RowMatrixF GroupInput(const ModelConfig& config, const BlockWeights& block,
-                      const RopeTable& rope, int seq_len,
-                      const std::string& group, const RowMatrixF& hidden) {
+                      const RopeTable& rope, int seq_len, InputGroup group,
+                      const RowMatrixF& hidden) {
   const RowMatrixF attention_input = AttentionInput(config, block, hidden);
-  if (group == kAttnIn) return attention_input;
+  if (group == InputGroup::kAttnIn) return attention_input;
   const RowMatrixF context =
       AttentionContext(config, block, rope, seq_len, attention_input);
-  if (group == kAttnOut) return context;
+  if (group == InputGroup::kAttnOut) return context;
   const RowMatrixF residual = AttentionResidual(block, hidden, context);
   const RowMatrixF mlp_input = MlpInput(config, block, residual);
-  if (group == kMlpIn) return mlp_input;
-  return MlpHidden(block, mlp_input);  // kMlpOut
+  if (group == InputGroup::kMlpIn) return mlp_input;
+  return MlpHidden(block, mlp_input);  // InputGroup::kMlpOut
 }
 
 }  // namespace

@@ -56,9 +56,12 @@ RowMatrixF AttentionContext(const ModelConfig& config,
   const int head_dim = config.head_dim;
   const int heads = config.num_attention_heads;
   const int heads_per_kv = heads / config.num_key_value_heads;
-  RowMatrixF q = ApplyLinear(attention_input, weights.Linear("q_proj"));
-  RowMatrixF k = ApplyLinear(attention_input, weights.Linear("k_proj"));
-  const RowMatrixF v = ApplyLinear(attention_input, weights.Linear("v_proj"));
+  RowMatrixF q =
+      ApplyLinear(attention_input, weights.Linear(LayerType::kQProj));
+  RowMatrixF k =
+      ApplyLinear(attention_input, weights.Linear(LayerType::kKProj));
+  const RowMatrixF v =
+      ApplyLinear(attention_input, weights.Linear(LayerType::kVProj));
   if (config.qk_norm) {
     NormalizeHeads(weights.q_norm, config.rms_norm_eps, head_dim, &q);
     NormalizeHeads(weights.k_norm, config.rms_norm_eps, head_dim, &k);
@@ -102,7 +105,7 @@ RowMatrixF AttentionContext(const ModelConfig& config,
 RowMatrixF AttentionResidual(const BlockWeights& weights,
                              const ConstRowMatrixRef& hidden,
                              const ConstRowMatrixRef& context) {
-  RowMatrixF out = ApplyLinear(context, weights.Linear("o_proj"));
+  RowMatrixF out = ApplyLinear(context, weights.Linear(LayerType::kOProj));
   out += hidden;
   return out;
 }
@@ -114,8 +117,10 @@ RowMatrixF MlpInput(const ModelConfig& config, const BlockWeights& weights,
 
 RowMatrixF MlpHidden(const BlockWeights& weights,
                      const ConstRowMatrixRef& mlp_input) {
-  RowMatrixF gate = ApplyLinear(mlp_input, weights.Linear("gate_proj"));
-  const RowMatrixF up = ApplyLinear(mlp_input, weights.Linear("up_proj"));
+  RowMatrixF gate =
+      ApplyLinear(mlp_input, weights.Linear(LayerType::kGateProj));
+  const RowMatrixF up =
+      ApplyLinear(mlp_input, weights.Linear(LayerType::kUpProj));
   // silu(g) = g * sigmoid(g)
   gate = (gate.array() / (1.0f + (-gate.array()).exp()) * up.array()).matrix();
   return gate;
@@ -124,7 +129,8 @@ RowMatrixF MlpHidden(const BlockWeights& weights,
 RowMatrixF MlpResidual(const BlockWeights& weights,
                        const ConstRowMatrixRef& residual,
                        const ConstRowMatrixRef& mlp_hidden) {
-  RowMatrixF out = ApplyLinear(mlp_hidden, weights.Linear("down_proj"));
+  RowMatrixF out =
+      ApplyLinear(mlp_hidden, weights.Linear(LayerType::kDownProj));
   out += residual;
   return out;
 }

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/model/checkpoint.h"
+#include "core/model/linear_layers.h"
 #include "core/quant/matrix_types.h"
 
 namespace quant {
@@ -24,13 +25,10 @@ struct BlockWeights {
   Eigen::VectorXf post_attention_norm;  // post_attention_layernorm.weight
   Eigen::VectorXf q_norm;               // qwen3 only, else empty
   Eigen::VectorXf k_norm;               // qwen3 only, else empty
-  // Keyed by layer type: q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj,
-  // down_proj.
-  std::map<std::string, LinearWeights> linear;
+  // Every linear layer of the block, by type.
+  std::map<LayerType, LinearWeights> linear;
 
-  const LinearWeights& Linear(const std::string& type) const {
-    return linear.at(type);
-  }
+  const LinearWeights& Linear(LayerType type) const { return linear.at(type); }
 };
 
 // Reads block `block` of `checkpoint` into float32. Linear layers the

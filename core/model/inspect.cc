@@ -246,8 +246,9 @@ std::string RenderInspectText(const InspectReport& report) {
   for (const Row& row : rows) {
     const LinearLayerSpec& spec = row.layer->spec;
     std::string line = absl::StrFormat(
-        "  %-10s %6d %6d %-5s %-9s %-6d", spec.type, spec.out_features,
-        spec.in_features, YesNo(spec.has_bias), spec.input_group, row.count);
+        "  %-10s %6d %6d %-5s %-9s %-6d", LayerTypeName(spec.type),
+        spec.out_features, spec.in_features, YesNo(spec.has_bias),
+        InputGroupName(spec.input_group), row.count);
     for (const GptqPackingFit& fit : row.layer->gptq) {
       absl::StrAppend(&line, absl::StrFormat(" %-10s", FitText(fit)));
     }
@@ -307,11 +308,11 @@ json InspectToJson(const InspectReport& report) {
     layers.push_back(
         {{"name", spec.name},
          {"block", spec.block},
-         {"type", spec.type},
+         {"type", LayerTypeName(spec.type)},
          {"out_features", spec.out_features},
          {"in_features", spec.in_features},
          {"has_bias", spec.has_bias},
-         {"input_group", spec.input_group},
+         {"input_group", InputGroupName(spec.input_group)},
          {"gptq_v1", gptq},
          {"group_sizes_dividing_in_features", layer.group_sizes_dividing_k}});
   }

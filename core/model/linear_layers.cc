@@ -5,6 +5,78 @@
 
 namespace quant {
 
+absl::string_view InputGroupName(InputGroup group) {
+  switch (group) {
+    case InputGroup::kAttnIn:
+      return "attn_in";
+    case InputGroup::kAttnOut:
+      return "attn_out";
+    case InputGroup::kMlpIn:
+      return "mlp_in";
+    case InputGroup::kMlpOut:
+      return "mlp_out";
+  }
+  return "unknown";
+}
+
+absl::string_view LayerTypeName(LayerType type) {
+  switch (type) {
+    case LayerType::kQProj:
+      return "q_proj";
+    case LayerType::kKProj:
+      return "k_proj";
+    case LayerType::kVProj:
+      return "v_proj";
+    case LayerType::kOProj:
+      return "o_proj";
+    case LayerType::kGateProj:
+      return "gate_proj";
+    case LayerType::kUpProj:
+      return "up_proj";
+    case LayerType::kDownProj:
+      return "down_proj";
+  }
+  return "unknown";
+}
+
+std::optional<InputGroup> InputGroupFromName(absl::string_view name) {
+  for (InputGroup group : kAllInputGroups) {
+    if (InputGroupName(group) == name) return group;
+  }
+  return std::nullopt;
+}
+
+std::optional<LayerType> LayerTypeFromName(absl::string_view name) {
+  for (LayerType type : kAllLayerTypes) {
+    if (LayerTypeName(type) == name) return type;
+  }
+  return std::nullopt;
+}
+
+InputGroup InputGroupOf(LayerType type) {
+  switch (type) {
+    case LayerType::kQProj:
+    case LayerType::kKProj:
+    case LayerType::kVProj:
+      return InputGroup::kAttnIn;
+    case LayerType::kOProj:
+      return InputGroup::kAttnOut;
+    case LayerType::kGateProj:
+    case LayerType::kUpProj:
+      return InputGroup::kMlpIn;
+    case LayerType::kDownProj:
+      return InputGroup::kMlpOut;
+  }
+  return InputGroup::kAttnIn;
+}
+
+absl::string_view LayerModuleName(LayerType type) {
+  return InputGroupOf(type) == InputGroup::kAttnIn ||
+                 InputGroupOf(type) == InputGroup::kAttnOut
+             ? "self_attn"
+             : "mlp";
+}
+
 std::string BlockPrefix(int block) {
   return absl::StrCat("model.layers.", block, ".");
 }
@@ -12,31 +84,30 @@ std::string BlockPrefix(int block) {
 std::vector<LinearLayerSpec> ListLinearLayers(const ModelConfig& config,
                                               int block) {
   const std::string prefix = BlockPrefix(block);
-  auto layer = [&](absl::string_view module, absl::string_view type,
-                   int64_t out_features, int64_t in_features, bool has_bias,
-                   absl::string_view input_group) {
+  auto layer = [&](LayerType type, int64_t out_features, int64_t in_features,
+                   bool has_bias) {
     LinearLayerSpec spec;
     spec.block = block;
-    spec.name = absl::StrCat(prefix, module, ".", type);
-    spec.type = std::string(type);
+    spec.name =
+        absl::StrCat(prefix, LayerModuleName(type), ".", LayerTypeName(type));
+    spec.type = type;
     spec.out_features = out_features;
     spec.in_features = in_features;
     spec.has_bias = has_bias;
-    spec.input_group = std::string(input_group);
+    spec.input_group = InputGroupOf(type);
     return spec;
   };
   const int64_t hidden = config.hidden_size;
   const int64_t inter = config.intermediate_size;
   const bool qkv_bias = config.attention_bias;
   return {
-      layer("self_attn", "q_proj", config.q_size(), hidden, qkv_bias, kAttnIn),
-      layer("self_attn", "k_proj", config.kv_size(), hidden, qkv_bias, kAttnIn),
-      layer("self_attn", "v_proj", config.kv_size(), hidden, qkv_bias, kAttnIn),
-      layer("self_attn", "o_proj", hidden, config.q_size(), config.o_proj_bias,
-            kAttnOut),
-      layer("mlp", "gate_proj", inter, hidden, false, kMlpIn),
-      layer("mlp", "up_proj", inter, hidden, false, kMlpIn),
-      layer("mlp", "down_proj", hidden, inter, false, kMlpOut),
+      layer(LayerType::kQProj, config.q_size(), hidden, qkv_bias),
+      layer(LayerType::kKProj, config.kv_size(), hidden, qkv_bias),
+      layer(LayerType::kVProj, config.kv_size(), hidden, qkv_bias),
+      layer(LayerType::kOProj, hidden, config.q_size(), config.o_proj_bias),
+      layer(LayerType::kGateProj, inter, hidden, false),
+      layer(LayerType::kUpProj, inter, hidden, false),
+      layer(LayerType::kDownProj, hidden, inter, false),
   };
 }
 
@@ -58,14 +129,14 @@ std::vector<ExpectedTensor> ListExpectedTensors(const ModelConfig& config) {
     const std::string prefix = BlockPrefix(block);
     tensors.push_back({prefix + "input_layernorm.weight", {hidden}});
     for (const LinearLayerSpec& spec : ListLinearLayers(config, block)) {
-      if (spec.type == "o_proj" && config.qk_norm) {
+      if (spec.type == LayerType::kOProj && config.qk_norm) {
         // Qwen3 normalizes each query/key head before the rotary embedding.
         tensors.push_back({prefix + "self_attn.q_norm.weight",
                            {static_cast<int64_t>(config.head_dim)}});
         tensors.push_back({prefix + "self_attn.k_norm.weight",
                            {static_cast<int64_t>(config.head_dim)}});
       }
-      if (spec.type == "gate_proj") {
+      if (spec.type == LayerType::kGateProj) {
         tensors.push_back(
             {prefix + "post_attention_layernorm.weight", {hidden}});
       }

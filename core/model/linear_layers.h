@@ -5,6 +5,7 @@
 #define QUANT_CORE_MODEL_LINEAR_LAYERS_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,20 +16,54 @@ namespace quant {
 
 // Input groups: layers in one group read the same activations, so they share
 // one Hessian / activation statistic during calibration.
-inline constexpr absl::string_view kAttnIn = "attn_in";    // q, k, v
-inline constexpr absl::string_view kAttnOut = "attn_out";  // o
-inline constexpr absl::string_view kMlpIn = "mlp_in";      // gate, up
-inline constexpr absl::string_view kMlpOut = "mlp_out";    // down
+enum class InputGroup {
+  kAttnIn,   // q, k, v
+  kAttnOut,  // o
+  kMlpIn,    // gate, up
+  kMlpOut,   // down
+};
+inline constexpr InputGroup kAllInputGroups[] = {
+    InputGroup::kAttnIn, InputGroup::kAttnOut, InputGroup::kMlpIn,
+    InputGroup::kMlpOut};
+
+// The linear layers of a block, in pipeline order.
+enum class LayerType {
+  kQProj,
+  kKProj,
+  kVProj,
+  kOProj,
+  kGateProj,
+  kUpProj,
+  kDownProj,
+};
+inline constexpr LayerType kAllLayerTypes[] = {
+    LayerType::kQProj,   LayerType::kKProj,    LayerType::kVProj,
+    LayerType::kOProj,   LayerType::kGateProj, LayerType::kUpProj,
+    LayerType::kDownProj};
+
+// The names files, recipes and the audit use: "attn_in", "attn_out",
+// "mlp_in", "mlp_out"; "q_proj" ... "down_proj" (the checkpoint's module
+// names).
+absl::string_view InputGroupName(InputGroup group);
+absl::string_view LayerTypeName(LayerType type);
+// The inverse; nullopt for a name that is none of them.
+std::optional<InputGroup> InputGroupFromName(absl::string_view name);
+std::optional<LayerType> LayerTypeFromName(absl::string_view name);
+// The group a layer type reads its input from.
+InputGroup InputGroupOf(LayerType type);
+// The module holding it in a checkpoint: "self_attn" or "mlp".
+absl::string_view LayerModuleName(LayerType type);
 
 struct LinearLayerSpec {
   int block = 0;
-  std::string name;          // "model.layers.3.self_attn.q_proj"
-  std::string type;          // "q_proj"
+  std::string name;  // "model.layers.3.self_attn.q_proj"
+  LayerType type = LayerType::kQProj;
   int64_t out_features = 0;  // N: rows of the weight.
   int64_t in_features = 0;   // K: columns of the weight.
   bool has_bias = false;
-  std::string input_group;  // One of kAttnIn, kAttnOut, kMlpIn, kMlpOut.
+  InputGroup input_group = InputGroup::kAttnIn;
 
+  std::string type_name() const { return std::string(LayerTypeName(type)); }
   std::string weight_name() const { return name + ".weight"; }
   std::string bias_name() const { return name + ".bias"; }
 };

@@ -47,8 +47,8 @@ void MarkLayerOutliers(std::vector<LayerResult>* layers) {
 json LayerResultToJson(const LayerResult& layer) {
   const LayerSettings& s = layer.settings;
   json j = {{"name", layer.name},
-            {"type", layer.type},
-            {"input_group", layer.input_group},
+            {"type", LayerTypeName(layer.type)},
+            {"input_group", InputGroupName(layer.input_group)},
             {"packed", layer.quantized},
             {"method", QuantMethodName(s.method)},
             {"bits", s.bits},

@@ -114,8 +114,8 @@ class BlockRunner {
     auto it = input_.stored_dtypes.find(name);
     return it == input_.stored_dtypes.end() ? DType::kF32 : it->second;
   }
-  const LayerResult* Result(const std::string& type) const;
-  LayerResult* Result(const std::string& type) {
+  const LayerResult* Result(LayerType type) const;
+  LayerResult* Result(LayerType type) {
     return const_cast<LayerResult*>(std::as_const(*this).Result(type));
   }
 
@@ -123,22 +123,22 @@ class BlockRunner {
   absl::Status CheckCancelled(const std::string& before) const;
   // One layer group: the layers to quantize and their statistics.
   struct GroupPlan {
-    std::vector<std::string> types;       // Every layer of the group.
-    std::string group;                    // kAttnIn, ...
+    std::vector<LayerType> types;  // Every layer of the group.
+    InputGroup group = InputGroup::kAttnIn;
     std::vector<GroupLayerInput> layers;  // The ones to quantize.
-    std::vector<std::string> quantized_types;
+    std::vector<LayerType> quantized_types;
     GroupQuantizeOptions options;
     // Set when `layers` is not empty.
     std::optional<GroupActivationStatistics> statistics;
   };
-  GroupPlan PlanGroup(const std::vector<std::string>& types) const;
+  GroupPlan PlanGroup(const std::vector<LayerType>& types) const;
   // Adds the real-token rows of a chunk's group input to the plan's
   // statistics (nothing when it quantizes no layer).
   static absl::Status AddRows(GroupPlan& plan, const RowMatrixF& rows,
                               bool calibration);
   // The input of layer group `group` for rows of whole sequences entering
   // the block, computed with Source().
-  RowMatrixF GroupInput(const std::string& group, const RowMatrixF& hidden,
+  RowMatrixF GroupInput(InputGroup group, const RowMatrixF& hidden,
                         int seq_len) const;
   // Runs `compute` on the source's chunks, as many at once as the pool has
   // threads, then `consume` on each result in chunk order (so sums over
@@ -193,16 +193,14 @@ class BlockRunner {
   // The block's output on one split, chunk by chunk into `sink`.
   absl::Status WriteLeavingStates(const HiddenStateSource& source,
                                   HiddenStateSink* sink) const;
-  absl::Status FoldAwqScales(const std::string& group,
-                             const std::vector<std::string>& types,
+  absl::Status FoldAwqScales(InputGroup group,
+                             const std::vector<LayerType>& types,
                              const Eigen::VectorXf& s);
   // Divides output row c of `type` by s[c], in its scales when quantized.
-  absl::Status DivideProducerRows(const std::string& type,
-                                  const Eigen::VectorXf& s,
+  absl::Status DivideProducerRows(LayerType type, const Eigen::VectorXf& s,
                                   const std::string& consumer);
   // Multiplies column k of an unquantized consumer's weight by s[k].
-  void ScaleUnquantizedColumns(const std::string& type,
-                               const Eigen::VectorXf& s);
+  void ScaleUnquantizedColumns(LayerType type, const Eigen::VectorXf& s);
   Eigen::VectorXf DivideNorm(const Eigen::VectorXf& norm,
                              const Eigen::VectorXf& s,
                              const std::string& tensor) const;
@@ -227,7 +225,7 @@ class BlockRunner {
   std::vector<LayerResult> results_;
 };
 
-const LayerResult* BlockRunner::Result(const std::string& type) const {
+const LayerResult* BlockRunner::Result(LayerType type) const {
   for (const LayerResult& r : results_) {
     if (r.type == type) return &r;
   }
@@ -279,7 +277,7 @@ Eigen::VectorXf BlockRunner::DivideNorm(const Eigen::VectorXf& norm,
   return out;
 }
 
-absl::Status BlockRunner::DivideProducerRows(const std::string& type,
+absl::Status BlockRunner::DivideProducerRows(LayerType type,
                                              const Eigen::VectorXf& s,
                                              const std::string& consumer) {
   LayerResult* producer = Result(type);
@@ -323,7 +321,7 @@ absl::Status BlockRunner::DivideProducerRows(const std::string& type,
   return absl::OkStatus();
 }
 
-void BlockRunner::ScaleUnquantizedColumns(const std::string& type,
+void BlockRunner::ScaleUnquantizedColumns(LayerType type,
                                           const Eigen::VectorXf& s) {
   LayerResult* result = Result(type);
   LinearWeights& linear = working_.linear[type];
@@ -336,32 +334,36 @@ void BlockRunner::ScaleUnquantizedColumns(const std::string& type,
   }
 }
 
-absl::Status BlockRunner::FoldAwqScales(const std::string& group,
-                                        const std::vector<std::string>& types,
+absl::Status BlockRunner::FoldAwqScales(InputGroup group,
+                                        const std::vector<LayerType>& types,
                                         const Eigen::VectorXf& s) {
   const std::string prefix = BlockPrefix(input_.weights.block);
   std::string fold;
-  if (group == kAttnIn) {
-    fold = "input_layernorm";
-    working_.input_norm =
-        DivideNorm(working_.input_norm, s, prefix + "input_layernorm.weight");
-  } else if (group == kMlpIn) {
-    fold = "post_attention_layernorm";
-    working_.post_attention_norm =
-        DivideNorm(working_.post_attention_norm, s,
-                   prefix + "post_attention_layernorm.weight");
-  } else if (group == kAttnOut) {
-    fold = "v_proj";
-    folded_ops_.insert(fold);
-    QUANT_RETURN_IF_ERROR(DivideProducerRows("v_proj", s, "o_proj"));
-  } else if (group == kMlpOut) {
-    fold = "up_proj";
-    folded_ops_.insert(fold);
-    QUANT_RETURN_IF_ERROR(DivideProducerRows("up_proj", s, "down_proj"));
-  } else {
-    return absl::InternalError(absl::StrCat("unknown input group ", group));
+  switch (group) {
+    case InputGroup::kAttnIn:
+      fold = "input_layernorm";
+      working_.input_norm =
+          DivideNorm(working_.input_norm, s, prefix + "input_layernorm.weight");
+      break;
+    case InputGroup::kMlpIn:
+      fold = "post_attention_layernorm";
+      working_.post_attention_norm =
+          DivideNorm(working_.post_attention_norm, s,
+                     prefix + "post_attention_layernorm.weight");
+      break;
+    case InputGroup::kAttnOut:
+      fold = "v_proj";
+      folded_ops_.insert(fold);
+      QUANT_RETURN_IF_ERROR(DivideProducerRows(LayerType::kVProj, s, "o_proj"));
+      break;
+    case InputGroup::kMlpOut:
+      fold = "up_proj";
+      folded_ops_.insert(fold);
+      QUANT_RETURN_IF_ERROR(
+          DivideProducerRows(LayerType::kUpProj, s, "down_proj"));
+      break;
   }
-  for (const std::string& type : types) {
+  for (const LayerType type : types) {
     LayerResult* result = Result(type);
     if (result->quantized && result->choices.awq_alpha.has_value()) {
       result->awq_fold = fold;
@@ -384,11 +386,11 @@ absl::Status BlockRunner::CheckCancelled(const std::string& before) const {
 }
 
 BlockRunner::GroupPlan BlockRunner::PlanGroup(
-    const std::vector<std::string>& types) const {
+    const std::vector<LayerType>& types) const {
   GroupPlan plan;
   plan.types = types;
   plan.group = Result(types[0])->input_group;
-  for (const std::string& type : types) {
+  for (const LayerType type : types) {
     const LayerResult* result = Result(type);
     if (!result->reason.empty()) continue;
     plan.layers.push_back(
@@ -399,7 +401,7 @@ BlockRunner::GroupPlan BlockRunner::PlanGroup(
   plan.options.recipe = &recipe_;
   plan.options.pool = pool_;
   plan.options.awq_fold_available =
-      plan.group != kAttnOut ||
+      plan.group != InputGroup::kAttnOut ||
       config_.num_key_value_heads == config_.num_attention_heads;
   if (!plan.layers.empty()) {
     plan.statistics.emplace(plan.layers[0].weight.cols(), plan.layers,
@@ -415,18 +417,17 @@ absl::Status BlockRunner::AddRows(GroupPlan& plan, const RowMatrixF& rows,
                      : plan.statistics->AddHeldout(rows);
 }
 
-RowMatrixF BlockRunner::GroupInput(const std::string& group,
-                                   const RowMatrixF& hidden,
+RowMatrixF BlockRunner::GroupInput(InputGroup group, const RowMatrixF& hidden,
                                    int seq_len) const {
   const BlockWeights& w = Source();
   RowMatrixF attention_input = AttentionInput(config_, w, hidden);
-  if (group == kAttnIn) return attention_input;
+  if (group == InputGroup::kAttnIn) return attention_input;
   RowMatrixF context =
       AttentionContext(config_, w, rope_, seq_len, attention_input);
-  if (group == kAttnOut) return context;
+  if (group == InputGroup::kAttnOut) return context;
   const RowMatrixF residual = AttentionResidual(w, hidden, context);
   RowMatrixF mlp_input = MlpInput(config_, w, residual);
-  if (group == kMlpIn) return mlp_input;
+  if (group == InputGroup::kMlpIn) return mlp_input;
   return MlpHidden(w, mlp_input);
 }
 
@@ -554,7 +555,7 @@ absl::Status BlockRunner::StashedStage(size_t g,
     if (observe) QUANT_RETURN_IF_ERROR(AddRows(plan, chunk.rows, calibration));
     return keep == nullptr ? absl::OkStatus() : keep->Append(chunk.kept);
   };
-  const std::string& before = plan.types.front();
+  const std::string before = std::string(LayerTypeName(plan.types.front()));
   switch (g) {
     case 0:  // [q,k,v]: the normalised input; nothing to keep.
       if (!observe) return absl::OkStatus();
@@ -651,7 +652,7 @@ absl::Status BlockRunner::Accumulate(const HiddenStateSource& source,
   if (!plan.statistics.has_value()) return absl::OkStatus();
   const int seq_len = source.seq_len();
   return ForEachChunk<RowMatrixF>(
-      source, plan.types.front(),
+      source, std::string(LayerTypeName(plan.types.front())),
       [&](const RowMatrixF& hidden, const std::vector<int>& lengths) {
         return RealRows(GroupInput(plan.group, hidden, seq_len), seq_len,
                         lengths);
@@ -672,7 +673,7 @@ absl::Status BlockRunner::AccumulateAll(const HiddenStateSource& source,
     RowMatrixF output;
   };
   QUANT_RETURN_IF_ERROR(ForEachChunk<ChunkActivations>(
-      source, plans.front().types.front(),
+      source, std::string(LayerTypeName(plans.front().types.front())),
       [&](const RowMatrixF& hidden, const std::vector<int>& lengths) {
         ChunkActivations out;
         out.group_rows.resize(plans.size());
@@ -707,16 +708,17 @@ absl::Status BlockRunner::AccumulateAll(const HiddenStateSource& source,
 
 absl::StatusOr<QuantizedGroup> BlockRunner::QuantizeLayers(
     const GroupPlan& plan) const {
-  QUANT_RETURN_IF_ERROR(CheckCancelled(plan.types.front()));
+  QUANT_RETURN_IF_ERROR(
+      CheckCancelled(std::string(LayerTypeName(plan.types.front()))));
   if (!plan.statistics.has_value()) return QuantizedGroup();
   return QuantizeLayerGroup(plan.layers, *plan.statistics, plan.options);
 }
 
 absl::Status BlockRunner::ApplyGroup(GroupPlan& plan,
                                      QuantizedGroup quantized) {
-  const std::vector<std::string>& types = plan.types;
-  const std::vector<std::string>& quantized_types = plan.quantized_types;
-  const std::string& group = plan.group;
+  const std::vector<LayerType>& types = plan.types;
+  const std::vector<LayerType>& quantized_types = plan.quantized_types;
+  const InputGroup group = plan.group;
   const GroupQuantizeOptions& options = plan.options;
   for (size_t i = 0; i < quantized_types.size(); ++i) {
     LayerResult* result = Result(quantized_types[i]);
@@ -743,7 +745,7 @@ absl::Status BlockRunner::ApplyGroup(GroupPlan& plan,
         FoldAwqScales(group, types, quantized.awq_input_scales));
   } else if (quantized.awq_input_scales.size() > 0) {
     // α = 0 only: s is all ones and there is nothing to fold.
-    for (const std::string& type : types) {
+    for (const LayerType type : types) {
       LayerResult* result = Result(type);
       if (result->choices.awq_alpha.has_value()) {
         result->awq_fold =
@@ -753,7 +755,7 @@ absl::Status BlockRunner::ApplyGroup(GroupPlan& plan,
     }
   }
   if (progress_) {
-    for (const std::string& type : types) progress_(*Result(type));
+    for (const LayerType type : types) progress_(*Result(type));
   }
   return absl::OkStatus();
 }
@@ -866,11 +868,12 @@ absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
   }
   QUANT_RETURN_IF_ERROR(PlanLayers());
   std::vector<GroupPlan> plans;
-  for (const std::vector<std::string>& types :
-       std::vector<std::vector<std::string>>{{"q_proj", "k_proj", "v_proj"},
-                                             {"o_proj"},
-                                             {"gate_proj", "up_proj"},
-                                             {"down_proj"}}) {
+  for (const std::vector<LayerType>& types :
+       std::vector<std::vector<LayerType>>{
+           {LayerType::kQProj, LayerType::kKProj, LayerType::kVProj},
+           {LayerType::kOProj},
+           {LayerType::kGateProj, LayerType::kUpProj},
+           {LayerType::kDownProj}}) {
     plans.push_back(PlanGroup(types));
   }
   BlockTaskOutput output;

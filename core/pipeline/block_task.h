@@ -52,6 +52,7 @@
 #include "absl/status/statusor.h"
 #include "core/base/dtype.h"
 #include "core/forward/block_weights.h"
+#include "core/model/linear_layers.h"
 #include "core/model/model_config.h"
 #include "core/pack/packed_tensor.h"
 #include "core/pipeline/hidden_state_stream.h"
@@ -64,8 +65,8 @@ namespace quant {
 
 struct LayerResult {
   std::string name;  // "model.layers.0.self_attn.q_proj"
-  std::string type;  // "q_proj"
-  std::string input_group;
+  LayerType type = LayerType::kQProj;
+  InputGroup input_group = InputGroup::kAttnIn;
   LayerSettings settings;
   bool quantized = false;
   std::string reason;  // Why not, when !quantized.
@@ -86,8 +87,8 @@ struct BlockTaskInput {
   const ModelConfig* config = nullptr;
   const Recipe* recipe = nullptr;
   BlockWeights weights;  // Unquantized, float32.
-  // Settings of the block's layers by layer type ("q_proj", ...).
-  std::map<std::string, LayerSettings> settings;
+  // Settings of the block's layers by layer type.
+  std::map<LayerType, LayerSettings> settings;
   // The stored dtype of each of the block's source tensors by full name;
   // kept tensors are written in it (F32 when absent).
   std::map<std::string, DType> stored_dtypes;

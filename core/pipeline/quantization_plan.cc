@@ -33,8 +33,9 @@ void AddRankWarnings(const Recipe& recipe,
     if (settings[i].keep_unquantized) continue;
     if (specs[i].in_features <= max_tokens) continue;
     std::vector<std::string>& types = types_by_k[specs[i].in_features];
-    if (std::find(types.begin(), types.end(), specs[i].type) == types.end()) {
-      types.push_back(specs[i].type);
+    if (std::find(types.begin(), types.end(), specs[i].type_name()) ==
+        types.end()) {
+      types.push_back(specs[i].type_name());
     }
   }
   for (const auto& [k, types] : types_by_k) {

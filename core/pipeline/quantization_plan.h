@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/calib/calibration_split.h"
+#include "core/model/linear_layers.h"
 #include "core/model/model_config.h"
 #include "core/recipe/layer_plan.h"
 #include "core/recipe/recipe.h"
@@ -20,8 +21,8 @@ namespace quant {
 CalibrationSplitOptions SplitOptionsFromRecipe(const Recipe& recipe);
 
 struct QuantizationPlan {
-  // Per block, the settings of its layers by type ("q_proj", ...).
-  std::vector<std::map<std::string, LayerSettings>> blocks;
+  // Per block, the settings of its layers by type.
+  std::vector<std::map<LayerType, LayerSettings>> blocks;
   std::vector<std::string> warnings;  // From ResolveLayerSettings.
 };
 

@@ -153,8 +153,8 @@ json LayerResultToTaskJson(const LayerResult& l) {
   const HessianDiagnostics& h = a.hessian;
   const MethodChoices& c = l.choices;
   return {{"name", l.name},
-          {"type", l.type},
-          {"input_group", l.input_group},
+          {"type", LayerTypeName(l.type)},
+          {"input_group", InputGroupName(l.input_group)},
           {"settings",
            {{"name", s.name},
             {"method", QuantMethodName(s.method)},
@@ -214,8 +214,9 @@ absl::StatusOr<LayerResult> LayerResultFromTaskJson(const json& j) {
   LayerResult l;
   FieldReader r(j, "layer result");
   r.Get("name", &l.name);
-  r.Get("type", &l.type);
-  r.Get("input_group", &l.input_group);
+  std::string type, input_group;
+  r.Get("type", &type);
+  r.Get("input_group", &input_group);
   r.Get("quantized", &l.quantized);
   r.Get("reason", &l.reason);
   r.Get("awq_fold", &l.awq_fold);
@@ -298,6 +299,12 @@ absl::StatusOr<LayerResult> LayerResultFromTaskJson(const json& j) {
     return UnknownValue("settings.grid", grid);
   }
   QUANT_ASSIGN_OR_RETURN(a.grid.kind, ParseGridKind(grid_kind));
+  const std::optional<LayerType> known_type = LayerTypeFromName(type);
+  if (!known_type.has_value()) return UnknownValue("type", type);
+  l.type = *known_type;
+  const std::optional<InputGroup> known_group = InputGroupFromName(input_group);
+  if (!known_group.has_value()) return UnknownValue("input_group", input_group);
+  l.input_group = *known_group;
   return l;
 }
 

@@ -46,7 +46,7 @@ double Ratio(double num, double den) {
 
 }  // namespace
 
-std::string LayerType(const std::string& layer) {
+std::string LayerTypeOfName(const std::string& layer) {
   const size_t dot = layer.rfind('.');
   return dot == std::string::npos ? layer : layer.substr(dot + 1);
 }
@@ -54,7 +54,8 @@ std::string LayerType(const std::string& layer) {
 void MarkOutliers(std::vector<LayerAudit>* audits, double factor) {
   std::map<std::string, std::vector<double>> by_type;
   for (const LayerAudit& a : *audits) {
-    by_type[LayerType(a.layer)].push_back(a.method_heldout.relative_error);
+    by_type[LayerTypeOfName(a.layer)].push_back(
+        a.method_heldout.relative_error);
   }
   std::map<std::string, double> median;
   for (auto& [type, errors] : by_type) {
@@ -64,7 +65,7 @@ void MarkOutliers(std::vector<LayerAudit>* audits, double factor) {
         m % 2 == 1 ? errors[m / 2] : 0.5 * (errors[m / 2 - 1] + errors[m / 2]);
   }
   for (LayerAudit& a : *audits) {
-    const std::string type = LayerType(a.layer);
+    const std::string type = LayerTypeOfName(a.layer);
     a.outlier = by_type[type].size() > 1 &&
                 a.method_heldout.relative_error > factor * median[type];
   }

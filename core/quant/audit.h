@@ -100,9 +100,10 @@ HessianDiagnostics DiagnoseHessian(const RowMatrixF& h, int64_t tokens);
 absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& inputs,
                                       const AuditOptions& options = {});
 
-// Layer type: the layer name after its last '.' ("model.layers.3.mlp.up_proj"
+// The layer type in a name: the part after its last '.'
+// ("model.layers.3.mlp.up_proj"
 // -> "up_proj").
-std::string LayerType(const std::string& layer);
+std::string LayerTypeOfName(const std::string& layer);
 
 // Sets `outlier` on every audit whose held-out relative error exceeds
 // `factor` times the median of its layer type (types with one layer never

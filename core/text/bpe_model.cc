@@ -222,7 +222,7 @@ void BpeModel::Tokenize(absl::string_view word,
   }
   const bool cacheable = word.size() <= kMaxCachedWordBytes;
   if (cacheable) {
-    absl::MutexLock lock(&cache_mutex_);
+    MutexLock lock(&cache_mutex_);
     auto it = cache_.find(word);
     if (it != cache_.end()) {
       ids->insert(ids->end(), it->second.begin(), it->second.end());
@@ -232,7 +232,7 @@ void BpeModel::Tokenize(absl::string_view word,
   std::vector<int32_t> encoded = Encode(word);
   ids->insert(ids->end(), encoded.begin(), encoded.end());
   if (cacheable) {
-    absl::MutexLock lock(&cache_mutex_);
+    MutexLock lock(&cache_mutex_);
     if (cache_.size() < kCacheCapacity) {
       cache_.emplace(std::string(word), std::move(encoded));
     }

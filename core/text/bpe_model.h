@@ -16,7 +16,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
+#include "core/base/mutex.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {
@@ -65,7 +65,7 @@ class BpeModel {
   // Id of "<0xXX>" for each byte, or -1 where the vocabulary lacks it.
   std::array<int32_t, 256> byte_token_ids_{};
 
-  mutable absl::Mutex cache_mutex_;
+  mutable Mutex cache_mutex_;
   mutable absl::flat_hash_map<std::string, std::vector<int32_t>> cache_
       ABSL_GUARDED_BY(cache_mutex_);
 };

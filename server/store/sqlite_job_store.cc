@@ -67,7 +67,7 @@ absl::StatusOr<CalibrationSet> SqliteJobStore::PutCalibrationSet(
         absl::StrCat("size_bytes must not be negative, got ", size_bytes));
   }
   if (path.empty()) return absl::InvalidArgumentError("path is empty");
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   QUANT_ASSIGN_OR_RETURN(
       Statement insert,
@@ -96,7 +96,7 @@ absl::StatusOr<CalibrationSet> SqliteJobStore::PutCalibrationSet(
 absl::StatusOr<CalibrationSet> SqliteJobStore::GetCalibrationSet(
     const std::string& sha256) {
   QUANT_RETURN_IF_ERROR(CheckSha256(sha256));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(
       Statement select,
       db_->Prepare("SELECT size_bytes, path, created_ms FROM calibration_sets "
@@ -157,7 +157,7 @@ absl::StatusOr<CreateJobResult> SqliteJobStore::CreateJob(
           absl::StrCat("labels: empty key (value \"", value, "\")"));
     }
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   if (!request_id.empty()) {
     QUANT_ASSIGN_OR_RETURN(
@@ -209,7 +209,7 @@ absl::StatusOr<CreateJobResult> SqliteJobStore::CreateJob(
 }
 
 absl::StatusOr<Job> SqliteJobStore::GetJob(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(JobRow row, FindJob(job_id));
   return std::move(row.job);
 }
@@ -226,7 +226,7 @@ absl::StatusOr<JobPage> SqliteJobStore::ListJobs(int page_size,
   if (!page_token.empty()) {
     QUANT_ASSIGN_OR_RETURN(before_seq, DecodePageToken(page_token));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   // Newest first; the token is the last row number served, so rows inserted
   // meanwhile (all newer) never shift later pages.
   QUANT_ASSIGN_OR_RETURN(
@@ -270,7 +270,7 @@ absl::StatusOr<JobPage> SqliteJobStore::ListJobs(int page_size,
 }
 
 absl::StatusOr<std::vector<Job>> SqliteJobStore::UnfinishedJobs() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(
       Statement stmt,
       db_->Prepare(absl::StrCat("SELECT ", kJobColumns,
@@ -299,7 +299,7 @@ absl::Status SqliteJobStore::SetJobFailed(int64_t job_seq,
 }
 
 absl::StatusOr<JobChange> SqliteJobStore::CancelJob(const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   QUANT_ASSIGN_OR_RETURN(JobRow row, FindJob(job_id));
   if (IsTerminal(row.job.state)) {
@@ -332,7 +332,7 @@ absl::StatusOr<Job> SqliteJobStore::FinishJob(
     return absl::InvalidArgumentError(
         absl::StrCat("job ", job_id, ": verdict must be PASS or FAIL"));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   QUANT_ASSIGN_OR_RETURN(JobRow row, FindOpenJob(job_id));
   QUANT_ASSIGN_OR_RETURN(
@@ -367,7 +367,7 @@ absl::StatusOr<Job> SqliteJobStore::FailJob(const std::string& job_id,
     return absl::InvalidArgumentError(
         absl::StrCat("job ", job_id, ": error is empty"));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   QUANT_ASSIGN_OR_RETURN(JobRow row, FindOpenJob(job_id));
   QUANT_RETURN_IF_ERROR(SetJobFailed(row.seq, error, clock_->NowMs()));
@@ -378,7 +378,7 @@ absl::StatusOr<Job> SqliteJobStore::FailJob(const std::string& job_id,
 
 absl::StatusOr<RetryJobResult> SqliteJobStore::RetryJob(
     const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   QUANT_ASSIGN_OR_RETURN(JobRow row, FindJob(job_id));
   if (row.job.state != JobState::kFailed) {
@@ -439,7 +439,7 @@ absl::StatusOr<int64_t> SqliteJobStore::AppendEvent(
       std::string payload,
       CanonicalJson(payload_json.empty() ? "{}" : payload_json,
                     "payload_json"));
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   QUANT_ASSIGN_OR_RETURN(JobRow row, FindJob(job_id));
   QUANT_ASSIGN_OR_RETURN(
@@ -470,7 +470,7 @@ absl::StatusOr<std::vector<Event>> SqliteJobStore::ListEvents(
         absl::StrCat("limit must be in 0..", kMaxEventLimit, ", got ", limit));
   }
   if (limit == 0) limit = kDefaultEventLimit;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(JobRow row, FindJob(job_id));
   QUANT_ASSIGN_OR_RETURN(
       Statement stmt,

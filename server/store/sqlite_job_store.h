@@ -7,14 +7,15 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "core/base/clock.h"
+#include "core/base/mutex.h"
 #include "server/store/job_store.h"
 #include "server/store/sqlite_db.h"
 
@@ -100,21 +101,29 @@ class SqliteJobStore : public JobStore {
   // Helpers run with mu_ held (inside a transaction where they write).
   // Jobs, calibration sets and events are in sqlite_job_store.cc; plans and
   // leases in sqlite_task_queue.cc.
-  absl::StatusOr<JobRow> FindJob(const std::string& job_id);
+  absl::StatusOr<JobRow> FindJob(const std::string& job_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FindJob, FailedPrecondition when the job has already ended.
-  absl::StatusOr<JobRow> FindOpenJob(const std::string& job_id);
-  absl::StatusOr<JobRow> FindJobBySeq(int64_t seq);
-  absl::Status LoadLabels(int64_t seq, Job* job);
-  absl::StatusOr<TaskRow> TaskAt(int64_t job_seq, int index);
+  absl::StatusOr<JobRow> FindOpenJob(const std::string& job_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<JobRow> FindJobBySeq(int64_t seq)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status LoadLabels(int64_t seq, Job* job)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<TaskRow> TaskAt(int64_t job_seq, int index)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<TaskRow> FindCurrentLease(const std::string& lease_id,
-                                           int64_t now);
-  absl::StatusOr<int> ExpireLeasesLocked(int64_t now);
-  absl::Status RecomputeProgress(int64_t job_seq, int64_t now);
+                                           int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<int> ExpireLeasesLocked(int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status RecomputeProgress(int64_t job_seq, int64_t now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status SetJobFailed(int64_t job_seq, const std::string& error,
-                            int64_t now);
+                            int64_t now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  std::mutex mu_;
-  std::unique_ptr<Database> db_;
+  Mutex mu_;
+  std::unique_ptr<Database> db_ ABSL_GUARDED_BY(mu_);
   Clock* clock_;
   SqliteJobStoreOptions options_;
 };

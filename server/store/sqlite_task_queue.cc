@@ -69,7 +69,7 @@ absl::Status SqliteJobStore::PlanTasks(const std::string& job_id,
   QUANT_RETURN_IF_ERROR(ValidatePlan(job_id, tasks));
   std::vector<TaskSpec> sorted(tasks.size());
   for (const TaskSpec& task : tasks) sorted[task.index] = task;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   QUANT_ASSIGN_OR_RETURN(JobRow job, FindJob(job_id));
   if (job.planned) {
@@ -114,7 +114,7 @@ absl::Status SqliteJobStore::PlanTasks(const std::string& job_id,
 
 absl::StatusOr<std::vector<Task>> SqliteJobStore::ListTasks(
     const std::string& job_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(JobRow job, FindJob(job_id));
   QUANT_ASSIGN_OR_RETURN(Statement stmt,
                          db_->Prepare(absl::StrCat(
@@ -230,7 +230,7 @@ absl::StatusOr<int> SqliteJobStore::ExpireLeasesLocked(int64_t now) {
 }
 
 absl::StatusOr<int> SqliteJobStore::ExpireLeases() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   QUANT_ASSIGN_OR_RETURN(int expired, ExpireLeasesLocked(clock_->NowMs()));
   QUANT_RETURN_IF_ERROR(txn->Commit());
@@ -238,7 +238,7 @@ absl::StatusOr<int> SqliteJobStore::ExpireLeases() {
 }
 
 absl::StatusOr<int64_t> SqliteJobStore::LeaseExpiryCount() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(Statement stmt,
                          db_->Prepare("SELECT value FROM meta WHERE key = "
                                       "'lease_expiries_total'"));
@@ -248,7 +248,7 @@ absl::StatusOr<int64_t> SqliteJobStore::LeaseExpiryCount() {
 }
 
 absl::StatusOr<std::map<JobState, int64_t>> SqliteJobStore::CountJobs() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::map<JobState, int64_t> counts;
   for (JobState state :
        {JobState::kQueued, JobState::kRunning, JobState::kSucceeded,
@@ -268,7 +268,7 @@ absl::StatusOr<std::map<JobState, int64_t>> SqliteJobStore::CountJobs() {
 }
 
 absl::StatusOr<int64_t> SqliteJobStore::CountRunnableTasks() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(
       Statement stmt,
       db_->Prepare(
@@ -291,7 +291,7 @@ absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
     return absl::InvalidArgumentError(
         absl::StrCat("lease_ms must be positive, got ", lease_ms));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   const int64_t now = clock_->NowMs();
   QUANT_RETURN_IF_ERROR(ExpireLeasesLocked(now).status());
@@ -352,7 +352,7 @@ absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
 }
 
 absl::StatusOr<Task> SqliteJobStore::CurrentLease(const std::string& lease_id) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(TaskRow row,
                          FindCurrentLease(lease_id, clock_->NowMs()));
   return std::move(row.task);
@@ -364,7 +364,7 @@ absl::StatusOr<HeartbeatResult> SqliteJobStore::Heartbeat(
     return absl::InvalidArgumentError(absl::StrCat(
         "lease ", lease_id, ": progress must be in [0, 1], got ", progress));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   const int64_t now = clock_->NowMs();
   QUANT_ASSIGN_OR_RETURN(TaskRow row, FindCurrentLease(lease_id, now));
@@ -391,7 +391,7 @@ absl::StatusOr<CompleteTaskResult> SqliteJobStore::CompleteTask(
     return absl::InvalidArgumentError(
         absl::StrCat("lease ", lease_id, ": output_uri is empty"));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   const int64_t now = clock_->NowMs();
   QUANT_ASSIGN_OR_RETURN(TaskRow row, FindCurrentLease(lease_id, now));
@@ -437,7 +437,7 @@ absl::StatusOr<FailTaskResult> SqliteJobStore::FailTask(
     return absl::InvalidArgumentError(
         absl::StrCat("lease ", lease_id, ": error is empty"));
   }
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   const int64_t now = clock_->NowMs();
   QUANT_ASSIGN_OR_RETURN(TaskRow row, FindCurrentLease(lease_id, now));

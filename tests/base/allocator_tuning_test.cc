@@ -15,7 +15,17 @@
 namespace quant {
 namespace {
 
-#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+// ASan and TSan replace glibc's allocator, so mallopt and mallinfo2 say
+// nothing about the memory the program gets.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define QUANT_SANITIZER_ALLOCATOR 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define QUANT_SANITIZER_ALLOCATOR 1
+#endif
+#endif
+
+#if defined(__GLIBC__) && !defined(QUANT_SANITIZER_ALLOCATOR)
 TEST(AllocatorTuningTest, LargeAllocationsComeFromTheHeap) {
   const std::string how = TuneAllocatorForLargeMatrices();
   if (how == "left to the environment") {
@@ -38,7 +48,7 @@ TEST(AllocatorTuningTest, LargeAllocationsComeFromTheHeap) {
 }
 #else
 TEST(AllocatorTuningTest, LargeAllocationsComeFromTheHeap) {
-  GTEST_SKIP() << "not glibc's allocator (or ASan's replaces it)";
+  GTEST_SKIP() << "not glibc's allocator (or a sanitizer's replaces it)";
 }
 #endif
 

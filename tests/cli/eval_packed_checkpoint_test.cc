@@ -274,7 +274,8 @@ class EvalPackedCheckpointTest : public ::testing::Test {
 };
 
 bool IsAttention(const LinearLayerSpec& spec) {
-  return spec.input_group == kAttnIn || spec.input_group == kAttnOut;
+  return spec.input_group == InputGroup::kAttnIn ||
+         spec.input_group == InputGroup::kAttnOut;
 }
 
 TEST_F(EvalPackedCheckpointTest, GptqCheckpointEvaluatesAsDequantized) {

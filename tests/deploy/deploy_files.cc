@@ -162,7 +162,7 @@ absl::StatusOr<std::set<std::string>> ExportedMetricNames() {
   std::set<std::string> names;
   const std::regex literal("\"(quant_[a-z0-9_]+)\"");
   for (const std::string& file :
-       ListRepoFiles("server/metrics", {".cc"}, /*recursive=*/false)) {
+       ListRepoFiles("metrics", {".cc"}, /*recursive=*/false)) {
     absl::StatusOr<std::string> text = ReadRepoFile(file);
     if (!text.ok()) return text.status();
     for (std::sregex_iterator it(text->begin(), text->end(), literal), end;

@@ -58,7 +58,7 @@ std::string FlagValue(const std::vector<std::string>& args,
 int PortOf(absl::string_view host_port);
 std::string HostOf(absl::string_view host_port);
 
-// Metric names that server/metrics/*.cc register (their "quant_..." string
+// Metric names that metrics/*.cc register (their "quant_..." string
 // literals).
 absl::StatusOr<std::set<std::string>> ExportedMetricNames();
 // Every quant_... identifier in a PromQL expression (or any text).

@@ -1,5 +1,5 @@
 // The alert rules, their tests, the Grafana dashboards and the autoscaler's
-// adapter query use only metric names that server/metrics/ exports, so a
+// adapter query use only metric names that metrics/ exports, so a
 // renamed metric cannot leave a silent alert or an empty panel behind; and
 // the dashboard's and adapter's queries parse as PromQL (promtool).
 #include <cstdio>
@@ -36,7 +36,7 @@ class MetricNamesTest : public ::testing::Test {
   void ExpectExported(const std::string& where, const std::string& text) {
     for (const std::string& name : MetricNamesIn(text)) {
       EXPECT_TRUE(IsExported(exported_, name))
-          << where << " uses " << name << ", which server/metrics/ does not "
+          << where << " uses " << name << ", which metrics/ does not "
           << "export";
     }
   }

@@ -24,7 +24,7 @@ class ActivationCaptureTest : public ::testing::Test {
 
   const LinearLayerSpec& Layer(int block, const std::string& type) {
     for (const auto& spec : layers_) {
-      if (spec.block == block && spec.type == type) return spec;
+      if (spec.block == block && spec.type_name() == type) return spec;
     }
     ADD_FAILURE() << "no layer " << type;
     return layers_[0];

@@ -112,7 +112,7 @@ TEST_F(ForwardTest, StagesComposeToRunBlock) {
 TEST_F(ForwardTest, ReplacedWeightsChangeTheOutput) {
   const std::vector<int32_t> ids = Ids("prompt_ids_with_bos");
   auto before = model_->Forward({ids});
-  model_->mutable_block(0)->linear["down_proj"].weight.setZero();
+  model_->mutable_block(0)->linear[LayerType::kDownProj].weight.setZero();
   auto after = model_->Forward({ids});
   ASSERT_TRUE(before.ok() && after.ok());
   EXPECT_GT((*before - *after).cwiseAbs().maxCoeff(), 1e-3);

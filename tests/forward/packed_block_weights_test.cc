@@ -9,6 +9,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
 #include "core/forward/block_weights.h"
 #include "core/io/safetensors.h"
@@ -63,8 +64,8 @@ class PackedBlockWeightsTest : public ::testing::Test {
     grid.kind = GridKind::kAsym;
     grid.bits = 8;
     for (const char* name : {kQ, kK}) {
-      const LinearWeights& linear = plain_block_.Linear(
-          std::string(name).substr(std::string(name).rfind('.') + 1));
+      const LinearWeights& linear = plain_block_.Linear(*LayerTypeFromName(
+          std::string(name).substr(std::string(name).rfind('.') + 1)));
       absl::StatusOr<QuantizedLayer> layer =
           QuantizeRtn(linear.weight, grid, name);
       EXPECT_TRUE(layer.ok()) << layer.status();
@@ -135,9 +136,10 @@ TEST_F(PackedBlockWeightsTest, PackedLayersDequantizeAndKeepBiases) {
 
   absl::StatusOr<BlockWeights> block = LoadBlockWeights(**checkpoint, 1);
   ASSERT_TRUE(block.ok()) << block.status();
-  for (const char* type : {"q_proj", "k_proj"}) {
-    SCOPED_TRACE(type);
-    const std::string name = std::string("model.layers.1.self_attn.") + type;
+  for (const LayerType type : {LayerType::kQProj, LayerType::kKProj}) {
+    const std::string name =
+        absl::StrCat("model.layers.1.self_attn.", LayerTypeName(type));
+    SCOPED_TRACE(name);
     const LinearWeights& linear = block->Linear(type);
     EXPECT_EQ(linear.weight, expected_[name]);
     // 8-bit RTN: close to the floats, and not equal to them.
@@ -149,16 +151,18 @@ TEST_F(PackedBlockWeightsTest, PackedLayersDequantizeAndKeepBiases) {
     ASSERT_GT(linear.bias.size(), 0);
     EXPECT_EQ(linear.bias, plain_block_.Linear(type).bias);
   }
-  for (const char* type :
-       {"v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}) {
+  for (const LayerType type :
+       {LayerType::kVProj, LayerType::kOProj, LayerType::kGateProj,
+        LayerType::kUpProj, LayerType::kDownProj}) {
     EXPECT_EQ(block->Linear(type).weight, plain_block_.Linear(type).weight)
-        << type;
+        << LayerTypeName(type);
   }
   // Block 0 has no packed layer and reads exactly as from the plain file.
   absl::StatusOr<BlockWeights> block0 = LoadBlockWeights(**checkpoint, 0);
   absl::StatusOr<BlockWeights> plain0 = LoadBlockWeights(*plain_, 0);
   ASSERT_TRUE(block0.ok() && plain0.ok());
-  EXPECT_EQ(block0->Linear("q_proj").weight, plain0->Linear("q_proj").weight);
+  EXPECT_EQ(block0->Linear(LayerType::kQProj).weight,
+            plain0->Linear(LayerType::kQProj).weight);
 }
 
 TEST_F(PackedBlockWeightsTest, LayerStoredTwiceIsRefused) {

@@ -1,7 +1,7 @@
 // MetricsEndpoint over real loopback HTTP: quantd's and the worker's
 // registries are served live on a bound port, pass `promtool check
 // metrics`, and bad or busy addresses are refused with the right codes.
-#include "server/metrics/metrics_endpoint.h"
+#include "metrics/metrics_endpoint.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -16,9 +16,9 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/metrics/quantd_metrics.h"
-#include "server/metrics/text_exposition.h"
-#include "server/metrics/worker_metrics.h"
+#include "metrics/quantd_metrics.h"
+#include "metrics/text_exposition.h"
+#include "metrics/worker_metrics.h"
 #include "tests/metrics/exposition_test_util.h"
 #include "tests/support/test_env.h"
 

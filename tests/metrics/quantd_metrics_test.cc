@@ -1,7 +1,7 @@
 // QuantdMetrics through its text exposition: exact series and values for
 // every event, label validation, and the retention rule that keeps the
 // number of job series bounded.
-#include "server/metrics/quantd_metrics.h"
+#include "metrics/quantd_metrics.h"
 
 #include <algorithm>
 #include <map>
@@ -13,7 +13,7 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/metrics/text_exposition.h"
+#include "metrics/text_exposition.h"
 #include "tests/metrics/exposition_test_util.h"
 
 namespace quant::metrics {

@@ -1,6 +1,6 @@
 // WorkerMetrics through its text exposition: task outcomes and durations,
 // the current-task series and busy slots, core throughput, and refusals.
-#include "server/metrics/worker_metrics.h"
+#include "metrics/worker_metrics.h"
 
 #include <cmath>
 #include <map>
@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/metrics/text_exposition.h"
+#include "metrics/text_exposition.h"
 #include "tests/metrics/exposition_test_util.h"
 
 namespace quant::metrics {

@@ -82,11 +82,12 @@ TEST(InspectTest, Stories260KFigures) {
     ASSERT_EQ(layer.gptq.size(), 4u);
     const GptqPackingFit& four_bit = layer.gptq[2];
     ASSERT_EQ(four_bit.bits, 4);
-    if (layer.spec.type == "down_proj") {
+    if (layer.spec.type == LayerType::kDownProj) {
       EXPECT_FALSE(four_bit.qweight_fits);
       EXPECT_TRUE(four_bit.qzeros_fits);
       EXPECT_TRUE(layer.group_sizes_dividing_k.empty());
-    } else if (layer.spec.type == "gate_proj" || layer.spec.type == "up_proj") {
+    } else if (layer.spec.type == LayerType::kGateProj ||
+               layer.spec.type == LayerType::kUpProj) {
       EXPECT_TRUE(four_bit.qweight_fits);
       EXPECT_FALSE(four_bit.qzeros_fits);
       EXPECT_THAT(layer.group_sizes_dividing_k, ElementsAre(32, 64));

@@ -34,7 +34,7 @@ TEST(LinearLayersTest, Stories260KBlockInPipelineOrder) {
   ASSERT_EQ(layers.size(), 7u);
   std::vector<std::string> types;
   for (const LinearLayerSpec& spec : layers) {
-    types.push_back(spec.type);
+    types.push_back(spec.type_name());
     EXPECT_EQ(spec.block, 3);
     EXPECT_FALSE(spec.has_bias);
   }
@@ -53,8 +53,24 @@ TEST(LinearLayersTest, Stories260KBlockInPipelineOrder) {
     SCOPED_TRACE(layers[i].name);
     EXPECT_EQ(layers[i].out_features, shapes[i].first);
     EXPECT_EQ(layers[i].in_features, shapes[i].second);
-    EXPECT_EQ(layers[i].input_group, groups[i]);
+    EXPECT_EQ(InputGroupName(layers[i].input_group), groups[i]);
   }
+}
+
+// The names are what files and the audit carry: each parses back to its
+// enum, and nothing else parses.
+TEST(LinearLayersTest, TypeAndGroupNamesRoundTrip) {
+  for (const LayerType type : kAllLayerTypes) {
+    EXPECT_EQ(LayerTypeFromName(LayerTypeName(type)), type);
+  }
+  for (const InputGroup group : kAllInputGroups) {
+    EXPECT_EQ(InputGroupFromName(InputGroupName(group)), group);
+  }
+  EXPECT_EQ(LayerTypeFromName("qkv_proj"), std::nullopt);
+  EXPECT_EQ(LayerTypeFromName("Q_PROJ"), std::nullopt);
+  EXPECT_EQ(InputGroupFromName("attn"), std::nullopt);
+  EXPECT_EQ(LayerModuleName(LayerType::kOProj), "self_attn");
+  EXPECT_EQ(LayerModuleName(LayerType::kGateProj), "mlp");
 }
 
 TEST(LinearLayersTest, AllBlocksFiveTimesSeven) {

@@ -356,7 +356,7 @@ TEST_F(BlockTaskTest, ThreadsGiveTheSameBytes) {
 void ToMultiHead(ModelConfig* config, BlockWeights* weights) {
   const int per_kv = config->num_attention_heads / config->num_key_value_heads;
   const int d = config->head_dim;
-  for (const char* type : {"k_proj", "v_proj"}) {
+  for (const LayerType type : {LayerType::kKProj, LayerType::kVProj}) {
     const RowMatrixF w = weights->Linear(type).weight;
     RowMatrixF wide(static_cast<int64_t>(config->num_attention_heads) * d,
                     w.cols());
@@ -465,7 +465,7 @@ TEST_F(BlockTaskTest, RefusesHiddenStatesOfTheWrongShape) {
       << out.status();
   input = Block0Input(*loaded, recipe);
   input->recipe = &recipe;
-  input->settings.erase("up_proj");
+  input->settings.erase(LayerType::kUpProj);
   out = RunBlockTask(*input);
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("mlp.up_proj"), std::string::npos);

@@ -4,6 +4,7 @@
 
 #include <fstream>
 
+#include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "gmock/gmock.h"
@@ -117,6 +118,15 @@ TEST_F(BlockOutputTest, BlockOutputsRoundTripExactly) {
   result = LayerResultFromTaskJson(broken);
   ASSERT_FALSE(result.ok());
   EXPECT_THAT(result.status().message(), HasSubstr("magic"));
+  // Layer types and input groups are read back as the enums they were.
+  for (const char* field : {"type", "input_group"}) {
+    broken = LayerResultToTaskJson(output->layers[0]);
+    broken[field] = "qkv_proj";
+    result = LayerResultFromTaskJson(broken);
+    ASSERT_FALSE(result.ok()) << field;
+    EXPECT_THAT(result.status().message(),
+                HasSubstr(absl::StrCat(field, " \"qkv_proj\" is unknown")));
+  }
 
   // One byte more in the tensors: the block no longer verifies, by name.
   {

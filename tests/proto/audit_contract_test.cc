@@ -25,8 +25,8 @@ absl::Status ParseStrict(const nlohmann::json& j,
 LayerResult QuantizedLayerResult(QuantMethod method) {
   LayerResult l;
   l.name = "model.layers.0.self_attn.q_proj";
-  l.type = "q_proj";
-  l.input_group = "attn_in";
+  l.type = LayerType::kQProj;
+  l.input_group = InputGroup::kAttnIn;
   l.settings.method = method;
   l.quantized = true;
   l.audit.method_heldout.relative_error = 0.03;
@@ -47,7 +47,8 @@ LayerResult QuantizedLayerResult(QuantMethod method) {
 TEST(AuditContractTest, EveryAuditJsonLayerParsesIntoLayerAudit) {
   LayerResult kept;
   kept.name = "model.layers.0.mlp.down_proj";
-  kept.type = "down_proj";
+  kept.type = LayerType::kDownProj;
+  kept.input_group = InputGroup::kMlpOut;
   kept.reason = "format gptq cannot hold it: K=172";
   kept.awq_fold = "shares the input scaled into up_proj";
   LayerResult producer = QuantizedLayerResult(QuantMethod::kGptq);

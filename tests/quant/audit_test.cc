@@ -147,7 +147,7 @@ TEST(AuditTest, OutliersAreFarAboveTheirTypeMedian) {
   EXPECT_TRUE(audits[2].outlier);   // 0.05 > 3 x median 0.012
   EXPECT_FALSE(audits[3].outlier);  // alone in its type
   EXPECT_FALSE(audits[4].outlier);
-  EXPECT_EQ(LayerType(names[3]), "q_proj");
+  EXPECT_EQ(LayerTypeOfName(names[3]), "q_proj");
 }
 
 }  // namespace

@@ -11,7 +11,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <condition_variable>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -20,9 +19,11 @@
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/clock.h"
 #include "core/base/file_util.h"
+#include "core/base/mutex.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/pipeline/task_io.h"
@@ -822,36 +823,38 @@ TEST_F(WorkerProtocolTest, WorkerAsksForAChangedInputToBeRecomputed) {
 class HangingTask {
  public:
   absl::StatusOr<worker::TaskOutcome> Run(const v1::Task& task) {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     leased_tasks_.push_back(task);
-    wake_.notify_all();
-    wake_.wait(lock, [&] { return released_; });
+    wake_.SignalAll();
+    while (!released_) wake_.Wait(&mu_);
     return absl::UnavailableError("released by the test");
   }
   void Release() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     released_ = true;
-    wake_.notify_all();
+    wake_.SignalAll();
   }
   void OnStuck(const std::string& message) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     stuck_messages_.push_back(message);
-    wake_.notify_all();
+    wake_.SignalAll();
   }
   // Waits up to `seconds` for a stuck report.
   std::vector<std::string> WaitForStuck(int seconds) {
-    std::unique_lock<std::mutex> lock(mu_);
-    wake_.wait_for(lock, std::chrono::seconds(seconds),
-                   [&] { return !stuck_messages_.empty(); });
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::seconds(seconds);
+    MutexLock lock(&mu_);
+    while (stuck_messages_.empty() && wake_.WaitUntil(&mu_, deadline)) {
+    }
     return stuck_messages_;
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable wake_;
-  bool released_ = false;
-  std::vector<v1::Task> leased_tasks_;
-  std::vector<std::string> stuck_messages_;
+  Mutex mu_;
+  CondVar wake_;
+  bool released_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<v1::Task> leased_tasks_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> stuck_messages_ ABSL_GUARDED_BY(mu_);
 };
 
 worker::WorkerOptions InProcessWorker(const std::string& address) {

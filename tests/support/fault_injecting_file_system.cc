@@ -54,32 +54,32 @@ bool PathIsUnder(const std::string& path, const std::string& prefix) {
 }
 
 void FaultInjectingFileSystem::SetDiskFullAfter(int64_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   disk_full_at_ = bytes_written_ + bytes;
 }
 
 void FaultInjectingFileSystem::FailCreatesUnder(std::string prefix, int err) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   create_fault_.emplace(std::move(prefix), err);
 }
 
 void FaultInjectingFileSystem::FailRenamesTo(std::string prefix, int err) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   rename_fault_.emplace(std::move(prefix), err);
 }
 
 void FaultInjectingFileSystem::FailReadsOf(std::string prefix, int err) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   read_fault_.emplace(std::move(prefix), err);
 }
 
 void FaultInjectingFileSystem::ShortReadsOf(std::string prefix, int64_t bytes) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   short_read_.emplace(std::move(prefix), bytes);
 }
 
 void FaultInjectingFileSystem::ClearFaults() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   disk_full_at_.reset();
   create_fault_.reset();
   rename_fault_.reset();
@@ -88,17 +88,17 @@ void FaultInjectingFileSystem::ClearFaults() {
 }
 
 int64_t FaultInjectingFileSystem::bytes_written() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return bytes_written_;
 }
 
 int FaultInjectingFileSystem::faults_injected() const {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   return faults_;
 }
 
 int64_t FaultInjectingFileSystem::Reserve(int64_t size, bool* full) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   int64_t fits = size;
   if (disk_full_at_.has_value() && bytes_written_ + size > *disk_full_at_) {
     fits = std::max<int64_t>(0, *disk_full_at_ - bytes_written_);
@@ -110,7 +110,7 @@ int64_t FaultInjectingFileSystem::Reserve(int64_t size, bool* full) {
 
 std::optional<int> FaultInjectingFileSystem::CreateFault(
     const std::string& path) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   if (create_fault_.has_value() && PathIsUnder(path, create_fault_->first)) {
     ++faults_;
     return create_fault_->second;
@@ -119,7 +119,7 @@ std::optional<int> FaultInjectingFileSystem::CreateFault(
 }
 
 void FaultInjectingFileSystem::CountFault() {
-  std::lock_guard<std::mutex> lock(mutex_);
+  MutexLock lock(&mutex_);
   ++faults_;
 }
 
@@ -127,7 +127,7 @@ absl::StatusOr<std::string> FaultInjectingFileSystem::ReadFile(
     const std::string& path, size_t max_bytes) {
   std::optional<int64_t> keep;
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (read_fault_.has_value() && PathIsUnder(path, read_fault_->first)) {
       ++faults_;
       return ErrnoToStatus("cannot read", path, read_fault_->second);
@@ -158,7 +158,7 @@ FaultInjectingFileSystem::NewWritableFile(const std::string& path) {
 absl::Status FaultInjectingFileSystem::RenameFile(const std::string& from,
                                                   const std::string& to) {
   {
-    std::lock_guard<std::mutex> lock(mutex_);
+    MutexLock lock(&mutex_);
     if (rename_fault_.has_value() && PathIsUnder(to, rename_fault_->first)) {
       ++faults_;
       return ErrnoToStatus(absl::StrCat("cannot rename ", from, " to"), to,

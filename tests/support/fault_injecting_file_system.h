@@ -9,13 +9,14 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "core/base/file_system.h"
+#include "core/base/mutex.h"
 
 namespace quant::testing {
 
@@ -72,14 +73,18 @@ class FaultInjectingFileSystem : public FileSystem {
   void CountFault();
 
   FileSystem* const base_;
-  mutable std::mutex mutex_;  // Guards the fields below.
-  int64_t bytes_written_ = 0;
-  std::optional<int64_t> disk_full_at_;
-  std::optional<std::pair<std::string, int>> create_fault_;
-  std::optional<std::pair<std::string, int>> rename_fault_;
-  std::optional<std::pair<std::string, int>> read_fault_;
-  std::optional<std::pair<std::string, int64_t>> short_read_;
-  int faults_ = 0;
+  mutable Mutex mutex_;
+  int64_t bytes_written_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::optional<int64_t> disk_full_at_ ABSL_GUARDED_BY(mutex_);
+  std::optional<std::pair<std::string, int>> create_fault_
+      ABSL_GUARDED_BY(mutex_);
+  std::optional<std::pair<std::string, int>> rename_fault_
+      ABSL_GUARDED_BY(mutex_);
+  std::optional<std::pair<std::string, int>> read_fault_
+      ABSL_GUARDED_BY(mutex_);
+  std::optional<std::pair<std::string, int64_t>> short_read_
+      ABSL_GUARDED_BY(mutex_);
+  int faults_ ABSL_GUARDED_BY(mutex_) = 0;
 };
 
 // True when `path` is `prefix` or lies below it ("/a/b" is under "/a", but

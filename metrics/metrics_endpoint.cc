@@ -1,6 +1,6 @@
 // MetricsEndpoint: address parsing, and the Exposer whose exceptions stop
 // here (civetweb throws when it cannot bind).
-#include "server/metrics/metrics_endpoint.h"
+#include "metrics/metrics_endpoint.h"
 
 #include <arpa/inet.h>
 

@@ -1,5 +1,5 @@
 // The bucket boundaries of the duration histograms.
-#include "server/metrics/buckets.h"
+#include "metrics/buckets.h"
 
 namespace quant::metrics {
 

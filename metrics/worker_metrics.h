@@ -4,8 +4,8 @@
 //
 // Thread-safe. Calls with a bad argument return InvalidArgument naming it
 // and record nothing.
-#ifndef QUANT_SERVER_METRICS_WORKER_METRICS_H_
-#define QUANT_SERVER_METRICS_WORKER_METRICS_H_
+#ifndef QUANT_METRICS_WORKER_METRICS_H_
+#define QUANT_METRICS_WORKER_METRICS_H_
 
 #include <map>
 #include <memory>
@@ -15,14 +15,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/base/mutex.h"
+#include "metrics/task_kind.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "server/metrics/task_kind.h"
 
 namespace quant::metrics {
 
@@ -93,7 +93,7 @@ class WorkerMetrics {
   prometheus::Gauge& slots_;
   prometheus::Family<prometheus::Gauge>& kernel_info_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   prometheus::Gauge* kernel_info_series_ ABSL_GUARDED_BY(mu_) = nullptr;
   // Running attempts by (job, task index), with their current_task series.
   std::map<std::pair<std::string, int>, prometheus::Gauge*> running_
@@ -102,4 +102,4 @@ class WorkerMetrics {
 
 }  // namespace quant::metrics
 
-#endif  // QUANT_SERVER_METRICS_WORKER_METRICS_H_
+#endif  // QUANT_METRICS_WORKER_METRICS_H_

@@ -1,5 +1,5 @@
 // TextExposition: Collect() through prometheus-cpp's TextSerializer.
-#include "server/metrics/text_exposition.h"
+#include "metrics/text_exposition.h"
 
 #include "prometheus/text_serializer.h"
 

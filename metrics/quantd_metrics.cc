@@ -1,11 +1,11 @@
 // QuantdMetrics: the families, and the per-job bookkeeping that lets a
 // finished job's series be removed after the retention window.
-#include "server/metrics/quantd_metrics.h"
+#include "metrics/quantd_metrics.h"
 
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "server/metrics/buckets.h"
+#include "metrics/buckets.h"
 
 namespace quant::metrics {
 namespace {
@@ -177,7 +177,7 @@ absl::Status QuantdMetrics::SetJobProgress(absl::string_view job_id,
   } else if (progress.blocks_total > 0) {
     ratio = static_cast<double>(progress.blocks_done) / progress.blocks_total;
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   JobSeries& job = FindOrAddJob(job_id);
   SetJobGauge(job, job_progress_ratio_, {}, job_id, ratio);
   SetJobGauge(job, job_blocks_done_, {}, job_id, progress.blocks_done);
@@ -201,7 +201,7 @@ absl::Status QuantdMetrics::OnLayerFinished(absl::string_view job_id,
       {"layer", layer.name}, {"type", layer.type}, {"split", "calibration"}};
   const prometheus::Labels heldout = {
       {"layer", layer.name}, {"type", layer.type}, {"split", "heldout"}};
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   JobSeries& job = FindOrAddJob(job_id);
   SetJobGauge(job, layer_rel_output_error_, cal, job_id,
               layer.rel_output_error_cal);
@@ -215,7 +215,7 @@ absl::Status QuantdMetrics::OnLayerFinished(absl::string_view job_id,
 absl::Status QuantdMetrics::SetGateValues(absl::string_view job_id,
                                           const GateValues& gates) {
   if (absl::Status s = CheckJobId(job_id); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   JobSeries& job = FindOrAddJob(job_id);
   SetJobGauge(job, job_gate_ppl_ratio_, {}, job_id, gates.ppl_ratio);
   SetJobGauge(job, job_gate_mean_kl_, {}, job_id, gates.mean_kl);
@@ -228,7 +228,7 @@ absl::Status QuantdMetrics::SetGateValues(absl::string_view job_id,
 absl::Status QuantdMetrics::OnJobFinished(absl::string_view job_id,
                                           absl::Time now) {
   if (absl::Status s = CheckJobId(job_id); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   JobSeries& job = FindOrAddJob(job_id);
   if (!job.finished.has_value()) job.finished = now;
   return absl::OkStatus();
@@ -236,14 +236,14 @@ absl::Status QuantdMetrics::OnJobFinished(absl::string_view job_id,
 
 absl::Status QuantdMetrics::OnJobRestarted(absl::string_view job_id) {
   if (absl::Status s = CheckJobId(job_id); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto it = jobs_by_id_.find(std::string(job_id));
   if (it != jobs_by_id_.end()) it->second.finished.reset();
   return absl::OkStatus();
 }
 
 int QuantdMetrics::RemoveExpired(absl::Time now) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   int removed = 0;
   for (auto it = jobs_by_id_.begin(); it != jobs_by_id_.end();) {
     const JobSeries& job = it->second;

@@ -1,10 +1,10 @@
 // WorkerMetrics: the worker's families and its running-task bookkeeping.
-#include "server/metrics/worker_metrics.h"
+#include "metrics/worker_metrics.h"
 
 #include <cmath>
 
 #include "absl/strings/str_cat.h"
-#include "server/metrics/buckets.h"
+#include "metrics/buckets.h"
 
 namespace quant::metrics {
 namespace {
@@ -99,7 +99,7 @@ void WorkerMetrics::SetSlots(int slots) { slots_.Set(slots); }
 
 void WorkerMetrics::SetKernelLevels(absl::string_view isa,
                                     absl::string_view runs) {
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   if (kernel_info_series_ != nullptr) kernel_info_.Remove(kernel_info_series_);
   kernel_info_series_ = &kernel_info_.Add(
       {{"isa", std::string(isa)}, {"runs", std::string(runs)}});
@@ -113,7 +113,7 @@ absl::Status WorkerMetrics::OnTaskStarted(absl::string_view job_id,
     return absl::InvalidArgumentError(
         absl::StrCat("task_index: negative (", task_index, ")"));
   }
-  absl::MutexLock lock(&mu_);
+  MutexLock lock(&mu_);
   auto [it, added] = running_.try_emplace({std::string(job_id), task_index});
   if (!added) {
     return absl::AlreadyExistsError(
@@ -131,7 +131,7 @@ absl::Status WorkerMetrics::OnTaskFinished(absl::string_view job_id,
                                            TaskOutcome outcome,
                                            absl::Duration duration) {
   {
-    absl::MutexLock lock(&mu_);
+    MutexLock lock(&mu_);
     auto it = running_.find({std::string(job_id), task_index});
     if (it == running_.end()) {
       return absl::NotFoundError(

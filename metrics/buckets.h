@@ -1,6 +1,6 @@
 // Histogram bucket boundaries (seconds) shared by quantd and the worker.
-#ifndef QUANT_SERVER_METRICS_BUCKETS_H_
-#define QUANT_SERVER_METRICS_BUCKETS_H_
+#ifndef QUANT_METRICS_BUCKETS_H_
+#define QUANT_METRICS_BUCKETS_H_
 
 #include <vector>
 
@@ -16,4 +16,4 @@ const std::vector<double>& RpcDurationBuckets();
 
 }  // namespace quant::metrics
 
-#endif  // QUANT_SERVER_METRICS_BUCKETS_H_
+#endif  // QUANT_METRICS_BUCKETS_H_

@@ -5,8 +5,8 @@
 // Destroying it stops the server; once it has served a request this takes
 // about 2 s (civetweb's shutdown waits out its worker threads), so tests
 // start few.
-#ifndef QUANT_SERVER_METRICS_METRICS_ENDPOINT_H_
-#define QUANT_SERVER_METRICS_METRICS_ENDPOINT_H_
+#ifndef QUANT_METRICS_METRICS_ENDPOINT_H_
+#define QUANT_METRICS_METRICS_ENDPOINT_H_
 
 #include <memory>
 #include <string>
@@ -54,4 +54,4 @@ class MetricsEndpoint {
 
 }  // namespace quant::metrics
 
-#endif  // QUANT_SERVER_METRICS_METRICS_ENDPOINT_H_
+#endif  // QUANT_METRICS_METRICS_ENDPOINT_H_

@@ -1,5 +1,5 @@
 // TaskKindLabel: the label value of each task kind.
-#include "server/metrics/task_kind.h"
+#include "metrics/task_kind.h"
 
 namespace quant::metrics {
 

@@ -11,8 +11,8 @@
 // Thread-safe. Job-scoped calls return InvalidArgument naming the bad field
 // and change nothing; a call for a job whose series were already removed
 // starts tracking it afresh, as running.
-#ifndef QUANT_SERVER_METRICS_QUANTD_METRICS_H_
-#define QUANT_SERVER_METRICS_QUANTD_METRICS_H_
+#ifndef QUANT_METRICS_QUANTD_METRICS_H_
+#define QUANT_METRICS_QUANTD_METRICS_H_
 
 #include <cstdint>
 #include <map>
@@ -25,14 +25,14 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "core/base/mutex.h"
+#include "metrics/task_kind.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
-#include "server/metrics/task_kind.h"
 
 namespace quant::metrics {
 
@@ -182,7 +182,7 @@ class QuantdMetrics {
   prometheus::Family<prometheus::Counter>& rpc_requests_;
   prometheus::Family<prometheus::Histogram>& rpc_duration_;
 
-  absl::Mutex mu_;
+  Mutex mu_;
   // Every job with series, running or within retention.
   std::map<std::string, JobSeries, std::less<>> jobs_by_id_
       ABSL_GUARDED_BY(mu_);
@@ -190,4 +190,4 @@ class QuantdMetrics {
 
 }  // namespace quant::metrics
 
-#endif  // QUANT_SERVER_METRICS_QUANTD_METRICS_H_
+#endif  // QUANT_METRICS_QUANTD_METRICS_H_

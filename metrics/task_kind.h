@@ -1,7 +1,7 @@
 // The kinds of task a job is split into, as the `kind` label spells them.
 // Shared by quantd's and the worker's task metrics.
-#ifndef QUANT_SERVER_METRICS_TASK_KIND_H_
-#define QUANT_SERVER_METRICS_TASK_KIND_H_
+#ifndef QUANT_METRICS_TASK_KIND_H_
+#define QUANT_METRICS_TASK_KIND_H_
 
 namespace quant::metrics {
 
@@ -12,4 +12,4 @@ const char* TaskKindLabel(TaskKind kind);
 
 }  // namespace quant::metrics
 
-#endif  // QUANT_SERVER_METRICS_TASK_KIND_H_
+#endif  // QUANT_METRICS_TASK_KIND_H_
