@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
+#include "core/base/read_roots.h"
 
 namespace quant {
 namespace {
@@ -64,8 +65,40 @@ class PosixWritableFile : public WritableFile {
   int fd_;
 };
 
+class PosixSequentialFile : public SequentialFile {
+ public:
+  PosixSequentialFile(std::string path, int fd)
+      : path_(std::move(path)), fd_(fd) {}
+  ~PosixSequentialFile() override { ::close(fd_); }
+
+  absl::StatusOr<size_t> Read(char* buffer, size_t n) override {
+    for (;;) {
+      const ssize_t got = ::read(fd_, buffer, n);
+      if (got >= 0) return static_cast<size_t>(got);
+      if (errno != EINTR) return ErrnoToStatus("cannot read", path_, errno);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_;
+};
+
 class PosixFileSystem : public FileSystem {
  public:
+  absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(
+      const std::string& path) override {
+    return MappedFile::Open(path);
+  }
+
+  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
+      const std::string& path) override {
+    // A regular file under the thread's read roots (read_roots.h).
+    absl::StatusOr<int> fd = OpenRegularFileForRead(path);
+    if (!fd.ok()) return fd.status();
+    return std::make_unique<PosixSequentialFile>(path, *fd);
+  }
+
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) override {
     const int fd =

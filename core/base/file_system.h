@@ -1,11 +1,11 @@
 // The file system as the pipeline uses it: writable files, renames,
-// directories, and the reads of small files that decide what a task does
-// (a block's layers.json, a job's manifest and audit). They go through a
-// FileSystem so tests can inject disk-full, unwritable, failed-rename, EIO,
-// short-read and vanished-file faults deterministically
-// (tests/support/fault_injecting_file_system.h); production code uses
-// FileSystem::Default(), plain POSIX calls. Tensor files are mapped
-// (mapped_file.h) and hashed as streams, outside this interface.
+// directories, the reads of small files that decide what a task does (a
+// block's layers.json, a job's manifest and audit), and the tensor files a
+// task maps (a checkpoint's safetensors, hidden states, a block's outputs)
+// or hashes as a stream. They go through a FileSystem so tests can inject
+// disk-full, unwritable, failed-rename, EIO, short-read and vanished-file
+// faults deterministically (tests/support/fault_injecting_file_system.h);
+// production code uses FileSystem::Default(), plain POSIX calls.
 #ifndef QUANT_CORE_BASE_FILE_SYSTEM_H_
 #define QUANT_CORE_BASE_FILE_SYSTEM_H_
 
@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/base/mapped_file.h"
 
 namespace quant {
 
@@ -31,6 +32,16 @@ class WritableFile {
   virtual absl::Status Close() = 0;
 };
 
+// A file open for reading from its start to its end.
+class SequentialFile {
+ public:
+  virtual ~SequentialFile() = default;  // Closes the file.
+
+  // Reads up to `n` bytes into `buffer`: how many it read, 0 at the end of
+  // the file. Errors name the file (ErrnoToStatus).
+  virtual absl::StatusOr<size_t> Read(char* buffer, size_t n) = 0;
+};
+
 class FileSystem {
  public:
   virtual ~FileSystem() = default;
@@ -42,6 +53,14 @@ class FileSystem {
   // InvalidArgument past `max_bytes`, errno mapped by ErrnoToStatus.
   virtual absl::StatusOr<std::string> ReadFile(const std::string& path,
                                                size_t max_bytes) = 0;
+  // A whole file mapped read-only, as MappedFile::Open maps it (a regular
+  // file under the thread's read roots): tensor files.
+  virtual absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(
+      const std::string& path) = 0;
+  // A file to read once from start to end (hashing a tensor file), with the
+  // same checks as MapFile.
+  virtual absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
+      const std::string& path) = 0;
   // Creates `path`, which must not exist yet (AlreadyExists otherwise),
   // mode 0644.
   virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(

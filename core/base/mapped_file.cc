@@ -57,9 +57,15 @@ void MappedFile::ReleasePages(size_t offset, size_t length) const {
   ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
 }
 
+std::unique_ptr<MappedFile> MappedFile::Prefix(std::unique_ptr<MappedFile> file,
+                                               size_t bytes) {
+  file->size_ = std::min(file->size_, bytes);
+  return file;
+}
+
 MappedFile::~MappedFile() {
   if (data_ != nullptr) {
-    ::munmap(const_cast<uint8_t*>(data_), size_);
+    ::munmap(const_cast<uint8_t*>(data_), mapped_size_);
   }
 }
 

@@ -19,6 +19,12 @@ class MappedFile {
   static absl::StatusOr<std::unique_ptr<MappedFile>> Open(
       const std::string& path);
 
+  // The first `bytes` bytes of `file` (all of it when it is shorter), owning
+  // its mapping: what a reader racing a writer would have seen. For
+  // injected faults (tests/support/fault_injecting_file_system.h).
+  static std::unique_ptr<MappedFile> Prefix(std::unique_ptr<MappedFile> file,
+                                            size_t bytes);
+
   ~MappedFile();
   MappedFile(const MappedFile&) = delete;
   MappedFile& operator=(const MappedFile&) = delete;
@@ -37,11 +43,12 @@ class MappedFile {
 
  private:
   MappedFile(std::string path, const uint8_t* data, size_t size)
-      : path_(std::move(path)), data_(data), size_(size) {}
+      : path_(std::move(path)), data_(data), size_(size), mapped_size_(size) {}
 
   std::string path_;
   const uint8_t* data_;
-  size_t size_;
+  size_t size_;         // What the reader sees.
+  size_t mapped_size_;  // What munmap releases.
 };
 
 }  // namespace quant

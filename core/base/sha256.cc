@@ -2,18 +2,12 @@
 #include "core/base/sha256.h"
 
 #include <openssl/evp.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
-#include <cstring>
 #include <memory>
 #include <vector>
 
 #include "absl/strings/escaping.h"
-#include "absl/strings/str_cat.h"
-#include "core/base/read_roots.h"
 
 namespace quant {
 namespace {
@@ -40,26 +34,20 @@ std::string Sha256Hex(absl::string_view data) {
   return Finish(ctx.get());
 }
 
-absl::StatusOr<std::string> Sha256File(const std::string& path) {
-  absl::StatusOr<int> opened = OpenRegularFileForRead(path);
-  if (!opened.ok()) return opened.status();
-  const int fd = *opened;
+absl::StatusOr<std::string> Sha256File(const std::string& path,
+                                       FileSystem* fs) {
+  absl::StatusOr<std::unique_ptr<SequentialFile>> file =
+      fs->NewSequentialFile(path);
+  if (!file.ok()) return file.status();
   MdCtx ctx(EVP_MD_CTX_new());
   EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
   std::vector<char> buffer(1 << 20);
   for (;;) {
-    const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      return absl::InternalError(
-          absl::StrCat("cannot read ", path, ": ", std::strerror(err)));
-    }
-    if (n == 0) break;
-    EVP_DigestUpdate(ctx.get(), buffer.data(), static_cast<size_t>(n));
+    absl::StatusOr<size_t> n = (*file)->Read(buffer.data(), buffer.size());
+    if (!n.ok()) return n.status();
+    if (*n == 0) break;
+    EVP_DigestUpdate(ctx.get(), buffer.data(), *n);
   }
-  ::close(fd);
   return Finish(ctx.get());
 }
 

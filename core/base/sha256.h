@@ -7,13 +7,15 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/base/file_system.h"
 
 namespace quant {
 
 std::string Sha256Hex(absl::string_view data);
 
-// Streams the file in chunks, so any size works.
-absl::StatusOr<std::string> Sha256File(const std::string& path);
+// Streams the file in chunks through `fs`, so any size works.
+absl::StatusOr<std::string> Sha256File(const std::string& path,
+                                       FileSystem* fs = FileSystem::Default());
 
 // Whether `text` is a sha256 as the functions above write it: 64 lowercase
 // hex digits.

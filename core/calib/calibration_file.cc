@@ -127,9 +127,10 @@ absl::StatusOr<CalibrationFile> ParseCalibrationFile(absl::string_view bytes) {
 }
 
 absl::StatusOr<CalibrationFile> LoadCalibrationFile(
-    const std::string& path, const CalibrationFileLimits& limits) {
+    const std::string& path, const CalibrationFileLimits& limits,
+    FileSystem* fs) {
   QUANT_ASSIGN_OR_RETURN(std::string bytes,
-                         ReadFileToString(path, limits.max_bytes));
+                         fs->ReadFile(path, limits.max_bytes));
   absl::StatusOr<CalibrationFile> file = ParseCalibrationFile(bytes);
   if (!file.ok()) {
     return absl::Status(file.status().code(),

@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/base/file_system.h"
 
 namespace quant {
 
@@ -40,9 +41,11 @@ struct CalibrationFileLimits {
 // (no non-blank document) is an error.
 absl::StatusOr<CalibrationFile> ParseCalibrationFile(absl::string_view bytes);
 
-// Reads and parses `path`, refusing files over `limits.max_bytes`.
+// Reads and parses `path` through `fs`, refusing files over
+// `limits.max_bytes`.
 absl::StatusOr<CalibrationFile> LoadCalibrationFile(
-    const std::string& path, const CalibrationFileLimits& limits = {});
+    const std::string& path, const CalibrationFileLimits& limits = {},
+    FileSystem* fs = FileSystem::Default());
 
 }  // namespace quant
 

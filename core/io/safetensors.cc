@@ -331,9 +331,8 @@ SafetensorsFile::SafetensorsFile(std::unique_ptr<MappedFile> file,
 }
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
-    const std::string& path, const SafetensorsLimits& limits) {
-  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file,
-                         MappedFile::Open(path));
+    const std::string& path, const SafetensorsLimits& limits, FileSystem* fs) {
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file, fs->MapFile(path));
   absl::StatusOr<SafetensorsHeader> header =
       ParseSafetensorsHeader(file->view(), limits);
   if (!header.ok()) return WithPath(path, header.status());

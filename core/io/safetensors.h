@@ -66,8 +66,10 @@ absl::StatusOr<SafetensorsHeader> ParseSafetensorsHeader(
 // One memory-mapped safetensors file.
 class SafetensorsFile {
  public:
+  // Maps `path` through `fs` (not owned) and validates its header.
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(
-      const std::string& path, const SafetensorsLimits& limits = {});
+      const std::string& path, const SafetensorsLimits& limits = {},
+      FileSystem* fs = FileSystem::Default());
 
   const std::string& path() const { return file_->path(); }
   uint64_t file_size() const { return file_->size(); }

@@ -45,7 +45,7 @@ absl::Status CheckShardName(const std::string& index_path,
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<TensorCollection>> TensorCollection::Open(
-    const std::string& dir, const SafetensorsLimits& limits) {
+    const std::string& dir, const SafetensorsLimits& limits, FileSystem* fs) {
   if (!IsDirectory(dir)) {
     return absl::NotFoundError(
         absl::StrCat("checkpoint directory ", dir, " does not exist"));
@@ -60,7 +60,7 @@ absl::StatusOr<std::unique_ptr<TensorCollection>> TensorCollection::Open(
           absl::StrCat("no ", kSingleFile, " or ", kIndexFile, " in ", dir));
     }
     QUANT_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
-                           SafetensorsFile::Open(single_path, limits));
+                           SafetensorsFile::Open(single_path, limits, fs));
     for (const TensorInfo& info : file->tensors()) {
       collection->by_name_.emplace(info.name, Entry{file.get(), &info});
     }
@@ -70,7 +70,7 @@ absl::StatusOr<std::unique_ptr<TensorCollection>> TensorCollection::Open(
 
   collection->sharded_ = true;
   QUANT_ASSIGN_OR_RETURN(const std::string index_text,
-                         ReadFileToString(index_path, kMaxIndexBytes));
+                         fs->ReadFile(index_path, kMaxIndexBytes));
   absl::StatusOr<json> index =
       ParseJsonStrict(index_text, absl::StrCat(index_path));
   if (!index.ok()) return index.status();
@@ -108,7 +108,7 @@ absl::StatusOr<std::unique_ptr<TensorCollection>> TensorCollection::Open(
                        Quoted(listed.front()), ") does not exist"));
     }
     QUANT_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
-                           SafetensorsFile::Open(shard_path, limits));
+                           SafetensorsFile::Open(shard_path, limits, fs));
     for (const std::string& tensor : listed) {
       if (file->Find(tensor) == nullptr) {
         return absl::InvalidArgumentError(absl::StrCat(

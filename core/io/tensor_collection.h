@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/base/file_system.h"
 #include "core/base/tensor.h"
 #include "core/io/safetensors.h"
 
@@ -21,8 +22,10 @@ class TensorCollection {
   // `dir`/model.safetensors. Shard file names must stay inside `dir`; every
   // tensor named in the index must exist in its shard, and a tensor in two
   // shards is an error.
+  // Files are read through `fs` (not owned).
   static absl::StatusOr<std::unique_ptr<TensorCollection>> Open(
-      const std::string& dir, const SafetensorsLimits& limits = {});
+      const std::string& dir, const SafetensorsLimits& limits = {},
+      FileSystem* fs = FileSystem::Default());
 
   struct Entry {
     const SafetensorsFile* file;

@@ -120,8 +120,9 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
         CheckPackedMethod(dir, checkpoint->quantization_config_));
     suffixes = SuffixesFor(checkpoint->quantization_config_);
   }
-  QUANT_ASSIGN_OR_RETURN(checkpoint->tensors_,
-                         TensorCollection::Open(dir, options.limits));
+  QUANT_ASSIGN_OR_RETURN(
+      checkpoint->tensors_,
+      TensorCollection::Open(dir, options.limits, options.file_system));
   const TensorCollection& tensors = *checkpoint->tensors_;
   std::map<std::string, std::string, std::less<>> layer_of_weight;
   if (packed) {

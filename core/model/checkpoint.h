@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/base/file_system.h"
 #include "core/base/tensor.h"
 #include "core/io/safetensors.h"
 #include "core/io/tensor_collection.h"
@@ -34,6 +35,8 @@ struct CheckpointOptions {
   // `<layer>.weight` or as its packed tensors. Off by default: a quantizer's
   // source checkpoint must be unquantized. Evaluation opts in.
   bool allow_packed = false;
+  // Reads the safetensors (and their index) through this (not owned).
+  FileSystem* file_system = FileSystem::Default();
 };
 
 class Checkpoint {

@@ -59,7 +59,7 @@ class KeptActivation {
           std::move(memory_->states()));
       memory_ = nullptr;
     } else {
-      QUANT_ASSIGN_OR_RETURN(source_, HiddenStateFile::Open(path_));
+      QUANT_ASSIGN_OR_RETURN(source_, HiddenStateFile::Open(path_, fs_));
     }
     sink_.reset();
     return absl::OkStatus();

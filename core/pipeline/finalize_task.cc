@@ -142,7 +142,9 @@ absl::StatusOr<std::vector<PackedTensor>> OuterTensors(const Checkpoint& source,
 
 absl::Status CopyFile(const std::string& from, const std::string& to,
                       FileSystem* fs) {
-  QUANT_ASSIGN_OR_RETURN(std::string bytes, ReadFileToString(from));
+  // Tokenizer files: a tokenizer.json of a large vocabulary is tens of MiB.
+  QUANT_ASSIGN_OR_RETURN(std::string bytes,
+                         fs->ReadFile(from, size_t{1} << 30));
   return WriteFileAtomically(to, bytes, fs);
 }
 
@@ -165,7 +167,8 @@ json SplitJson(const CalibrationSplit& split) {
           {"heldout_tokens", split.heldout.RealTokens()}};
 }
 
-absl::StatusOr<json> SourceFingerprint(const Checkpoint& source) {
+absl::StatusOr<json> SourceFingerprint(const Checkpoint& source,
+                                       FileSystem* fs) {
   std::vector<std::string> names;
   for (const auto& file : source.tensors().files()) {
     names.push_back(std::filesystem::path(file->path()).filename().string());
@@ -175,7 +178,7 @@ absl::StatusOr<json> SourceFingerprint(const Checkpoint& source) {
   }
   std::sort(names.begin(), names.end());
   QUANT_ASSIGN_OR_RETURN(json files,
-                         FingerprintFiles(source.directory(), names));
+                         FingerprintFiles(source.directory(), names, fs));
   std::error_code error;
   const std::string absolute =
       std::filesystem::absolute(source.directory(), error).string();
@@ -195,14 +198,15 @@ const std::vector<std::string>& TokenizerFileNames() {
 }
 
 absl::StatusOr<json> FingerprintFiles(const std::string& dir,
-                                      const std::vector<std::string>& names) {
+                                      const std::vector<std::string>& names,
+                                      FileSystem* fs) {
   std::vector<std::string> sorted = names;
   std::sort(sorted.begin(), sorted.end());
   json files = json::array();
   std::string lines;
   for (const std::string& name : sorted) {
     const std::string path = JoinPath(dir, name);
-    QUANT_ASSIGN_OR_RETURN(std::string sha, Sha256File(path));
+    QUANT_ASSIGN_OR_RETURN(std::string sha, Sha256File(path, fs));
     std::error_code error;
     const auto bytes = std::filesystem::file_size(path, error);
     files.push_back({{"name", name},
@@ -258,7 +262,8 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
                          FormatConfig(recipe, input.layers));
   QUANT_ASSIGN_OR_RETURN(
       std::string source_config,
-      ReadFileToString(JoinPath(input.source->directory(), "config.json")));
+      fs->ReadFile(JoinPath(input.source->directory(), "config.json"),
+                   size_t{1} << 20));
   QUANT_ASSIGN_OR_RETURN(
       std::string config,
       WithQuantizationConfig(source_config, format.quantization_config));
@@ -282,6 +287,7 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   say("evaluating gates on the packed checkpoint");
   CheckpointOptions open_options;
   open_options.allow_packed = true;
+  open_options.file_system = fs;
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> packed,
                          Checkpoint::Open(temp, open_options));
   FinalizeOutput output;
@@ -302,8 +308,8 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
                                             output.audit.dump(2) + "\n", fs));
   files.push_back("audit.json");
 
-  QUANT_ASSIGN_OR_RETURN(json source, SourceFingerprint(*input.source));
-  QUANT_ASSIGN_OR_RETURN(json outputs, FingerprintFiles(temp, files));
+  QUANT_ASSIGN_OR_RETURN(json source, SourceFingerprint(*input.source, fs));
+  QUANT_ASSIGN_OR_RETURN(json outputs, FingerprintFiles(temp, files, fs));
   output.manifest = {
       {"format_version", 1},
       {"tool", ToolVersion()},

@@ -84,8 +84,10 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(
 
 // sha256 of each file (name, bytes, sha256) and a fingerprint over them:
 // sha256 of "<name> <sha256>\n" lines in name order.
+// The files are read through `fs`.
 absl::StatusOr<nlohmann::json> FingerprintFiles(
-    const std::string& dir, const std::vector<std::string>& names);
+    const std::string& dir, const std::vector<std::string>& names,
+    FileSystem* fs = FileSystem::Default());
 
 // Checks that `manifest` (manifest.json's parsed content, named by `path` in
 // errors) was written for job `job_id` with `recipe`: its "job" section

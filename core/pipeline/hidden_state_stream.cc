@@ -67,9 +67,9 @@ absl::StatusOr<RowMatrixF> MemoryHiddenStateSource::Read(
 }
 
 absl::StatusOr<std::unique_ptr<HiddenStateFile>> HiddenStateFile::Open(
-    const std::string& path) {
+    const std::string& path, FileSystem* fs) {
   std::unique_ptr<HiddenStateFile> out(new HiddenStateFile());
-  QUANT_ASSIGN_OR_RETURN(out->file_, SafetensorsFile::Open(path));
+  QUANT_ASSIGN_OR_RETURN(out->file_, SafetensorsFile::Open(path, {}, fs));
   const SafetensorsFile& file = *out->file_;
   auto seq = file.metadata().find(kSeqLenKey);
   if (seq == file.metadata().end() ||
@@ -196,9 +196,10 @@ absl::Status WriteHiddenStates(const std::string& path,
   return writer->Finish();
 }
 
-absl::StatusOr<HiddenStates> ReadHiddenStates(const std::string& path) {
+absl::StatusOr<HiddenStates> ReadHiddenStates(const std::string& path,
+                                              FileSystem* fs) {
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<HiddenStateFile> file,
-                         HiddenStateFile::Open(path));
+                         HiddenStateFile::Open(path, fs));
   HiddenStates states;
   states.seq_len = file->seq_len();
   states.lengths = file->lengths();
@@ -229,7 +230,7 @@ absl::StatusOr<std::unique_ptr<HiddenStateSource>> ProduceHiddenStates(
                              spill_path, seq_len, lengths, hidden_size, fs));
   QUANT_RETURN_IF_ERROR(append_all(writer.get()));
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<HiddenStateFile> file,
-                         HiddenStateFile::Open(spill_path));
+                         HiddenStateFile::Open(spill_path, fs));
   return std::unique_ptr<HiddenStateSource>(std::move(file));
 }
 

@@ -108,7 +108,7 @@ class HiddenStateFile : public HiddenStateSource {
   // Errors name the file and what is wrong (missing tensor, wrong dtype or
   // shape, lengths outside [0, seq_len]).
   static absl::StatusOr<std::unique_ptr<HiddenStateFile>> Open(
-      const std::string& path);
+      const std::string& path, FileSystem* fs = FileSystem::Default());
   int seq_len() const override { return seq_len_; }
   const std::vector<int>& lengths() const override { return lengths_; }
   int64_t hidden_size() const override { return hidden_size_; }
@@ -167,7 +167,8 @@ class HiddenStateFileWriter : public HiddenStateSink {
 absl::Status WriteHiddenStates(const std::string& path,
                                const HiddenStates& states,
                                FileSystem* fs = FileSystem::Default());
-absl::StatusOr<HiddenStates> ReadHiddenStates(const std::string& path);
+absl::StatusOr<HiddenStates> ReadHiddenStates(
+    const std::string& path, FileSystem* fs = FileSystem::Default());
 
 // Produces the rows of a chunk of sequences.
 using HiddenStateProducer =

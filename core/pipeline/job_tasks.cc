@@ -110,7 +110,7 @@ absl::Status EnteringStates(const JobTaskContext& context,
                                           ".heldout.safetensors", recorded,
                                           context.file_system));
     return OpenLeavingStates(context.work_dir, b, placement->spill(),
-                             calibration, heldout);
+                             context.file_system, calibration, heldout);
   };
   auto embed = [&] {
     return EmbedEnteringStates(inputs, placement->NextPath("cal"),

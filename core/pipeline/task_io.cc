@@ -390,7 +390,8 @@ absl::Status VerifyBlockFile(const std::string& dir, int block,
                      "task"));
   }
   const std::string recorded = (*files)[suffix].get<std::string>();
-  QUANT_ASSIGN_OR_RETURN(const std::string actual, Sha256File(prefix + suffix));
+  QUANT_ASSIGN_OR_RETURN(const std::string actual,
+                         Sha256File(prefix + suffix, fs));
   if (actual != recorded) {
     return ChangedBlockError(
         block, absl::StrCat(prefix, suffix, ": sha256 is ", actual, ", block ",
@@ -449,7 +450,7 @@ absl::Status WriteBlockOutput(const std::string& dir,
   for (const char* suffix : kHashedSuffixes) {
     const std::string path = prefix + suffix;
     if (!FileExists(path)) continue;
-    QUANT_ASSIGN_OR_RETURN(std::string digest, Sha256File(path));
+    QUANT_ASSIGN_OR_RETURN(std::string digest, Sha256File(path, fs));
     sha256[suffix] = std::move(digest);
   }
   // Last: its presence means the block's other files are complete.
@@ -518,9 +519,10 @@ absl::StatusOr<StoredBlockOutput> ReadBlockOutput(
     out.layers.push_back(std::move(*result));
   }
   QUANT_RETURN_IF_ERROR(
-      VerifyBlockFile(dir, block, ".safetensors", expected_layers_sha256));
-  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<SafetensorsFile> file,
-                         SafetensorsFile::Open(prefix + ".safetensors"));
+      VerifyBlockFile(dir, block, ".safetensors", expected_layers_sha256, fs));
+  QUANT_ASSIGN_OR_RETURN(
+      std::unique_ptr<SafetensorsFile> file,
+      SafetensorsFile::Open(prefix + ".safetensors", {}, fs));
   for (const TensorInfo& info : file->tensors()) {
     const absl::Span<const uint8_t> bytes = file->RawBytes(info);
     out.tensors.push_back(

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "core/base/file_system.h"
 #include "core/base/file_util.h"
 #include "core/base/mapped_file.h"
 #include "core/base/sha256.h"
@@ -23,10 +24,13 @@
 namespace quant {
 namespace {
 
-// Every reader's status for `path`.
+// Every reader's status for `path`, the FileSystem's included.
 std::vector<absl::Status> ReadAll(const std::string& path) {
-  return {ReadFileToString(path).status(), MappedFile::Open(path).status(),
-          Sha256File(path).status()};
+  FileSystem* fs = FileSystem::Default();
+  return {
+      ReadFileToString(path).status(), MappedFile::Open(path).status(),
+      Sha256File(path).status(),       fs->ReadFile(path, 1 << 20).status(),
+      fs->MapFile(path).status(),      fs->NewSequentialFile(path).status()};
 }
 
 TEST(ReadRootsTest, FifoIsRefusedWithoutBlocking) {

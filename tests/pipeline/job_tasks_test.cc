@@ -284,6 +284,130 @@ TEST_F(JobTasksTest, FailedReadsOfThePreviousBlockFailTheNextTaskByName) {
   EXPECT_TRUE(FileExists(next_layers));
 }
 
+// Tensor files are read through the task's FileSystem too: the checkpoint's
+// safetensors (mapped), the previous block's hidden states (hashed as a
+// stream, then mapped) and the spill files a task reads back. An I/O error,
+// a vanished file or a short read fails the task naming the file, and the
+// next block publishes nothing; once the fault is gone the task succeeds.
+TEST_F(JobTasksTest, FailedTensorReadsFailTheTaskByName) {
+  const Recipe recipe = SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kGptq,
+                                    Propagation::kSequential);
+  JobTaskContext context = Context(recipe, "tensor-read-faults");
+  ASSERT_TRUE(RunBlockJobTask(context, 0, temp_ + "/t-0", TaskControl()).ok());
+  auto recorded =
+      ReadFileToString(BlockOutputPrefix(context.work_dir, 0) + ".layers.json");
+  ASSERT_TRUE(recorded.ok());
+  context.block_output_sha256[0] = Sha256Hex(*recorded);
+  const std::string next_layers =
+      BlockOutputPrefix(context.work_dir, 1) + ".layers.json";
+  const std::string weights =
+      JoinPath(context.checkpoint_dir, "model.safetensors");
+  const std::string states =
+      BlockOutputPrefix(context.work_dir, 0) + ".cal.safetensors";
+  auto weights_bytes = ReadFileToString(weights);
+  ASSERT_TRUE(weights_bytes.ok());
+
+  testing::FaultInjectingFileSystem fs;
+  context.file_system = &fs;
+  int attempts = 0;
+  auto run_block_1 = [&] {
+    return RunBlockJobTask(context, 1,
+                           temp_ + "/t-1-" + std::to_string(attempts++),
+                           TaskControl());
+  };
+  auto expect_failed_naming = [&](const absl::Status& failed,
+                                  const std::string& path) {
+    EXPECT_FALSE(failed.ok());
+    EXPECT_NE(failed.message().find(path), std::string::npos) << failed;
+    EXPECT_FALSE(FileExists(next_layers));
+  };
+
+  // The checkpoint's weights: unreadable, vanished, cut short.
+  fs.FailReadsOf(weights, EIO);
+  absl::Status failed = run_block_1();
+  EXPECT_TRUE(absl::IsInternal(failed)) << failed;
+  EXPECT_NE(failed.message().find(std::strerror(EIO)), std::string::npos)
+      << failed;
+  expect_failed_naming(failed, weights);
+  fs.ClearFaults();
+  fs.FailReadsOf(weights, ENOENT);
+  failed = run_block_1();
+  EXPECT_TRUE(absl::IsNotFound(failed)) << failed;
+  expect_failed_naming(failed, weights);
+  fs.ClearFaults();
+  fs.ShortReadsOf(weights, static_cast<int64_t>(weights_bytes->size() / 2));
+  expect_failed_naming(run_block_1(), weights);
+
+  // Block 0's hidden states: an I/O error while hashing them, a vanished
+  // file, and a short read, whose hash no longer matches what block 0
+  // recorded, so block 0 is named to be computed again.
+  fs.ClearFaults();
+  fs.FailReadsOf(states, EIO);
+  failed = run_block_1();
+  EXPECT_TRUE(absl::IsInternal(failed)) << failed;
+  expect_failed_naming(failed, states);
+  fs.ClearFaults();
+  fs.FailReadsOf(states, ENOENT);
+  failed = run_block_1();
+  EXPECT_TRUE(absl::IsNotFound(failed)) << failed;
+  expect_failed_naming(failed, states);
+  fs.ClearFaults();
+  fs.ShortReadsOf(states, 1000);
+  failed = run_block_1();
+  EXPECT_TRUE(absl::IsDataLoss(failed)) << failed;
+  EXPECT_EQ(ChangedBlockOutput(failed), 0) << failed;
+  expect_failed_naming(failed, states);
+
+  // Spill files read back inside the task's attempt directory.
+  fs.ClearFaults();
+  context.max_activation_bytes = 0;
+  const std::string spilling_attempt = temp_ + "/t-1-spill";
+  fs.FailReadsOf(spilling_attempt, EIO);
+  failed = RunBlockJobTask(context, 1, spilling_attempt, TaskControl());
+  EXPECT_TRUE(absl::IsInternal(failed)) << failed;
+  expect_failed_naming(failed, spilling_attempt);
+  EXPECT_TRUE(testing::DirectoryEntries(spilling_attempt).empty());
+  EXPECT_GE(fs.faults_injected(), 7);
+
+  fs.ClearFaults();
+  EXPECT_TRUE(run_block_1().ok());
+  EXPECT_TRUE(FileExists(next_layers));
+}
+
+// The finalize reads every block's tensors through its FileSystem: an I/O
+// error on one block's file fails it naming the file, with no checkpoint.
+TEST_F(JobTasksTest, FinalizeFailsNamingAnUnreadableBlockFile) {
+  const Recipe recipe =
+      SmallRecipe(QuantMethod::kRtn, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kIndependent);
+  JobTaskContext context = Context(recipe, "finalize-read-fault");
+  context.job_id = "job-finalize-read-fault";
+  for (int block = 0; block < 5; ++block) {
+    const absl::Status s = RunBlockJobTask(
+        context, block, temp_ + "/f-" + std::to_string(block), TaskControl());
+    ASSERT_TRUE(s.ok()) << "block " << block << ": " << s;
+  }
+  testing::FaultInjectingFileSystem fs;
+  context.file_system = &fs;
+  const std::string tensors =
+      BlockOutputPrefix(context.work_dir, 3) + ".safetensors";
+  fs.FailReadsOf(tensors, EIO);
+  const std::string out = temp_ + "/finalize-read-fault-out";
+  auto failed =
+      RunFinalizeJobTask(context, out, kDefaultMaxShardBytes, TaskControl());
+  ASSERT_FALSE(failed.ok());
+  EXPECT_TRUE(absl::IsInternal(failed.status())) << failed.status();
+  EXPECT_NE(failed.status().message().find(tensors), std::string::npos)
+      << failed.status();
+  EXPECT_FALSE(FileExists(out + "/model.safetensors"));
+
+  fs.ClearFaults();
+  auto finalized =
+      RunFinalizeJobTask(context, out, kDefaultMaxShardBytes, TaskControl());
+  ASSERT_TRUE(finalized.ok()) << finalized.status();
+  EXPECT_TRUE(FileExists(out + "/model.safetensors"));
+}
+
 // A block's layers.json without the measured times, which differ by run.
 nlohmann::json LayersWithoutTimes(const std::string& dir, int block) {
   auto text = ReadFileToString(BlockOutputPrefix(dir, block) + ".layers.json");

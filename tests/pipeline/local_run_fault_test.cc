@@ -145,6 +145,32 @@ TEST_F(LocalRunFaultTest, UncreatableTemporaryWorkDirectoryFailsBeforeAnyWork) {
       << ::testing::PrintToString(DirectoryEntries(out_parent_));
 }
 
+// A run's inputs are read through its FileSystem: the checkpoint's tensors
+// (mapped) and the calibration set. An I/O error in either fails the run
+// before any block is computed, naming the file, and leaves nothing beside
+// the output.
+TEST_F(LocalRunFaultTest, UnreadableInputsFailTheRunByName) {
+  const LocalQuantizeOptions probe = Options("checkpoint", nullptr);
+  for (const std::string& input :
+       {JoinPath(probe.checkpoint_dir, "model.safetensors"),
+        probe.calibration_path}) {
+    SCOPED_TRACE(input);
+    FaultInjectingFileSystem fs;
+    const LocalQuantizeOptions options = Options("checkpoint", &fs);
+    fs.FailReadsOf(input, EIO);
+    CountingObserver observer;
+    auto failed = RunLocalQuantization(options, &observer);
+    ASSERT_FALSE(failed.ok());
+    EXPECT_TRUE(absl::IsInternal(failed.status())) << failed.status();
+    EXPECT_THAT(failed.status().message(), HasSubstr(input));
+    EXPECT_THAT(failed.status().message(), HasSubstr("Input/output error"));
+    EXPECT_GE(fs.faults_injected(), 1);
+    EXPECT_EQ(observer.computed, 0);
+    EXPECT_TRUE(DirectoryEntries(out_parent_).empty())
+        << ::testing::PrintToString(DirectoryEntries(out_parent_));
+  }
+}
+
 TEST_F(LocalRunFaultTest, FailedRenameOfTheCheckpointLeavesNothing) {
   const std::string weights = ReferenceWeights();
 

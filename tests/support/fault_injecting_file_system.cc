@@ -123,25 +123,87 @@ void FaultInjectingFileSystem::CountFault() {
   ++faults_;
 }
 
+FaultInjectingFileSystem::ReadFault FaultInjectingFileSystem::ReadFaultFor(
+    const std::string& path) {
+  MutexLock lock(&mutex_);
+  ReadFault fault;
+  if (read_fault_.has_value() && PathIsUnder(path, read_fault_->first)) {
+    ++faults_;
+    fault.err = read_fault_->second;
+  } else if (short_read_.has_value() && PathIsUnder(path, short_read_->first)) {
+    ++faults_;
+    fault.keep = short_read_->second;
+  }
+  return fault;
+}
+
 absl::StatusOr<std::string> FaultInjectingFileSystem::ReadFile(
     const std::string& path, size_t max_bytes) {
-  std::optional<int64_t> keep;
-  {
-    MutexLock lock(&mutex_);
-    if (read_fault_.has_value() && PathIsUnder(path, read_fault_->first)) {
-      ++faults_;
-      return ErrnoToStatus("cannot read", path, read_fault_->second);
-    }
-    if (short_read_.has_value() && PathIsUnder(path, short_read_->first)) {
-      ++faults_;
-      keep = short_read_->second;
-    }
+  const ReadFault fault = ReadFaultFor(path);
+  if (fault.err.has_value()) {
+    return ErrnoToStatus("cannot read", path, *fault.err);
   }
   QUANT_ASSIGN_OR_RETURN(std::string bytes, base_->ReadFile(path, max_bytes));
-  if (keep.has_value() && static_cast<int64_t>(bytes.size()) > *keep) {
-    bytes.resize(static_cast<size_t>(*keep));
+  if (fault.keep.has_value() &&
+      static_cast<int64_t>(bytes.size()) > *fault.keep) {
+    bytes.resize(static_cast<size_t>(*fault.keep));
   }
   return bytes;
+}
+
+absl::StatusOr<std::unique_ptr<MappedFile>> FaultInjectingFileSystem::MapFile(
+    const std::string& path) {
+  const ReadFault fault = ReadFaultFor(path);
+  if (fault.err.has_value()) {
+    return ErrnoToStatus("cannot read", path, *fault.err);
+  }
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<MappedFile> file,
+                         base_->MapFile(path));
+  if (fault.keep.has_value()) {
+    return MappedFile::Prefix(std::move(file),
+                              static_cast<size_t>(*fault.keep));
+  }
+  return file;
+}
+
+// A stream that fails with `err` at its first read (an I/O error once the
+// file is open), or ends after `keep` bytes (a read racing a writer).
+class FaultInjectingSequentialFile : public SequentialFile {
+ public:
+  FaultInjectingSequentialFile(std::string path,
+                               std::unique_ptr<SequentialFile> base,
+                               std::optional<int> err,
+                               std::optional<int64_t> keep)
+      : path_(std::move(path)),
+        base_(std::move(base)),
+        err_(err),
+        left_(keep) {}
+
+  absl::StatusOr<size_t> Read(char* buffer, size_t n) override {
+    if (err_.has_value()) return ErrnoToStatus("cannot read", path_, *err_);
+    if (left_.has_value()) n = std::min<size_t>(n, static_cast<size_t>(*left_));
+    if (n == 0) return size_t{0};
+    QUANT_ASSIGN_OR_RETURN(const size_t got, base_->Read(buffer, n));
+    if (left_.has_value()) *left_ -= static_cast<int64_t>(got);
+    return got;
+  }
+
+ private:
+  const std::string path_;
+  std::unique_ptr<SequentialFile> base_;
+  const std::optional<int> err_;
+  std::optional<int64_t> left_;
+};
+
+absl::StatusOr<std::unique_ptr<SequentialFile>>
+FaultInjectingFileSystem::NewSequentialFile(const std::string& path) {
+  const ReadFault fault = ReadFaultFor(path);
+  // A vanished file cannot be opened; other errors come with the reads.
+  if (fault.err == ENOENT) return ErrnoToStatus("cannot read", path, ENOENT);
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<SequentialFile> file,
+                         base_->NewSequentialFile(path));
+  return std::make_unique<FaultInjectingSequentialFile>(path, std::move(file),
+                                                        fault.err, fault.keep);
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>>

@@ -36,10 +36,12 @@ class FaultInjectingFileSystem : public FileSystem {
   // A rename whose destination is `prefix` or below it fails with `err`.
   void FailRenamesTo(std::string prefix, int err);
   // Reading a file at `prefix` or below fails with `err` (EIO; ENOENT for a
-  // file that vanished).
+  // file that vanished): ReadFile and MapFile at once, a sequential file at
+  // its first read (at its opening for ENOENT).
   void FailReadsOf(std::string prefix, int err);
   // Reading a file at `prefix` or below gives only its first `bytes` bytes,
-  // as a read racing a writer would.
+  // as a read racing a writer would: ReadFile's string, MapFile's mapping
+  // and a sequential file's stream all end there.
   void ShortReadsOf(std::string prefix, int64_t bytes);
   // Drops every fault; the byte count keeps running.
   void ClearFaults();
@@ -51,6 +53,10 @@ class FaultInjectingFileSystem : public FileSystem {
 
   absl::StatusOr<std::string> ReadFile(const std::string& path,
                                        size_t max_bytes) override;
+  absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(
+      const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<SequentialFile>> NewSequentialFile(
+      const std::string& path) override;
   absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
       const std::string& path) override;
   absl::Status RenameFile(const std::string& from,
@@ -65,6 +71,13 @@ class FaultInjectingFileSystem : public FileSystem {
  private:
   friend class FaultInjectingWritableFile;
 
+  // The read fault injected for `path` (counted): an errno, or how many
+  // bytes to keep; neither when it is read as it is.
+  struct ReadFault {
+    std::optional<int> err;
+    std::optional<int64_t> keep;
+  };
+  ReadFault ReadFaultFor(const std::string& path);
   // How many of `size` bytes may be written now; counts them as written.
   // Sets *full when the rest do not fit.
   int64_t Reserve(int64_t size, bool* full);

@@ -26,25 +26,26 @@ int64_t BlockStateBytes(const JobInputs& inputs) {
 }
 
 absl::StatusOr<std::unique_ptr<HiddenStateSource>> OpenHiddenStates(
-    const std::string& path, bool chunked) {
+    const std::string& path, bool chunked, FileSystem* fs) {
   if (chunked) {
     QUANT_ASSIGN_OR_RETURN(std::unique_ptr<HiddenStateFile> file,
-                           HiddenStateFile::Open(path));
+                           HiddenStateFile::Open(path, fs));
     return std::unique_ptr<HiddenStateSource>(std::move(file));
   }
-  QUANT_ASSIGN_OR_RETURN(HiddenStates states, ReadHiddenStates(path));
+  QUANT_ASSIGN_OR_RETURN(HiddenStates states, ReadHiddenStates(path, fs));
   return std::unique_ptr<HiddenStateSource>(
       std::make_unique<OwnedHiddenStateSource>(std::move(states)));
 }
 
 absl::Status OpenLeavingStates(const std::string& dir, int block, bool chunked,
+                               FileSystem* fs,
                                std::unique_ptr<HiddenStateSource>* calibration,
                                std::unique_ptr<HiddenStateSource>* heldout) {
   const std::string prefix = BlockOutputPrefix(dir, block);
   QUANT_ASSIGN_OR_RETURN(
-      *calibration, OpenHiddenStates(prefix + ".cal.safetensors", chunked));
+      *calibration, OpenHiddenStates(prefix + ".cal.safetensors", chunked, fs));
   QUANT_ASSIGN_OR_RETURN(
-      *heldout, OpenHiddenStates(prefix + ".heldout.safetensors", chunked));
+      *heldout, OpenHiddenStates(prefix + ".heldout.safetensors", chunked, fs));
   return absl::OkStatus();
 }
 
@@ -103,6 +104,7 @@ absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
   // The block tasks check the blocks they read; block 0's task checks
   // every tensor, so a job fails at its first task.
   open_options.check_finite = false;
+  open_options.file_system = context.file_system;
   QUANT_ASSIGN_OR_RETURN(
       inputs.checkpoint,
       Checkpoint::Open(context.checkpoint_dir, open_options));
@@ -115,8 +117,9 @@ absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
                                                        : context.tokenizer_dir;
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
                          Tokenizer::LoadFromDirectory(inputs.tokenizer_dir));
-  QUANT_ASSIGN_OR_RETURN(CalibrationFile file,
-                         LoadCalibrationFile(context.calibration_path));
+  QUANT_ASSIGN_OR_RETURN(
+      CalibrationFile file,
+      LoadCalibrationFile(context.calibration_path, {}, context.file_system));
   QUANT_ASSIGN_OR_RETURN(
       inputs.split,
       BuildCalibrationSplit(file, *tokenizer,

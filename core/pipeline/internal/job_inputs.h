@@ -43,10 +43,12 @@ int64_t BlockStateBytes(const JobInputs& inputs);
 
 // A hidden-states file, read whole into memory or, `chunked`, a chunk at a
 // time from the file.
+// Read through `fs`.
 absl::StatusOr<std::unique_ptr<HiddenStateSource>> OpenHiddenStates(
-    const std::string& path, bool chunked);
+    const std::string& path, bool chunked, FileSystem* fs);
 // The hidden states leaving block `block`, from its output files in `dir`.
 absl::Status OpenLeavingStates(const std::string& dir, int block, bool chunked,
+                               FileSystem* fs,
                                std::unique_ptr<HiddenStateSource>* calibration,
                                std::unique_ptr<HiddenStateSource>* heldout);
 
