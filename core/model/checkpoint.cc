@@ -38,10 +38,10 @@ absl::Status ProblemsError(const std::string& dir,
 
 // config.json's quantization_config block (LoadModelConfig has already
 // parsed the file once, so it is valid JSON).
-absl::StatusOr<nlohmann::json> ReadQuantizationConfig(const std::string& dir) {
+absl::StatusOr<nlohmann::json> ReadQuantizationConfig(const std::string& dir,
+                                                      FileSystem* fs) {
   const std::string path = JoinPath(dir, "config.json");
-  QUANT_ASSIGN_OR_RETURN(std::string text,
-                         ReadFileToString(path, size_t{1} << 20));
+  QUANT_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(path, size_t{1} << 20));
   const nlohmann::json root = ParseJsonOrDiscarded(text);
   if (root.is_discarded() || !root.is_object() ||
       !root.contains("quantization_config")) {
@@ -104,7 +104,8 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
   }
   auto checkpoint = std::unique_ptr<Checkpoint>(new Checkpoint());
   checkpoint->directory_ = dir;
-  QUANT_ASSIGN_OR_RETURN(checkpoint->config_, LoadModelConfig(dir));
+  QUANT_ASSIGN_OR_RETURN(checkpoint->config_,
+                         LoadModelConfig(dir, options.file_system));
   const bool packed = checkpoint->config_.quantization_method.has_value();
   if (packed && !options.allow_packed) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -115,7 +116,7 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
   PackedSuffixes suffixes;
   if (packed) {
     QUANT_ASSIGN_OR_RETURN(checkpoint->quantization_config_,
-                           ReadQuantizationConfig(dir));
+                           ReadQuantizationConfig(dir, options.file_system));
     QUANT_RETURN_IF_ERROR(
         CheckPackedMethod(dir, checkpoint->quantization_config_));
     suffixes = SuffixesFor(checkpoint->quantization_config_);

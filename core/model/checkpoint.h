@@ -35,7 +35,8 @@ struct CheckpointOptions {
   // `<layer>.weight` or as its packed tensors. Off by default: a quantizer's
   // source checkpoint must be unquantized. Evaluation opts in.
   bool allow_packed = false;
-  // Reads the safetensors (and their index) through this (not owned).
+  // Reads config.json and the safetensors (and their index) through this
+  // (not owned).
   FileSystem* file_system = FileSystem::Default();
 };
 

@@ -531,12 +531,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   return config;
 }
 
-absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& checkpoint_dir) {
+absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& checkpoint_dir,
+                                            FileSystem* fs) {
   const std::string path = JoinPath(checkpoint_dir, "config.json");
   // Real config.json files are a few KB; the bound keeps a wrong path from
   // reading a multi-GB file.
-  QUANT_ASSIGN_OR_RETURN(std::string text,
-                         ReadFileToString(path, size_t{1} << 20));
+  QUANT_ASSIGN_OR_RETURN(std::string text, fs->ReadFile(path, size_t{1} << 20));
   return ParseModelConfig(text, path);
 }
 

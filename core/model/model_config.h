@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/base/file_system.h"
 
 namespace quant {
 
@@ -92,8 +93,9 @@ struct ModelConfig {
 absl::StatusOr<ModelConfig> ParseModelConfig(
     absl::string_view json_text, absl::string_view source = "config.json");
 
-// Reads and parses `checkpoint_dir`/config.json.
-absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& checkpoint_dir);
+// Reads `checkpoint_dir`/config.json through `fs` (not owned) and parses it.
+absl::StatusOr<ModelConfig> LoadModelConfig(
+    const std::string& checkpoint_dir, FileSystem* fs = FileSystem::Default());
 
 }  // namespace quant
 

@@ -62,14 +62,17 @@ Tokenizer::Tokenizer() = default;
 Tokenizer::~Tokenizer() = default;
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> Tokenizer::LoadFromDirectory(
-    const std::string& dir) {
+    const std::string& dir, FileSystem* fs) {
+  // A large vocabulary's tokenizer.json is tens of MiB; the bounds keep a
+  // wrong path from reading a multi-GB file.
   const std::string tokenizer_path = JoinPath(dir, kTokenizerFile);
   QUANT_ASSIGN_OR_RETURN(const std::string tokenizer_json,
-                         ReadFileToString(tokenizer_path));
+                         fs->ReadFile(tokenizer_path, size_t{1} << 30));
   std::string config_json;
   const std::string config_path = JoinPath(dir, kConfigFile);
   if (FileExists(config_path)) {
-    QUANT_ASSIGN_OR_RETURN(config_json, ReadFileToString(config_path));
+    QUANT_ASSIGN_OR_RETURN(config_json,
+                           fs->ReadFile(config_path, size_t{256} << 20));
   }
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
       FromJson(tokenizer_json, config_json);

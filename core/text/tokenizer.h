@@ -23,6 +23,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "core/base/file_system.h"
 
 namespace quant {
 
@@ -35,9 +36,10 @@ class PreTokenizer;
 
 class Tokenizer {
  public:
-  // Reads dir/tokenizer.json and, when present, dir/tokenizer_config.json.
+  // Reads dir/tokenizer.json and, when present, dir/tokenizer_config.json,
+  // through `fs` (not owned).
   static absl::StatusOr<std::unique_ptr<Tokenizer>> LoadFromDirectory(
-      const std::string& dir);
+      const std::string& dir, FileSystem* fs = FileSystem::Default());
 
   // `tokenizer_config_json` may be empty (no BOS/EOS then). Errors name the
   // file, the JSON path and the problem, e.g. "tokenizer.json:

@@ -145,14 +145,16 @@ TEST_F(LocalRunFaultTest, UncreatableTemporaryWorkDirectoryFailsBeforeAnyWork) {
       << ::testing::PrintToString(DirectoryEntries(out_parent_));
 }
 
-// A run's inputs are read through its FileSystem: the checkpoint's tensors
-// (mapped) and the calibration set. An I/O error in either fails the run
-// before any block is computed, naming the file, and leaves nothing beside
-// the output.
+// A run's inputs are read through its FileSystem: the checkpoint's
+// config.json and tensors (mapped), its tokenizer and the calibration set.
+// An I/O error in any of them fails the run before any block is computed,
+// naming the file, and leaves nothing beside the output.
 TEST_F(LocalRunFaultTest, UnreadableInputsFailTheRunByName) {
   const LocalQuantizeOptions probe = Options("checkpoint", nullptr);
   for (const std::string& input :
-       {JoinPath(probe.checkpoint_dir, "model.safetensors"),
+       {JoinPath(probe.checkpoint_dir, "config.json"),
+        JoinPath(probe.checkpoint_dir, "model.safetensors"),
+        JoinPath(probe.checkpoint_dir, "tokenizer.json"),
         probe.calibration_path}) {
     SCOPED_TRACE(input);
     FaultInjectingFileSystem fs;

@@ -115,8 +115,9 @@ absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
   if (control.on_stage) control.on_stage("tokenizing the calibration set");
   inputs.tokenizer_dir = context.tokenizer_dir.empty() ? context.checkpoint_dir
                                                        : context.tokenizer_dir;
-  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
-                         Tokenizer::LoadFromDirectory(inputs.tokenizer_dir));
+  QUANT_ASSIGN_OR_RETURN(
+      std::unique_ptr<Tokenizer> tokenizer,
+      Tokenizer::LoadFromDirectory(inputs.tokenizer_dir, context.file_system));
   QUANT_ASSIGN_OR_RETURN(
       CalibrationFile file,
       LoadCalibrationFile(context.calibration_path, {}, context.file_system));
