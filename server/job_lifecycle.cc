@@ -158,21 +158,26 @@ absl::StatusOr<UpkeepResult> JobLifecycle::Upkeep() {
   UpkeepResult result;
   absl::StatusOr<std::vector<store::Job>> before = store_->UnfinishedJobs();
   if (!before.ok()) return before.status();
-  absl::StatusOr<int> expired = store_->ExpireLeases();
+  absl::StatusOr<store::ExpiredLeases> expired = store_->ExpireLeases();
   if (!expired.ok()) return expired.status();
-  result.expired_leases = *expired;
-  if (*expired > 0) signal_->Notify();
+  result.expired_leases = expired->expired;
+  if (expired->expired > 0) signal_->Notify();
   // Reported before the per-job work, so counts include this pass's
   // expiries even when a job below fails to finish.
   observer_->OnUpkeep(result);
+  // Exactly the jobs this expiry failed: a state compared with `before`
+  // would also see changes made meanwhile by other calls (a lease starting
+  // the job), which record their own events.
+  for (const std::string& job_id : expired->failed_jobs) {
+    if (absl::Status s = StateChanged(job_id, store::JobState::kFailed);
+        !s.ok()) {
+      return s;
+    }
+  }
   for (const store::Job& job : *before) {
     absl::StatusOr<store::Job> now = store_->GetJob(job.id);
     if (!now.ok()) return now.status();
-    if (now->state != job.state) {
-      // Out of attempts after an expiry: the store failed it.
-      if (absl::Status s = StateChanged(job.id, now->state); !s.ok()) return s;
-      continue;
-    }
+    if (store::IsTerminal(now->state)) continue;
     absl::StatusOr<std::vector<store::Task>> tasks = store_->ListTasks(job.id);
     if (!tasks.ok()) return tasks.status();
     if (tasks->empty()) {

@@ -131,6 +131,12 @@ struct Lease {
   bool isa_chosen = false;   // This lease set the job's level.
 };
 
+struct ExpiredLeases {
+  int expired = 0;
+  // Jobs this expiry moved to FAILED (a task out of attempts), by id.
+  std::vector<std::string> failed_jobs;
+};
+
 struct HeartbeatResult {
   int64_t expires_ms = 0;
   JobState job_state = JobState::kRunning;
@@ -205,7 +211,9 @@ class JobStore {
 
   // The next runnable task (PENDING, every dependency DONE, job QUEUED or
   // RUNNING) that the worker can run, oldest job first, lowest index first;
-  // nullopt when none. Expired leases are requeued first.
+  // nullopt when none. Expired leases with attempts left are requeued
+  // first; one out of attempts waits for ExpireLeases, which fails its job
+  // and says so.
   //
   // `worker_levels` are the kernel levels the worker runs, lowest first,
   // the last its own choice: it gets tasks of jobs whose level is one of
@@ -237,8 +245,9 @@ class JobStore {
       const std::string& lease_id, const std::string& error,
       const std::vector<int>& rerun = {}) = 0;
   // Requeues (or, out of attempts, fails) every lease past its expiry.
-  // Returns how many expired.
-  virtual absl::StatusOr<int> ExpireLeases() = 0;
+  // Returns how many expired and the jobs that failed for it, so the caller
+  // records exactly those state changes.
+  virtual absl::StatusOr<ExpiredLeases> ExpireLeases() = 0;
   // Lease expiries over the store's lifetime (survives restarts).
   virtual absl::StatusOr<int64_t> LeaseExpiryCount() = 0;
   // Jobs in each state (every state present, 0 when none).

@@ -72,7 +72,7 @@ class SqliteJobStore : public JobStore {
   absl::StatusOr<FailTaskResult> FailTask(
       const std::string& lease_id, const std::string& error,
       const std::vector<int>& rerun = {}) override;
-  absl::StatusOr<int> ExpireLeases() override;
+  absl::StatusOr<ExpiredLeases> ExpireLeases() override;
   absl::StatusOr<int64_t> LeaseExpiryCount() override;
   absl::StatusOr<std::map<JobState, int64_t>> CountJobs() override;
   absl::StatusOr<int64_t> CountRunnableTasks() override;
@@ -115,7 +115,11 @@ class SqliteJobStore : public JobStore {
   absl::StatusOr<TaskRow> FindCurrentLease(const std::string& lease_id,
                                            int64_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<int> ExpireLeasesLocked(int64_t now)
+  // `fail_exhausted` false (LeaseTask's pass) requeues only the leases
+  // with attempts left: failing a job is left to ExpireLeases, whose caller
+  // learns which jobs failed and records it.
+  absl::StatusOr<ExpiredLeases> ExpireLeasesLocked(int64_t now,
+                                                   bool fail_exhausted)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status RecomputeProgress(int64_t job_seq, int64_t now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -182,7 +182,8 @@ absl::Status SqliteJobStore::RecomputeProgress(int64_t job_seq, int64_t now) {
   return stmt.BindAll(job_seq, now).Run();
 }
 
-absl::StatusOr<int> SqliteJobStore::ExpireLeasesLocked(int64_t now) {
+absl::StatusOr<ExpiredLeases> SqliteJobStore::ExpireLeasesLocked(
+    int64_t now, bool fail_exhausted) {
   QUANT_ASSIGN_OR_RETURN(
       Statement select,
       db_->Prepare(absl::StrCat(
@@ -195,8 +196,11 @@ absl::StatusOr<int> SqliteJobStore::ExpireLeasesLocked(int64_t now) {
     QUANT_ASSIGN_OR_RETURN(bool row, select.Step());
     if (!row) break;
     QUANT_ASSIGN_OR_RETURN(TaskRow task, ReadTaskRow(select));
+    const int attempt = task.task.attempts - task.task.budget_start;
+    if (!fail_exhausted && attempt >= options_.max_attempts) continue;
     expired.push_back(std::move(task));
   }
+  ExpiredLeases result;
   for (const TaskRow& row : expired) {
     const Task& task = row.task;
     const int attempt = task.attempts - task.budget_start;
@@ -216,6 +220,10 @@ absl::StatusOr<int> SqliteJobStore::ExpireLeasesLocked(int64_t now) {
     if (out_of_attempts) {
       QUANT_RETURN_IF_ERROR(SetJobFailed(
           row.job_seq, absl::StrCat(DescribeTask(task), ": ", error), now));
+      if (result.failed_jobs.empty() ||
+          result.failed_jobs.back() != task.job_id) {
+        result.failed_jobs.push_back(task.job_id);  // rows come by job
+      }
     }
     QUANT_RETURN_IF_ERROR(RecomputeProgress(row.job_seq, now));
   }
@@ -226,13 +234,16 @@ absl::StatusOr<int> SqliteJobStore::ExpireLeasesLocked(int64_t now) {
     QUANT_RETURN_IF_ERROR(
         count.BindAll(static_cast<int64_t>(expired.size())).Run());
   }
-  return static_cast<int>(expired.size());
+  result.expired = static_cast<int>(expired.size());
+  return result;
 }
 
-absl::StatusOr<int> SqliteJobStore::ExpireLeases() {
+absl::StatusOr<ExpiredLeases> SqliteJobStore::ExpireLeases() {
   MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
-  QUANT_ASSIGN_OR_RETURN(int expired, ExpireLeasesLocked(clock_->NowMs()));
+  QUANT_ASSIGN_OR_RETURN(
+      ExpiredLeases expired,
+      ExpireLeasesLocked(clock_->NowMs(), /*fail_exhausted=*/true));
   QUANT_RETURN_IF_ERROR(txn->Commit());
   return expired;
 }
@@ -294,7 +305,8 @@ absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
   MutexLock lock(&mu_);
   QUANT_ASSIGN_OR_RETURN(auto txn, Transaction::Begin(db_.get()));
   const int64_t now = clock_->NowMs();
-  QUANT_RETURN_IF_ERROR(ExpireLeasesLocked(now).status());
+  QUANT_RETURN_IF_ERROR(
+      ExpireLeasesLocked(now, /*fail_exhausted=*/false).status());
   // Runnable: PENDING, job QUEUED/RUNNING, no dependency that is not DONE,
   // and the job's kernel level one the worker runs (or not chosen yet).
   QUANT_ASSIGN_OR_RETURN(

@@ -18,9 +18,11 @@
 #include "nlohmann/json.hpp"
 #include "server/artifact_store.h"
 #include "server/change_signal.h"
+#include "server/job_events.h"
 #include "server/job_spec.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/task_plan.h"
+#include "tests/support/forwarding_job_store.h"
 #include "tests/support/test_env.h"
 
 namespace quant::server {
@@ -297,6 +299,146 @@ TEST(JobLifecycleTest, CheckpointOfAnotherJobIsNotReported) {
                                         "job's"));
     EXPECT_THAT(job->error(), HasSubstr(c.error));
   }
+}
+
+// A planned job of one block in a fresh store on `clock`, with no task run.
+struct PlannedJob {
+  std::string dir;
+  std::unique_ptr<store::SqliteJobStore> store;
+  std::unique_ptr<FileArtifactStore> artifacts;
+  std::string id;
+};
+
+PlannedJob MakePlannedJob(Clock* clock, int max_attempts) {
+  PlannedJob out;
+  out.dir = testing::MakeTempDir();
+  store::SqliteJobStoreOptions options;
+  options.max_attempts = max_attempts;
+  auto store =
+      store::SqliteJobStore::Open(out.dir + "/quantd.db", clock, options);
+  EXPECT_TRUE(store.ok()) << store.status();
+  if (!store.ok()) return out;
+  out.store = *std::move(store);
+  auto artifacts =
+      FileArtifactStore::Open("file://" + out.dir + "/art", 1 << 20);
+  EXPECT_TRUE(artifacts.ok()) << artifacts.status();
+  if (!artifacts.ok()) return out;
+  out.artifacts = *std::move(artifacts);
+  JobSpec spec;
+  spec.checkpoint_uri = "file:///models/m";
+  spec.checkpoint_path = "/models/m";
+  spec.num_blocks = 1;
+  spec.calibration_sha256 = std::string(64, 'a');
+  spec.calibration_path = "/calib/a.jsonl";
+  auto created = out.store->CreateJob("req", JobSpecToJson(spec), {});
+  EXPECT_TRUE(created.ok()) << created.status();
+  if (!created.ok()) return out;
+  out.id = created->job.id;
+  bool planned = false;
+  EXPECT_TRUE(EnsureJobPlanned(*out.store, out.id, 1, Propagation::kSequential,
+                               &planned)
+                  .ok());
+  return out;
+}
+
+// The states of the job's "job" events, in order.
+std::vector<std::string> StateEvents(store::JobStore& store,
+                                     const std::string& job_id) {
+  std::vector<std::string> states;
+  auto events = store.ListEvents(job_id, 0, 0);
+  EXPECT_TRUE(events.ok()) << events.status();
+  if (!events.ok()) return states;
+  for (const store::Event& event : *events) {
+    if (event.type != kJobStateEvent) continue;
+    states.push_back(
+        nlohmann::json::parse(event.payload_json).value("state", "?"));
+  }
+  return states;
+}
+
+// A store whose UnfinishedJobs is followed at once by a worker's lease that
+// starts the job, as the worker service does it (the store's lease, then
+// the lifecycle's state event): the interleaving a lease racing an upkeep
+// pass produces by chance.
+class LeaseAfterListingStore : public testing::ForwardingJobStore {
+ public:
+  using ForwardingJobStore::ForwardingJobStore;
+  void set_lifecycle(JobLifecycle* lifecycle) { lifecycle_ = lifecycle; }
+  absl::StatusOr<std::vector<store::Job>> UnfinishedJobs() override {
+    auto jobs = base().UnfinishedJobs();
+    if (lifecycle_ == nullptr) return jobs;
+    auto lease = base().LeaseTask("w", 60'000, {});
+    EXPECT_TRUE(lease.ok() && lease->has_value());
+    if (lease.ok() && lease->has_value() && (*lease)->job_started) {
+      EXPECT_TRUE(
+          lifecycle_
+              ->StateChanged((*lease)->task.job_id, store::JobState::kRunning)
+              .ok());
+    }
+    lifecycle_ = nullptr;  // once
+    return jobs;
+  }
+
+ private:
+  JobLifecycle* lifecycle_ = nullptr;
+};
+
+// An upkeep pass records only the state changes it made. It used to compare
+// each job's state with the one listed at its start, so a job a worker
+// started meanwhile got its RUNNING event twice (seen in CI as an extra
+// "job" event in WorkerProtocolTest).
+TEST(JobLifecycleTest, UpkeepDoesNotRecordAStateChangeMadeByALease) {
+  FakeClock clock;
+  PlannedJob p = MakePlannedJob(&clock, 3);
+  ASSERT_NE(p.artifacts, nullptr);
+  LeaseAfterListingStore store(p.store.get());
+  ChangeSignal signal;
+  JobLifecycle lifecycle(&store, p.artifacts.get(), &signal);
+  store.set_lifecycle(&lifecycle);
+  auto upkeep = lifecycle.Upkeep();
+  ASSERT_TRUE(upkeep.ok()) << upkeep.status();
+  EXPECT_THAT(StateEvents(store, p.id), ElementsAre("RUNNING"));
+  auto job = store.GetJob(p.id);
+  ASSERT_TRUE(job.ok());
+  EXPECT_EQ(job->state, store::JobState::kRunning);
+}
+
+// A job whose last attempt's lease expires fails in the upkeep pass, with
+// one FAILED event. A lease asked for meanwhile requeues leases with
+// attempts left but leaves failing the job to the upkeep, which learns from
+// the store which jobs failed and records each once.
+TEST(JobLifecycleTest, JobOutOfAttemptsByExpiryFailsOnceWithItsEvent) {
+  FakeClock clock;
+  PlannedJob p = MakePlannedJob(&clock, 1);
+  ASSERT_NE(p.artifacts, nullptr);
+  ChangeSignal signal;
+  JobLifecycle lifecycle(p.store.get(), p.artifacts.get(), &signal);
+  auto first = p.store->LeaseTask("w1", 100, {});
+  ASSERT_TRUE(first.ok() && first->has_value());
+  ASSERT_TRUE(lifecycle.StateChanged(p.id, store::JobState::kRunning).ok());
+  clock.AdvanceMs(200);
+
+  auto other = p.store->LeaseTask("w2", 100, {});
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_FALSE(other->has_value());  // the task is out of attempts
+  auto before = p.store->GetJob(p.id);
+  ASSERT_TRUE(before.ok());
+  EXPECT_EQ(before->state, store::JobState::kRunning);
+
+  auto upkeep = lifecycle.Upkeep();
+  ASSERT_TRUE(upkeep.ok()) << upkeep.status();
+  EXPECT_EQ(upkeep->expired_leases, 1);
+  auto after = p.store->GetJob(p.id);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->state, store::JobState::kFailed);
+  EXPECT_THAT(after->error, HasSubstr("expired"));
+  EXPECT_THAT(StateEvents(*p.store, p.id), ElementsAre("RUNNING", "FAILED"));
+
+  // A second pass finds nothing more to record.
+  upkeep = lifecycle.Upkeep();
+  ASSERT_TRUE(upkeep.ok()) << upkeep.status();
+  EXPECT_EQ(upkeep->expired_leases, 0);
+  EXPECT_THAT(StateEvents(*p.store, p.id), ElementsAre("RUNNING", "FAILED"));
 }
 
 }  // namespace

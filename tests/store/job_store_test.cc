@@ -263,11 +263,11 @@ TEST_F(JobStoreTest, ExpiredLeaseIsRequeuedAndLateCompletionRefused) {
   EXPECT_EQ(beat->expires_ms, clock_.NowMs() + 1000);
   EXPECT_FALSE(beat->job_cancelled);
   clock_.AdvanceMs(600);  // still inside the renewed lease
-  EXPECT_EQ(*store_->ExpireLeases(), 0);
+  EXPECT_EQ(store_->ExpireLeases()->expired, 0);
   clock_.AdvanceMs(400);  // now past it
   auto expired = store_->ExpireLeases();
   ASSERT_TRUE(expired.ok());
-  EXPECT_EQ(*expired, 1);
+  EXPECT_EQ(expired->expired, 1);
   EXPECT_EQ(*store_->LeaseExpiryCount(), 1);
   auto tasks = store_->ListTasks(job);
   ASSERT_TRUE(tasks.ok());
@@ -332,7 +332,16 @@ TEST_F(JobStoreTest, BoundedAttemptsFailTheJob) {
   clock_.AdvanceMs(100);
   MustLease("w2", 100);  // requeued by the expiry, second attempt
   clock_.AdvanceMs(100);
-  EXPECT_EQ(*store_->ExpireLeases(), 1);
+  // A lease leaves the exhausted task to ExpireLeases, whose caller records
+  // the job's failure.
+  EXPECT_TRUE(NothingToLease());
+  auto unchanged = store_->GetJob(other);
+  ASSERT_TRUE(unchanged.ok());
+  EXPECT_EQ(unchanged->state, JobState::kRunning);
+  auto expiry = store_->ExpireLeases();
+  ASSERT_TRUE(expiry.ok()) << expiry.status();
+  EXPECT_EQ(expiry->expired, 1);
+  EXPECT_THAT(expiry->failed_jobs, ElementsAre(other));
   auto expired_job = store_->GetJob(other);
   ASSERT_TRUE(expired_job.ok());
   EXPECT_EQ(expired_job->state, JobState::kFailed);
@@ -714,7 +723,7 @@ TEST_F(JobStoreTest, RestartResumesUnfinishedJobs) {
   EXPECT_EQ((*tasks)[0].state, TaskState::kDone);
   EXPECT_EQ((*tasks)[0].output_uri, "out/block0");
   EXPECT_EQ((*tasks)[1].state, TaskState::kLeased);
-  EXPECT_EQ(*store_->ExpireLeases(), 1);
+  EXPECT_EQ(store_->ExpireLeases()->expired, 1);
   tasks = store_->ListTasks(job);
   ASSERT_TRUE(tasks.ok());
   EXPECT_EQ((*tasks)[1].state, TaskState::kPending);
