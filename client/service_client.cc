@@ -268,12 +268,13 @@ absl::StatusOr<v1::Job> ServiceClient::RetryJob(const std::string& id) {
   return job;
 }
 
-absl::StatusOr<v1::JobReport> ServiceClient::GetJobReport(
-    const std::string& id) {
+absl::StatusOr<v1::JobReport> ServiceClient::GetJobReport(const std::string& id,
+                                                          bool html) {
   grpc::ClientContext context;
   Prepare(&context, kUnaryDeadlineSeconds);
   v1::GetJobReportRequest request;
   request.set_id(id);
+  request.set_html(html);
   v1::JobReport report;
   const grpc::Status status = stub_->GetJobReport(&context, request, &report);
   if (!status.ok()) return FromGrpcStatus(status, options_.address);

@@ -70,7 +70,9 @@ class ServiceClient {
       const v1::ListJobsRequest& request);
   absl::StatusOr<v1::Job> CancelJob(const std::string& id);
   absl::StatusOr<v1::Job> RetryJob(const std::string& id);
-  absl::StatusOr<v1::JobReport> GetJobReport(const std::string& id);
+  // `html`: with report.html (JobReport.html); the job must have succeeded.
+  absl::StatusOr<v1::JobReport> GetJobReport(const std::string& id,
+                                             bool html = false);
   // Calls `on_event` for each event until the server ends the stream (OK)
   // or `on_event` returns an error (the call is then cancelled and that
   // error returned).

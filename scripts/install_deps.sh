@@ -16,6 +16,8 @@ PACKAGES=(
   # The benchmarks' SGEMM ceiling (bench/ceiling): loaded with dlopen,
   # nothing links against it.
   libopenblas0-serial
+  # tests/report: report.html is checked in a real browser (headless).
+  chromium
 )
 
 missing=()

@@ -2,6 +2,8 @@
 #include "server/job_report.h"
 
 #include "absl/strings/str_cat.h"
+#include "core/base/strict_json.h"
+#include "core/report/report_html.h"
 #include "google/protobuf/util/json_util.h"
 #include "nlohmann/json.hpp"
 
@@ -42,6 +44,32 @@ absl::Status AuditToReport(const PublishedAudit& audit, v1::JobReport* report) {
                           ? v1::VERDICT_PASS
                           : v1::VERDICT_FAIL);
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> RenderJobReportHtml(ArtifactStore& artifacts,
+                                                const std::string& job_id) {
+  absl::StatusOr<std::string> audit = artifacts.ReadAudit(job_id);
+  if (!audit.ok()) return audit.status();
+  absl::StatusOr<std::string> manifest = artifacts.ReadManifest(job_id);
+  if (!manifest.ok()) return manifest.status();
+  const nlohmann::json audit_json = ParseJsonOrDiscarded(*audit);
+  const nlohmann::json manifest_json = ParseJsonOrDiscarded(*manifest);
+  for (const auto& [name, value] :
+       {std::pair<const char*, const nlohmann::json*>{"audit.json",
+                                                      &audit_json},
+        {"manifest.json", &manifest_json}}) {
+    if (value->is_discarded()) {
+      return absl::DataLossError(
+          absl::StrCat("job ", job_id, ": published ", name, " is not JSON"));
+    }
+  }
+  absl::StatusOr<std::string> html =
+      report::RenderReportHtml(audit_json, manifest_json);
+  if (!html.ok()) {
+    return absl::DataLossError(
+        absl::StrCat("job ", job_id, ": ", html.status().message()));
+  }
+  return html;
 }
 
 }  // namespace quant::server

@@ -7,7 +7,9 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "quant/v1/service.pb.h"
+#include "server/artifact_store.h"
 #include "server/audit_reader.h"
 
 namespace quant::server {
@@ -15,6 +17,13 @@ namespace quant::server {
 // Fills report->layers, gates and verdict. DataLoss naming the row when a
 // layer or the gates do not convert to the API's messages.
 absl::Status AuditToReport(const PublishedAudit& audit, v1::JobReport* report);
+
+// report.html of a finished job, rendered from the audit.json and
+// manifest.json its finalize published (the same bytes as the checkpoint's
+// own report.html). DataLoss naming the file when either is not JSON or
+// lacks what the page shows.
+absl::StatusOr<std::string> RenderJobReportHtml(ArtifactStore& artifacts,
+                                                const std::string& job_id);
 
 }  // namespace quant::server
 

@@ -335,7 +335,7 @@ grpc::Status QuantServiceImpl::WatchJob(
 }
 
 absl::StatusOr<v1::JobReport> QuantServiceImpl::DoGetJobReport(
-    const std::string& id) {
+    const std::string& id, bool html) {
   if (absl::Status s = RequireId(id); !s.ok()) return s;
   absl::StatusOr<store::Job> job = store_->GetJob(id);
   if (!job.ok()) return job.status();
@@ -351,7 +351,17 @@ absl::StatusOr<v1::JobReport> QuantServiceImpl::DoGetJobReport(
     absl::StatusOr<PublishedAudit> parsed = ParseAudit(*audit);
     if (!parsed.ok()) return parsed.status();
     if (absl::Status s = AuditToReport(*parsed, &report); !s.ok()) return s;
+    if (html) {
+      absl::StatusOr<std::string> page = RenderJobReportHtml(*artifacts_, id);
+      if (!page.ok()) return page.status();
+      report.set_html(*std::move(page));
+    }
     return report;
+  }
+  if (html) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("html: job ", id, " is ", store::JobStateName(job->state),
+                     "; its report page exists once it has succeeded"));
   }
   // Not finished: the layers finished so far.
   if (absl::Status s = ForEachEvent(*store_, id, 0,
@@ -375,7 +385,7 @@ grpc::Status QuantServiceImpl::GetJobReport(
     grpc::ServerContext* context, const v1::GetJobReportRequest* request,
     v1::JobReport* response) {
   return Reply(*context, response,
-               [&] { return DoGetJobReport(request->id()); });
+               [&] { return DoGetJobReport(request->id(), request->html()); });
 }
 
 absl::StatusOr<v1::Job> QuantServiceImpl::DoRetryJob(const std::string& id) {

@@ -81,7 +81,8 @@ class QuantServiceImpl final : public v1::QuantService::Service {
   absl::Status DoWatchJob(const std::string& id,
                           const std::function<bool(const v1::JobEvent&)>& send,
                           const std::function<bool()>& cancelled);
-  absl::StatusOr<v1::JobReport> DoGetJobReport(const std::string& id);
+  absl::StatusOr<v1::JobReport> DoGetJobReport(const std::string& id,
+                                               bool html);
   absl::StatusOr<v1::Job> DoRetryJob(const std::string& id);
 
  private:

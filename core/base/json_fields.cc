@@ -52,6 +52,7 @@ constexpr Kind kString{&Json::is_string, "a string"};
 constexpr Kind kArray{&Json::is_array, "an array"};
 constexpr Kind kObject{&Json::is_object, "an object"};
 constexpr Kind kInteger{&Json::is_number_integer, "an integer"};
+constexpr Kind kNumber{&Json::is_number, "a number"};
 constexpr Kind kBoolean{&Json::is_boolean, "true or false"};
 
 absl::Status WrongType(absl::string_view path, const Kind& kind,
@@ -108,6 +109,13 @@ absl::StatusOr<int64_t> GetInt(const Json& object, absl::string_view key,
   return (*field)->get<int64_t>();
 }
 
+absl::StatusOr<double> GetNumber(const Json& object, absl::string_view key,
+                                 absl::string_view path) {
+  absl::StatusOr<const Json*> field = Required(object, key, path, kNumber);
+  if (!field.ok()) return field.status();
+  return (*field)->get<double>();
+}
+
 absl::StatusOr<std::vector<std::string>> GetStringArrayOr(
     const Json& object, absl::string_view key, absl::string_view path) {
   std::vector<std::string> strings;
@@ -137,6 +145,14 @@ absl::StatusOr<int64_t> GetIntOr(const Json& object, absl::string_view key,
   absl::StatusOr<const Json*> field = Optional(object, key, path, kInteger);
   if (!field.ok()) return field.status();
   return *field == nullptr ? default_value : (*field)->get<int64_t>();
+}
+
+absl::StatusOr<double> GetNumberOr(const Json& object, absl::string_view key,
+                                   double default_value,
+                                   absl::string_view path) {
+  absl::StatusOr<const Json*> field = Optional(object, key, path, kNumber);
+  if (!field.ok()) return field.status();
+  return *field == nullptr ? default_value : (*field)->get<double>();
 }
 
 absl::StatusOr<std::string> GetStringOr(const Json& object,

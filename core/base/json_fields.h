@@ -40,12 +40,18 @@ absl::StatusOr<const Json*> GetObject(const Json& object, absl::string_view key,
                                       absl::string_view path);
 absl::StatusOr<int64_t> GetInt(const Json& object, absl::string_view key,
                                absl::string_view path);
+// Any JSON number, integer or not.
+absl::StatusOr<double> GetNumber(const Json& object, absl::string_view key,
+                                 absl::string_view path);
 
 // Optional fields: absent or null gives the default; another type fails.
 absl::StatusOr<bool> GetBoolOr(const Json& object, absl::string_view key,
                                bool default_value, absl::string_view path);
 absl::StatusOr<int64_t> GetIntOr(const Json& object, absl::string_view key,
                                  int64_t default_value, absl::string_view path);
+absl::StatusOr<double> GetNumberOr(const Json& object, absl::string_view key,
+                                   double default_value,
+                                   absl::string_view path);
 // Absent, null or "" all give "".
 absl::StatusOr<std::string> GetStringOr(const Json& object,
                                         absl::string_view key,

@@ -19,6 +19,7 @@
 #include "core/pack/gptq_format.h"
 #include "core/pipeline/audit_report.h"
 #include "core/pipeline/layer_packing.h"
+#include "core/report/report_html.h"
 
 #ifndef QUANT_VERSION
 #define QUANT_VERSION "unknown"
@@ -330,6 +331,19 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
     output.manifest["job"] = {{"id", input.job_id},
                               {"recipe_sha256", RecipeSha256(recipe)}};
   }
+  // The page shows the manifest's provenance, so it is rendered from the
+  // manifest before its own entry joins the file list (the page leaves
+  // itself out, so rendering again from the final manifest gives these
+  // bytes).
+  say("writing report");
+  QUANT_ASSIGN_OR_RETURN(
+      const std::string report_html,
+      report::RenderReportHtml(output.audit, output.manifest));
+  QUANT_RETURN_IF_ERROR(WriteFileAtomically(
+      JoinPath(temp, report::kReportFileName), report_html, fs));
+  files.push_back(report::kReportFileName);
+  QUANT_ASSIGN_OR_RETURN(json with_report, FingerprintFiles(temp, files, fs));
+  output.manifest["output"]["files"] = with_report.at("files");
   QUANT_RETURN_IF_ERROR(WriteFileAtomically(
       JoinPath(temp, "manifest.json"), output.manifest.dump(2) + "\n", fs));
   QUANT_RETURN_IF_ERROR(SyncDirectory(temp, fs));

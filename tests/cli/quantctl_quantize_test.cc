@@ -145,6 +145,30 @@ TEST_F(QuantizeCommandTest, FailedGatesExitThreeAndKeepTheCheckpoint) {
   // --json: no progress on stderr.
   EXPECT_THAT(run.err, ::testing::Not(HasSubstr("block 1/5")));
   EXPECT_TRUE(FileExists(out + "/audit.json"));
+
+  // `quantctl report DIR` reads the checkpoint without a service, exits 3
+  // for its FAIL and writes the page the checkpoint carries.
+  const std::string page = temp_ + "/page.html";
+  const RunResult report =
+      RunQuantctl("report " + Quote(out) + " --html " + Quote(page));
+  EXPECT_EQ(report.exit_code, 3) << report.err;
+  EXPECT_THAT(report.out, HasSubstr("verdict: FAIL"));
+  auto written = ReadFileToString(page);
+  auto carried = ReadFileToString(out + "/report.html");
+  ASSERT_TRUE(written.ok()) << written.status();
+  ASSERT_TRUE(carried.ok()) << carried.status();
+  EXPECT_TRUE(*written == *carried) << "the pages differ";
+  EXPECT_THAT(*written, HasSubstr("data-verdict=\"FAIL\""));
+  // A directory that is not a checkpoint, a page path that is a folder.
+  const RunResult not_checkpoint =
+      RunQuantctl("report " + Quote(temp_) + " --html " + Quote(page));
+  EXPECT_EQ(not_checkpoint.exit_code, 1);
+  EXPECT_THAT(not_checkpoint.err, HasSubstr(temp_ + "/audit.json"));
+  const RunResult into_folder =
+      RunQuantctl("report " + Quote(out) + " --html " + Quote(temp_));
+  EXPECT_EQ(into_folder.exit_code, 1);
+  EXPECT_THAT(into_folder.err,
+              HasSubstr("--html: " + temp_ + " is a directory"));
 }
 
 TEST_F(QuantizeCommandTest, BadInputsExitOneOrTwoAndWriteNothing) {

@@ -17,6 +17,7 @@
 #include "core/model/linear_layers.h"
 #include "core/pipeline/task_io.h"
 #include "core/quant/output_error.h"
+#include "core/report/report_html.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "tests/pack/reference_unpacker.h"
@@ -72,9 +73,9 @@ TEST_F(LocalPipelineTest, GptqCheckpointReproducesItsAuditAndGates) {
   const std::string out = options.out_dir;
 
   // The directory a runtime loads, and nothing left beside it.
-  for (const char* name :
-       {"config.json", "model.safetensors", "tokenizer.json",
-        "tokenizer_config.json", "audit.json", "manifest.json"}) {
+  for (const char* name : {"config.json", "model.safetensors", "tokenizer.json",
+                           "tokenizer_config.json", "audit.json",
+                           "manifest.json", "report.html"}) {
     EXPECT_TRUE(FileExists(out + "/" + name)) << name;
   }
   int entries = 0;
@@ -113,7 +114,13 @@ TEST_F(LocalPipelineTest, GptqCheckpointReproducesItsAuditAndGates) {
   }
   EXPECT_TRUE(listed.count("model.safetensors"));
   EXPECT_TRUE(listed.count("audit.json"));
+  EXPECT_TRUE(listed.count("report.html"));
   EXPECT_FALSE(listed.count("manifest.json"));
+  // The page is the one `quantctl report --html` renders from the two
+  // published files.
+  auto rendered = report::RenderReportHtml(audit, manifest);
+  ASSERT_TRUE(rendered.ok()) << rendered.status();
+  EXPECT_EQ(*rendered, testing::ReadOrEmpty(out + "/report.html"));
   auto calibration_sha = Sha256File(testing::TinyStoriesPath());
   ASSERT_TRUE(calibration_sha.ok());
   EXPECT_EQ(manifest["calibration"]["sha256"], *calibration_sha);

@@ -737,6 +737,16 @@ TEST_F(QuantServiceTest, WatchOfAQueuedJobStartsWithItsStateAndEndsOnCancel) {
   EXPECT_EQ(report.layers_size(), 0);
   EXPECT_EQ(report.verdict(), v1::VERDICT_UNSPECIFIED);
   EXPECT_EQ(report.job().state(), v1::JOB_STATE_CANCELLED);
+  // It has no report page.
+  grpc::ClientContext html_context;
+  request.set_html(true);
+  const grpc::Status html =
+      stub_->GetJobReport(&html_context, request, &report);
+  EXPECT_EQ(html.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(
+      html.error_message().find("html: job " + job.id() + " is CANCELLED"),
+      std::string::npos)
+      << html.error_message();
 }
 
 TEST_F(QuantServiceTest, RetryRequeuesOnlyAFailedJobAndWakesAWaitingWorker) {

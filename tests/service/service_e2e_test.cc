@@ -137,6 +137,15 @@ TEST_F(ServiceE2eTest, SameCheckpointAsLocalRunAndWatchSeesEveryLayer) {
   EXPECT_EQ(report.verdict(), final_job.verdict());
   EXPECT_EQ(report.gates().verdict(),
             final_job.verdict() == v1::VERDICT_PASS ? "PASS" : "FAIL");
+  // The report page: the one the checkpoint carries.
+  auto html = service_->ReportHtml(job.id());
+  ASSERT_TRUE(html.ok()) << html.status();
+  auto published = ReadFileToString(artifact + "/report.html");
+  ASSERT_TRUE(published.ok()) << published.status();
+  EXPECT_TRUE(*html == *published)
+      << "GetJobReport's html differs from the artifact's report.html";
+  EXPECT_NE(html->find("data-verdict=\"" + report.gates().verdict() + "\""),
+            std::string::npos);
   StopQuantd();
   // The --threads given in --worker_args won over quantd's default share.
   EXPECT_NE(service_->Log("quantd.log").find("slot(s) of 3 thread(s)"),

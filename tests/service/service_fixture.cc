@@ -289,6 +289,21 @@ absl::StatusOr<v1::JobReport> ServiceHarness::Report(const std::string& id) {
       stub_.get(), &v1::QuantService::Stub::GetJobReport, "GetJobReport", id);
 }
 
+absl::StatusOr<std::string> ServiceHarness::ReportHtml(const std::string& id) {
+  grpc::ClientContext context;
+  context.set_deadline(std::chrono::system_clock::now() +
+                       std::chrono::seconds(10));
+  v1::GetJobReportRequest request;
+  request.set_id(id);
+  request.set_html(true);
+  v1::JobReport report;
+  absl::Status status =
+      FromGrpc(stub_->GetJobReport(&context, request, &report),
+               absl::StrCat("GetJobReport html ", id));
+  if (!status.ok()) return status;
+  return report.html();
+}
+
 absl::StatusOr<v1::Job> ServiceHarness::Cancel(const std::string& id) {
   return CallById<v1::CancelJobRequest, v1::Job>(
       stub_.get(), &v1::QuantService::Stub::CancelJob, "CancelJob", id);

@@ -105,6 +105,8 @@ class ServiceHarness {
   // Every event WatchJob sends until the job ends.
   absl::StatusOr<std::vector<v1::JobEvent>> WatchToEnd(const std::string& id);
   absl::StatusOr<v1::JobReport> Report(const std::string& id);
+  // GetJobReport with html: the report page of a finished job.
+  absl::StatusOr<std::string> ReportHtml(const std::string& id);
   absl::StatusOr<v1::Job> Cancel(const std::string& id);
   // Every job, all pages.
   absl::StatusOr<std::vector<v1::Job>> ListAll();

@@ -1,0 +1,795 @@
+// RenderReportHtml; see report_html.h.
+#include "core/report/report_html.h"
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "core/base/json_fields.h"
+#include "core/base/status_macros.h"
+#include "core/report/html_escape.h"
+#include "core/report/svg_line_plot.h"
+
+namespace quant::report {
+namespace {
+
+using json_fields::FieldPath;
+using json_fields::IndexPath;
+using nlohmann::json;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// One row of audit.json's "layers", as the page shows it.
+struct Layer {
+  std::string name;
+  std::string type;
+  std::string input_group;
+  int block = -1;  // from the name ("...layers.N..."), -1 outside blocks
+  bool packed = false;
+  std::string reason;  // why it was kept, when not packed
+  std::string method;
+  std::string grid;
+  int64_t bits = 0;
+  int64_t group_size = 0;
+  double bits_per_weight = kNaN;
+  double error_heldout = kNaN;
+  double rtn_error_heldout = kNaN;
+  double error_cal = kNaN;
+  double rtn_error_cal = kNaN;
+  double gain_heldout = kNaN;
+  double flattery = kNaN;
+  double tokens = kNaN;
+  double inputs = kNaN;
+  double tokens_per_input = kNaN;
+  double rho_rms = kNaN;
+  double inv_sqrt_tokens = kNaN;
+  int64_t dead_channels = 0;
+  double damp = kNaN;
+  double seconds = kNaN;
+  std::vector<std::string> flags;
+
+  bool HasFlag(const std::string& flag) const {
+    for (const std::string& f : flags) {
+      if (f == flag) return true;
+    }
+    return false;
+  }
+};
+
+// The decoder block a tensor name belongs to: N in "model.layers.N.…" (any
+// prefix before "layers."), -1 for none.
+int BlockOf(const std::string& name) {
+  size_t at = 0;
+  while ((at = name.find("layers.", at)) != std::string::npos) {
+    if (at == 0 || name[at - 1] == '.') {
+      size_t i = at + 7;
+      int block = 0;
+      size_t digits = 0;
+      while (i < name.size() && absl::ascii_isdigit(name[i]) && digits < 7) {
+        block = block * 10 + (name[i] - '0');
+        ++i;
+        ++digits;
+      }
+      if (digits > 0 && (i == name.size() || name[i] == '.')) return block;
+    }
+    at += 7;
+  }
+  return -1;
+}
+
+absl::StatusOr<Layer> ReadLayer(const json& row, const std::string& path) {
+  QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(row, path));
+  Layer l;
+  QUANT_ASSIGN_OR_RETURN(l.name, json_fields::GetString(row, "name", path));
+  QUANT_ASSIGN_OR_RETURN(l.type,
+                         json_fields::GetStringOr(row, "type", "", path));
+  QUANT_ASSIGN_OR_RETURN(
+      l.input_group, json_fields::GetStringOr(row, "input_group", "", path));
+  QUANT_ASSIGN_OR_RETURN(l.packed,
+                         json_fields::GetBoolOr(row, "packed", false, path));
+  QUANT_ASSIGN_OR_RETURN(l.reason,
+                         json_fields::GetStringOr(row, "reason", "", path));
+  QUANT_ASSIGN_OR_RETURN(l.method,
+                         json_fields::GetStringOr(row, "method", "", path));
+  QUANT_ASSIGN_OR_RETURN(l.grid,
+                         json_fields::GetStringOr(row, "grid", "", path));
+  QUANT_ASSIGN_OR_RETURN(l.bits, json_fields::GetIntOr(row, "bits", 0, path));
+  QUANT_ASSIGN_OR_RETURN(l.group_size,
+                         json_fields::GetIntOr(row, "group_size", 0, path));
+  struct NumberField {
+    const char* key;
+    double* value;
+  };
+  for (const NumberField& f : {
+           NumberField{"bits_per_weight", &l.bits_per_weight},
+           NumberField{"rel_output_error_heldout", &l.error_heldout},
+           NumberField{"rtn_rel_output_error_heldout", &l.rtn_error_heldout},
+           NumberField{"rel_output_error_cal", &l.error_cal},
+           NumberField{"rtn_rel_output_error_cal", &l.rtn_error_cal},
+           NumberField{"gain_heldout", &l.gain_heldout},
+           NumberField{"flattery", &l.flattery},
+           NumberField{"seconds", &l.seconds},
+       }) {
+    QUANT_ASSIGN_OR_RETURN(*f.value,
+                           json_fields::GetNumberOr(row, f.key, kNaN, path));
+  }
+  const auto hessian = row.find("hessian");
+  if (hessian != row.end() && !hessian->is_null()) {
+    const std::string at = FieldPath(path, "hessian");
+    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(*hessian, at));
+    for (const NumberField& f : {
+             NumberField{"tokens", &l.tokens},
+             NumberField{"k", &l.inputs},
+             NumberField{"tokens_per_input", &l.tokens_per_input},
+             NumberField{"rho_rms", &l.rho_rms},
+             NumberField{"inv_sqrt_tokens", &l.inv_sqrt_tokens},
+         }) {
+      QUANT_ASSIGN_OR_RETURN(
+          *f.value, json_fields::GetNumberOr(*hessian, f.key, kNaN, at));
+    }
+    QUANT_ASSIGN_OR_RETURN(
+        l.dead_channels,
+        json_fields::GetIntOr(*hessian, "dead_channels", 0, at));
+  }
+  const auto damp = row.find("damp");
+  if (damp != row.end() && !damp->is_null()) {
+    const std::string at = FieldPath(path, "damp");
+    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(*damp, at));
+    QUANT_ASSIGN_OR_RETURN(l.damp,
+                           json_fields::GetNumberOr(*damp, "used", kNaN, at));
+  }
+  QUANT_ASSIGN_OR_RETURN(l.flags,
+                         json_fields::GetStringArrayOr(row, "flags", path));
+  l.block = BlockOf(l.name);
+  return l;
+}
+
+struct GateCheck {
+  std::string gate;
+  double value = kNaN;
+  double threshold = kNaN;
+  bool passed = false;
+};
+
+struct Gates {
+  std::string verdict;
+  std::vector<GateCheck> checks;
+  double perplexity = kNaN;
+  double reference_perplexity = kNaN;
+  double ppl_ratio = kNaN;
+  double mean_kl = kNaN;
+  double top1_agreement = kNaN;
+  int64_t tokens = 0;
+};
+
+absl::StatusOr<Gates> ReadGates(const json& audit) {
+  Gates g;
+  QUANT_ASSIGN_OR_RETURN(
+      g.verdict, json_fields::GetString(audit, "verdict", "audit.json"));
+  if (g.verdict != "PASS" && g.verdict != "FAIL") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "audit.json: verdict: expected \"PASS\" or \"FAIL\", got \"",
+        g.verdict.substr(0, 40), "\""));
+  }
+  QUANT_ASSIGN_OR_RETURN(const json* gates,
+                         json_fields::GetObject(audit, "gates", "audit.json"));
+  const std::string path = "audit.json: gates";
+  for (auto [key, value] : std::map<const char*, double*>{
+           {"perplexity", &g.perplexity},
+           {"reference_perplexity", &g.reference_perplexity},
+           {"ppl_ratio", &g.ppl_ratio},
+           {"mean_kl", &g.mean_kl},
+           {"top1_agreement", &g.top1_agreement}}) {
+    QUANT_ASSIGN_OR_RETURN(*value,
+                           json_fields::GetNumberOr(*gates, key, kNaN, path));
+  }
+  QUANT_ASSIGN_OR_RETURN(g.tokens,
+                         json_fields::GetIntOr(*gates, "tokens", 0, path));
+  const auto checks = gates->find("checks");
+  if (checks != gates->end() && !checks->is_null()) {
+    const std::string at = FieldPath(path, "checks");
+    if (!checks->is_array()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, ": expected an array"));
+    }
+    for (size_t i = 0; i < checks->size(); ++i) {
+      const std::string item = IndexPath(at, i);
+      const json& c = (*checks)[i];
+      QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(c, item));
+      GateCheck check;
+      QUANT_ASSIGN_OR_RETURN(check.gate,
+                             json_fields::GetString(c, "gate", item));
+      QUANT_ASSIGN_OR_RETURN(check.value,
+                             json_fields::GetNumberOr(c, "value", kNaN, item));
+      QUANT_ASSIGN_OR_RETURN(check.threshold, json_fields::GetNumberOr(
+                                                  c, "threshold", kNaN, item));
+      QUANT_ASSIGN_OR_RETURN(check.passed,
+                             json_fields::GetBoolOr(c, "passed", false, item));
+      g.checks.push_back(std::move(check));
+    }
+  }
+  return g;
+}
+
+std::string Fmt(double v, const char* format = "%.4g") {
+  return std::isfinite(v) ? absl::StrFormat(format, v) : std::string("—");
+}
+
+// For data-v: the value a sort compares ("" sorts last).
+std::string SortValue(double v) {
+  return std::isfinite(v) ? absl::StrFormat("%.9g", v) : std::string();
+}
+
+std::string RowId(const std::string& name) {
+  return absl::StrCat("layer-", name);
+}
+
+std::string LayerLink(const Layer& l) {
+  return absl::StrCat("<a href=\"#", HtmlEscape(RowId(l.name)), "\">",
+                      HtmlEscape(l.name), "</a>");
+}
+
+// A fixed color per layer type (and per input group), so a type keeps its
+// color across plots; others take the rest of the palette in order.
+class Palette {
+ public:
+  std::string ColorOf(const std::string& key) {
+    static const std::map<std::string, std::string> kFixed = {
+        {"q_proj", "#1f77b4"},    {"k_proj", "#ff7f0e"},
+        {"v_proj", "#2ca02c"},    {"o_proj", "#d62728"},
+        {"gate_proj", "#9467bd"}, {"up_proj", "#8c564b"},
+        {"down_proj", "#e377c2"}, {"attn_in", "#1f77b4"},
+        {"attn_out", "#d62728"},  {"mlp_in", "#9467bd"},
+        {"mlp_out", "#e377c2"}};
+    static const char* const kOthers[] = {"#7f7f7f", "#bcbd22", "#17becf",
+                                          "#393b79", "#637939", "#8c6d31"};
+    auto fixed = kFixed.find(key);
+    if (fixed != kFixed.end()) return fixed->second;
+    auto seen = assigned_.find(key);
+    if (seen != assigned_.end()) return seen->second;
+    const std::string color = kOthers[assigned_.size() % 6];
+    assigned_[key] = color;
+    return color;
+  }
+
+ private:
+  std::map<std::string, std::string> assigned_;
+};
+
+// The packed layers by a key (type or input group), in order of first
+// appearance, each by block. Layers outside decoder blocks are left out.
+using ByBlock = std::map<int, std::vector<const Layer*>>;
+std::vector<std::pair<std::string, ByBlock>> GroupPacked(
+    const std::vector<Layer>& layers, const std::string& (*key)(const Layer&)) {
+  std::vector<std::pair<std::string, ByBlock>> groups;
+  for (const Layer& l : layers) {
+    if (!l.packed || l.block < 0) continue;
+    const std::string& k = key(l);
+    auto it = groups.begin();
+    while (it != groups.end() && it->first != k) ++it;
+    if (it == groups.end()) {
+      groups.emplace_back(k, ByBlock());
+      it = groups.end() - 1;
+    }
+    it->second[l.block].push_back(&l);
+  }
+  return groups;
+}
+
+const std::string& TypeOf(const Layer& l) { return l.type; }
+const std::string& InputGroupOf(const Layer& l) { return l.input_group; }
+
+// One point per block: the value of its layer, or the mean over several
+// (an MoE block's experts), linked to the first.
+PlotSeries Series(const std::string& key, const std::string& label,
+                  const std::string& color, bool dashed, const ByBlock& blocks,
+                  double Layer::*field) {
+  PlotSeries s;
+  s.key = key;
+  s.label = label;
+  s.color = color;
+  s.dashed = dashed;
+  for (const auto& [block, members] : blocks) {
+    double sum = 0.0;
+    int count = 0;
+    bool marked = false;
+    for (const Layer* l : members) {
+      if (std::isfinite(l->*field)) {
+        sum += l->*field;
+        ++count;
+      }
+      marked = marked || l->HasFlag("rank_deficient");
+    }
+    PlotPoint p;
+    p.x = block;
+    p.y = count > 0 ? sum / count : kNaN;
+    p.link = absl::StrCat("#", RowId(members.front()->name));
+    p.marked = marked;
+    p.tooltip = members.size() == 1
+                    ? absl::StrCat(members.front()->name, ": ", Fmt(p.y))
+                    : absl::StrCat("block ", block, " ", key, ": mean ",
+                                   Fmt(p.y), " of ", members.size(), " layers");
+    s.points.push_back(std::move(p));
+  }
+  return s;
+}
+
+constexpr char kStyle[] = R"css(
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 24px auto; max-width: 1180px; color: #1b1b1b; padding: 0 16px; }
+h1 { font-size: 22px; margin: 0 0 4px; } h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #ddd; padding-bottom: 4px; }
+h3 { font-size: 15px; margin: 14px 0 4px; }
+.verdict { display: inline-block; font-weight: 700; font-size: 18px; padding: 4px 14px; border-radius: 4px; color: white; }
+.verdict.pass { background: #1a7f37; } .verdict.fail { background: #cf222e; }
+.sub { color: #555; }
+table { border-collapse: collapse; margin: 6px 0; }
+th, td { border: 1px solid #ddd; padding: 3px 7px; text-align: left; vertical-align: top; }
+td.n { text-align: right; font-variant-numeric: tabular-nums; }
+tr.fail td { background: #fde8e8; } tr.pass td.result { color: #1a7f37; } tr.fail td.result { color: #cf222e; font-weight: 600; }
+table.sortable th { cursor: pointer; background: #f4f4f4; position: sticky; top: 0; }
+table.sortable th[data-order="asc"]::after { content: " \25B2"; } table.sortable th[data-order="desc"]::after { content: " \25BC"; }
+#layers { font-size: 12.5px; } #layers tr:target td { background: #fff3b0; }
+tr.kept td { color: #777; }
+.flag { display: inline-block; background: #eee; border-radius: 3px; padding: 0 5px; margin: 0 2px 0 0; font-size: 12px; }
+.flag.rank_deficient, .flag.worse_than_rtn { background: #fde8e8; } .flag.outlier, .flag.overfit { background: #fff3cd; }
+svg.plot { display: block; margin: 8px 0 16px; font-size: 11px; }
+svg.plot .frame { fill: none; stroke: #999; } svg.plot .grid { stroke: #eee; }
+svg.plot .title { font-size: 13px; font-weight: 600; } svg.plot .empty { fill: #888; text-anchor: middle; }
+svg.plot .reference line { stroke: #555; stroke-dasharray: 2,3; } svg.plot .reference text { fill: #555; }
+pre { background: #f6f8fa; padding: 8px; overflow: auto; max-height: 420px; font-size: 12px; }
+code { font-size: 12.5px; }
+)css";
+
+// Sorting the table by a clicked header; numbers by data-v.
+constexpr char kScript[] = R"js(
+document.querySelectorAll('table.sortable').forEach(function (table) {
+  table.querySelectorAll('th').forEach(function (th, column) {
+    th.addEventListener('click', function () {
+      var ascending = th.getAttribute('data-order') !== 'asc';
+      table.querySelectorAll('th').forEach(function (o) { o.removeAttribute('data-order'); });
+      th.setAttribute('data-order', ascending ? 'asc' : 'desc');
+      var numeric = th.getAttribute('data-type') === 'number';
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      function key(row) {
+        var cell = row.cells[column];
+        var v = cell.getAttribute('data-v');
+        return v === null ? cell.textContent : v;
+      }
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b);
+        if (numeric) {
+          x = x === '' ? NaN : parseFloat(x); y = y === '' ? NaN : parseFloat(y);
+          if (isNaN(x) || isNaN(y)) return isNaN(x) - isNaN(y);
+          return ascending ? x - y : y - x;
+        }
+        return ascending ? x.localeCompare(y) : y.localeCompare(x);
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    });
+  });
+});
+)js";
+
+// A string field of a manifest object, "" when absent or not a string.
+std::string Text(const json& object, const char* key) {
+  if (!object.is_object()) return "";
+  auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
+// A scalar field of a manifest object as text, "—" when absent.
+std::string ScalarText(const json& object, const char* key) {
+  if (!object.is_object()) return "—";
+  auto it = object.find(key);
+  if (it == object.end() || it->is_null()) return "—";
+  if (it->is_string()) return it->get<std::string>();
+  if (it->is_number_float()) return Fmt(it->get<double>(), "%.6g");
+  if (it->is_primitive()) return it->dump();
+  return "—";
+}
+
+void AppendHeader(std::string* html, const json& manifest, const Gates& g) {
+  const json source = manifest.value("source", json::object());
+  const std::string model = Text(source, "path");
+  const json job = manifest.value("job", json::object());
+  const std::string lower = g.verdict == "PASS" ? "pass" : "fail";
+  absl::StrAppend(html,
+                  "<header>\n<h1>Quantization report</h1>\n<p class=\"sub\">",
+                  model.empty() ? std::string("checkpoint") : HtmlEscape(model),
+                  Text(job, "id").empty()
+                      ? std::string()
+                      : absl::StrCat(" · job <code>",
+                                     HtmlEscape(Text(job, "id")), "</code>"),
+                  " · ", HtmlEscape(Text(manifest, "tool")), "</p>\n",
+                  "<p>Verdict: <span id=\"verdict\" class=\"verdict ", lower,
+                  "\" data-verdict=\"", g.verdict, "\">", g.verdict, "</span> ",
+                  g.verdict == "PASS"
+                      ? "every release gate passed: the checkpoint may ship."
+                      : "a release gate failed: the checkpoint must not ship.",
+                  "</p>\n</header>\n");
+}
+
+void AppendGates(std::string* html, const Gates& g) {
+  absl::StrAppend(html,
+                  "<section id=\"gates-section\">\n<h2>Release gates</h2>\n"
+                  "<table id=\"gates\"><thead><tr><th>gate</th><th>value</th>"
+                  "<th>threshold</th><th>result</th></tr></thead><tbody>\n");
+  for (const GateCheck& c : g.checks) {
+    absl::StrAppend(html, "<tr class=\"", c.passed ? "pass" : "fail",
+                    "\" data-gate=\"", HtmlEscape(c.gate), "\"><td>",
+                    HtmlEscape(c.gate), "</td><td class=\"n\">",
+                    Fmt(c.value, "%.5g"), "</td><td class=\"n\">",
+                    Fmt(c.threshold, "%.5g"), "</td><td class=\"result\">",
+                    c.passed ? "pass" : "FAIL", "</td></tr>\n");
+  }
+  absl::StrAppend(
+      html, "</tbody></table>\n<p class=\"sub\">Held-out perplexity ",
+      Fmt(g.perplexity, "%.5g"), " quantized against ",
+      Fmt(g.reference_perplexity, "%.5g"), " unquantized (ratio ",
+      Fmt(g.ppl_ratio, "%.5g"), "), mean KL ", Fmt(g.mean_kl, "%.5g"),
+      ", top-1 agreement ", Fmt(g.top1_agreement, "%.5g"), ", over ", g.tokens,
+      " held-out tokens, evaluated on the packed checkpoint as read back "
+      "from disk.</p>\n</section>\n");
+}
+
+void AppendSummary(std::string* html, const std::vector<Layer>& layers) {
+  int packed = 0;
+  int better = 0;
+  std::vector<double> gains;
+  for (const Layer& l : layers) {
+    if (!l.packed) continue;
+    ++packed;
+    if (std::isfinite(l.gain_heldout)) {
+      gains.push_back(l.gain_heldout);
+      if (l.gain_heldout > 1.0) ++better;
+    }
+  }
+  std::sort(gains.begin(), gains.end());
+  const double median =
+      gains.empty() ? kNaN
+      : gains.size() % 2
+          ? gains[gains.size() / 2]
+          : 0.5 * (gains[gains.size() / 2 - 1] + gains[gains.size() / 2]);
+  absl::StrAppend(
+      html, "<p id=\"summary\">", layers.size(), " layers: ", packed,
+      " quantized, ", layers.size() - packed, " kept unquantized. ", better,
+      " of ", packed,
+      " have a lower held-out output error than round-to-nearest; the median "
+      "gain over RTN is ",
+      Fmt(median, "%.3f"), ".</p>\n");
+}
+
+void AppendErrorPlots(std::string* html, const std::vector<Layer>& layers,
+                      Palette* palette) {
+  const auto by_type = GroupPacked(layers, TypeOf);
+  std::vector<PlotSeries> errors;
+  std::vector<PlotSeries> gains;
+  std::vector<PlotSeries> flattery;
+  for (const auto& [type, blocks] : by_type) {
+    const std::string color = palette->ColorOf(type);
+    const std::string method = blocks.begin()->second.front()->method;
+    errors.push_back(Series(type + "/method", type + " " + method, color, false,
+                            blocks, &Layer::error_heldout));
+    errors.push_back(Series(type + "/rtn", type + " RTN", color, true, blocks,
+                            &Layer::rtn_error_heldout));
+    gains.push_back(
+        Series(type, type, color, false, blocks, &Layer::gain_heldout));
+    flattery.push_back(
+        Series(type, type, color, false, blocks, &Layer::flattery));
+  }
+  absl::StrAppend(
+      html,
+      "<section id=\"error-section\">\n<h2>Held-out output error by "
+      "depth</h2>\n"
+      "<p class=\"sub\">Relative output error ‖X(W−Q)ᵀ‖/‖XWᵀ‖ of each layer "
+      "on the held-out split, one line per layer type: the method solid, "
+      "round-to-nearest on the same grid dashed. A healthy checkpoint shows "
+      "a smooth profile per type; a spike is a layer to look at. Points ringed "
+      "in red are rank-deficient (fewer calibration tokens than inputs); a "
+      "point links to its row.</p>\n");
+  LinePlotOptions options;
+  options.id = "rel_error";
+  options.title = "Held-out relative output error";
+  options.x_label = "decoder block";
+  options.y_label = "relative output error";
+  absl::StrAppend(html, RenderLinePlot(options, errors));
+  options.id = "gain";
+  options.title = "Gain over RTN (held-out)";
+  options.y_label = "RTN error / method error";
+  absl::StrAppend(html, RenderLinePlot(options, gains, {{1.0, "RTN"}}));
+  options.id = "flattery";
+  options.title = "Flattery (calibration gain / held-out gain)";
+  options.y_label = "flattery";
+  absl::StrAppend(html,
+                  "<p class=\"sub\">Flattery above 1 means the calibration "
+                  "split made the method look better than held-out text "
+                  "does: the layer fitted its calibration set.</p>\n",
+                  RenderLinePlot(options, flattery, {{1.0, "no flattery"}}),
+                  "</section>\n");
+}
+
+void AppendHessian(std::string* html, const std::vector<Layer>& layers,
+                   Palette* palette) {
+  const auto by_group = GroupPacked(layers, InputGroupOf);
+  std::vector<PlotSeries> ratio;
+  std::vector<PlotSeries> rho;
+  for (const auto& [group, blocks] : by_group) {
+    const std::string color = palette->ColorOf(group);
+    ratio.push_back(
+        Series(group, group, color, false, blocks, &Layer::tokens_per_input));
+    rho.push_back(Series(group + "/rho_rms", group + " rho_rms", color, false,
+                         blocks, &Layer::rho_rms));
+    rho.push_back(Series(group + "/inv_sqrt_tokens", group + " 1/√T", color,
+                         true, blocks, &Layer::inv_sqrt_tokens));
+  }
+  absl::StrAppend(
+      html,
+      "<section id=\"hessian-section\">\n<h2>Hessian diagnostics</h2>\n"
+      "<p class=\"sub\">Calibration tokens per input channel (T/K), one line "
+      "per input the layers share. Below 1 the Hessian is rank-deficient and "
+      "damping, not data, decides the result. rho_rms is the rms "
+      "off-diagonal correlation of H; near 1/√T it is mostly sampling "
+      "noise (phantom coupling a finite calibration set invents).</p>\n");
+  LinePlotOptions options;
+  options.id = "tokens_per_input";
+  options.title = "Calibration tokens per input channel (T/K)";
+  options.x_label = "decoder block";
+  options.y_label = "T/K";
+  options.log_y = true;
+  absl::StrAppend(html, RenderLinePlot(options, ratio, {{1.0, "T = K"}}));
+  options.id = "rho_rms";
+  options.title = "rho_rms against 1/√T";
+  options.y_label = "correlation";
+  options.log_y = false;
+  absl::StrAppend(html, RenderLinePlot(options, rho));
+
+  std::vector<const Layer*> deficient;
+  std::vector<const Layer*> dead;
+  for (const Layer& l : layers) {
+    if (l.HasFlag("rank_deficient")) deficient.push_back(&l);
+    if (l.dead_channels > 0) dead.push_back(&l);
+  }
+  absl::StrAppend(html,
+                  "<h3>Rank-deficient layers (T &lt; K): ", deficient.size(),
+                  "</h3>\n<ul id=\"rank-deficient\">\n");
+  for (const Layer* l : deficient) {
+    absl::StrAppend(html, "<li>", LayerLink(*l), ": T = ", Fmt(l->tokens),
+                    ", K = ", Fmt(l->inputs), "</li>\n");
+  }
+  absl::StrAppend(html,
+                  "</ul>\n<h3>Layers with dead input channels: ", dead.size(),
+                  "</h3>\n<ul id=\"dead-channels\">\n");
+  for (const Layer* l : dead) {
+    absl::StrAppend(html, "<li>", LayerLink(*l), ": ", l->dead_channels, " of ",
+                    Fmt(l->inputs), " inputs never active</li>\n");
+  }
+  absl::StrAppend(html, "</ul>\n</section>\n");
+}
+
+void AppendFlags(std::string* html, const std::vector<Layer>& layers) {
+  // The audit's flags in order of concern, then any other.
+  std::vector<std::string> order = {"worse_than_rtn", "outlier", "overfit",
+                                    "rank_deficient"};
+  for (const Layer& l : layers) {
+    for (const std::string& f : l.flags) {
+      if (std::find(order.begin(), order.end(), f) == order.end()) {
+        order.push_back(f);
+      }
+    }
+  }
+  absl::StrAppend(html, "<section id=\"flags\">\n<h2>Flagged layers</h2>\n");
+  int listed = 0;
+  for (const std::string& flag : order) {
+    std::vector<const Layer*> flagged;
+    for (const Layer& l : layers) {
+      if (l.HasFlag(flag)) flagged.push_back(&l);
+    }
+    if (flagged.empty()) continue;
+    ++listed;
+    absl::StrAppend(html, "<h3><span class=\"flag ", HtmlEscape(flag), "\">",
+                    HtmlEscape(flag), "</span> ", flagged.size(),
+                    "</h3>\n<ul data-flag=\"", HtmlEscape(flag), "\">\n");
+    for (const Layer* l : flagged) {
+      absl::StrAppend(html, "<li>", LayerLink(*l), ": held-out error ",
+                      Fmt(l->error_heldout), " (RTN ",
+                      Fmt(l->rtn_error_heldout), "), gain ",
+                      Fmt(l->gain_heldout, "%.3f"), ", flattery ",
+                      Fmt(l->flattery, "%.3f"), "</li>\n");
+    }
+    absl::StrAppend(html, "</ul>\n");
+  }
+  if (listed == 0) absl::StrAppend(html, "<p>No layer is flagged.</p>\n");
+  absl::StrAppend(html, "</section>\n");
+
+  absl::StrAppend(html, "<section id=\"kept\">\n<h2>Kept unquantized</h2>\n");
+  std::string kept;
+  for (const Layer& l : layers) {
+    if (l.packed) continue;
+    absl::StrAppend(&kept, "<li>", LayerLink(l), ": ", HtmlEscape(l.reason),
+                    "</li>\n");
+  }
+  absl::StrAppend(html,
+                  kept.empty()
+                      ? std::string("<p>Every layer was quantized.</p>\n")
+                      : absl::StrCat("<ul>\n", kept, "</ul>\n"),
+                  "</section>\n");
+}
+
+void AppendProvenance(std::string* html, const json& manifest) {
+  const json calibration = manifest.value("calibration", json::object());
+  const json source = manifest.value("source", json::object());
+  const json kernels = manifest.value("kernels", json::object());
+  const json output = manifest.value("output", json::object());
+  absl::StrAppend(
+      html,
+      "<section id=\"provenance\">\n<h2>Recipe, calibration and provenance"
+      "</h2>\n<table id=\"calibration\"><tbody>\n");
+  const std::vector<std::pair<const char*, const char*>> rows = {
+      {"sha256", "calibration set sha256"},
+      {"calibration_tokens", "calibration tokens"},
+      {"calibration_windows", "calibration windows"},
+      {"heldout_tokens", "held-out tokens"},
+      {"heldout_windows", "held-out windows"},
+      {"seq_len", "window length"},
+      {"packing", "packing"},
+      {"seed", "split seed"},
+      {"heldout_fraction", "held-out fraction"}};
+  for (const auto& [key, label] : rows) {
+    absl::StrAppend(html, "<tr><th>", label, "</th><td><code>",
+                    HtmlEscape(ScalarText(calibration, key)),
+                    "</code></td></tr>\n");
+  }
+  absl::StrAppend(
+      html, "<tr><th>source checkpoint</th><td><code>",
+      HtmlEscape(Text(source, "path")), "</code></td></tr>\n",
+      "<tr><th>source fingerprint</th><td><code>",
+      HtmlEscape(Text(source, "fingerprint")), "</code></td></tr>\n",
+      "<tr><th>kernels</th><td>", HtmlEscape(Text(kernels, "description")),
+      "</td></tr>\n<tr><th>tool</th><td>", HtmlEscape(Text(manifest, "tool")),
+      "</td></tr>\n<tr><th>output format</th><td>",
+      HtmlEscape(Text(output, "format")), "</td></tr>\n");
+  const json job = manifest.value("job", json::object());
+  if (!Text(job, "id").empty()) {
+    absl::StrAppend(
+        html, "<tr><th>job</th><td><code>", HtmlEscape(Text(job, "id")),
+        "</code> (recipe sha256 <code>", HtmlEscape(Text(job, "recipe_sha256")),
+        "</code>)</td></tr>\n");
+  }
+  absl::StrAppend(html, "</tbody></table>\n");
+
+  const auto file_table = [&](const char* id, const json& files) {
+    absl::StrAppend(html, "<table id=\"", id,
+                    "\"><thead><tr><th>file</th><th>bytes</th><th>sha256</th>"
+                    "</tr></thead><tbody>\n");
+    if (files.is_array()) {
+      for (const json& f : files) {
+        const std::string name = Text(f, "name");
+        // The page does not list itself: it is rendered before its own
+        // hash exists, and re-rendering from the final manifest must give
+        // the same bytes.
+        if (name == kReportFileName) continue;
+        absl::StrAppend(html, "<tr><td><code>", HtmlEscape(name),
+                        "</code></td><td class=\"n\">",
+                        HtmlEscape(ScalarText(f, "bytes")), "</td><td><code>",
+                        HtmlEscape(Text(f, "sha256")), "</code></td></tr>\n");
+      }
+    }
+    absl::StrAppend(html, "</tbody></table>\n");
+  };
+  absl::StrAppend(html, "<h3>Source files</h3>\n");
+  file_table("source-files", source.value("files", json::array()));
+  absl::StrAppend(html, "<h3>Packed files</h3>\n");
+  file_table("output-files", output.value("files", json::array()));
+  absl::StrAppend(html, "<h3>Recipe</h3>\n<pre id=\"recipe\">",
+                  HtmlEscape(manifest.value("recipe", json::object()).dump(2)),
+                  "</pre>\n</section>\n");
+}
+
+void AppendTable(std::string* html, const std::vector<Layer>& layers) {
+  struct Column {
+    const char* title;
+    bool number;
+  };
+  const Column columns[] = {{"#", true},         {"layer", false},
+                            {"type", false},     {"block", true},
+                            {"method", false},   {"bits", true},
+                            {"group", true},     {"bits/weight", true},
+                            {"RTN err", true},   {"err", true},
+                            {"gain", true},      {"flattery", true},
+                            {"err (cal)", true}, {"T/K", true},
+                            {"rho_rms", true},   {"1/√T", true},
+                            {"dead", true},      {"damp", true},
+                            {"seconds", true},   {"flags / reason", false}};
+  absl::StrAppend(
+      html,
+      "<section id=\"table-section\">\n<h2>Every layer</h2>\n<p class=\"sub\">"
+      "Errors are held-out relative output errors unless marked (cal). "
+      "Click a header to sort.</p>\n<table id=\"layers\" class=\"sortable\">"
+      "<thead><tr>");
+  for (const Column& c : columns) {
+    absl::StrAppend(html, "<th data-type=\"", c.number ? "number" : "text",
+                    "\">", HtmlEscape(c.title), "</th>");
+  }
+  absl::StrAppend(html, "</tr></thead>\n<tbody>\n");
+  const auto num = [](double v, const char* format = "%.4g") {
+    return absl::StrCat("<td class=\"n\" data-v=\"", SortValue(v), "\">",
+                        Fmt(v, format), "</td>");
+  };
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const Layer& l = layers[i];
+    std::string flags;
+    if (!l.packed) {
+      flags = HtmlEscape(l.reason);
+    } else {
+      for (const std::string& f : l.flags) {
+        absl::StrAppend(&flags, "<span class=\"flag ", HtmlEscape(f), "\">",
+                        HtmlEscape(f), "</span>");
+      }
+    }
+    absl::StrAppend(
+        html, "<tr id=\"", HtmlEscape(RowId(l.name)), "\" class=\"",
+        l.packed ? "packed" : "kept", "\" data-layer=\"", HtmlEscape(l.name),
+        "\">", num(i, "%.0f"), "<td>", HtmlEscape(l.name), "</td><td>",
+        HtmlEscape(l.type), "</td>", num(l.block >= 0 ? l.block : kNaN, "%.0f"),
+        "<td>", l.packed ? HtmlEscape(l.method) : std::string("kept"), "</td>",
+        num(l.packed ? static_cast<double>(l.bits) : kNaN, "%.0f"),
+        num(l.packed ? static_cast<double>(l.group_size) : kNaN, "%.0f"),
+        num(l.bits_per_weight, "%.3f"), num(l.rtn_error_heldout),
+        num(l.error_heldout), num(l.gain_heldout, "%.3f"),
+        num(l.flattery, "%.3f"), num(l.error_cal),
+        num(l.tokens_per_input, "%.3g"), num(l.rho_rms), num(l.inv_sqrt_tokens),
+        num(l.packed ? static_cast<double>(l.dead_channels) : kNaN, "%.0f"),
+        num(l.damp), num(l.seconds, "%.3f"), "<td>", flags, "</td></tr>\n");
+  }
+  absl::StrAppend(html, "</tbody></table>\n</section>\n");
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> RenderReportHtml(const json& audit,
+                                             const json& manifest) {
+  QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(audit, "audit.json"));
+  QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(manifest, "manifest.json"));
+  QUANT_ASSIGN_OR_RETURN(Gates gates, ReadGates(audit));
+  QUANT_ASSIGN_OR_RETURN(const json* rows,
+                         json_fields::GetArray(audit, "layers", "audit.json"));
+  std::vector<Layer> layers;
+  layers.reserve(rows->size());
+  for (size_t i = 0; i < rows->size(); ++i) {
+    QUANT_ASSIGN_OR_RETURN(
+        Layer layer, ReadLayer((*rows)[i], IndexPath("audit.json: layers", i)));
+    layers.push_back(std::move(layer));
+  }
+
+  const std::string model =
+      Text(manifest.value("source", json::object()), "path");
+  std::string html = absl::StrCat(
+      "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+      "<meta name=\"viewport\" content=\"width=device-width, "
+      "initial-scale=1\">\n"
+      "<title>Quantization report: ",
+      HtmlEscape(model.empty() ? std::string("checkpoint") : model), " (",
+      gates.verdict, ")</title>\n<style>", kStyle,
+      "</style>\n</head>\n<body>\n");
+  Palette palette;
+  AppendHeader(&html, manifest, gates);
+  AppendGates(&html, gates);
+  AppendSummary(&html, layers);
+  AppendErrorPlots(&html, layers, &palette);
+  AppendHessian(&html, layers, &palette);
+  AppendFlags(&html, layers);
+  AppendProvenance(&html, manifest);
+  AppendTable(&html, layers);
+  absl::StrAppend(&html, "<script>", kScript, "</script>\n</body>\n</html>\n");
+  return html;
+}
+
+}  // namespace quant::report
