@@ -128,7 +128,8 @@ Command StatusCommand() {
       "blocks, checkpoint, calibration hash, labels, artifact URI and "
       "error. --json prints a stable object with the keys id, state, "
       "verdict, checkpoint_uri, calibration_sha256, request_id, labels, "
-      "progress {blocks_done, blocks_total, fraction, current}, "
+      "progress {blocks_done, blocks_total, layers_done, layers_total, "
+      "fraction, current}, "
       "artifact_uri, error, warnings, create_time, update_time, recipe.";
   command.example = "quantctl status job-000042 --json";
   return command;

@@ -202,6 +202,8 @@ json JobToJson(const v1::Job& job) {
       {"progress",
        {{"blocks_done", p.blocks_done()},
         {"blocks_total", p.blocks_total()},
+        {"layers_done", p.layers_done()},
+        {"layers_total", p.layers_total()},
         {"fraction", p.fraction()},
         {"current", p.current()}}},
       {"artifact_uri", job.artifact_uri()},
@@ -280,10 +282,26 @@ absl::StatusOr<std::string> FormatReport(const v1::JobReport& report) {
   return out;
 }
 
+double ProgressFraction(const v1::Progress& progress) {
+  if (progress.layers_total() <= 0) {
+    return std::clamp(progress.fraction(), 0.0, 1.0);  // an older quantd
+  }
+  return std::clamp(
+      static_cast<double>(progress.layers_done()) / progress.layers_total(),
+      0.0, 1.0);
+}
+
 std::string FormatProgress(const v1::Progress& progress) {
+  // The percentage is of the layers shown, so the counts and it agree.
   std::string text =
-      absl::StrFormat("%d/%d blocks (%.1f%%)", progress.blocks_done(),
-                      progress.blocks_total(), 100.0 * progress.fraction());
+      progress.layers_total() <= 0
+          ? absl::StrFormat("%d/%d blocks (%.1f%%)", progress.blocks_done(),
+                            progress.blocks_total(),
+                            100.0 * ProgressFraction(progress))
+          : absl::StrFormat("%d/%d blocks, %d/%d layers (%.1f%%)",
+                            progress.blocks_done(), progress.blocks_total(),
+                            progress.layers_done(), progress.layers_total(),
+                            100.0 * ProgressFraction(progress));
   if (!progress.current().empty()) {
     absl::StrAppend(&text, " - ", progress.current());
   }

@@ -58,8 +58,12 @@ absl::StatusOr<nlohmann::json> ReportToAuditJson(const v1::JobReport& report);
 // gets its layer rows and a line saying the gates are not evaluated yet.
 absl::StatusOr<std::string> FormatReport(const v1::JobReport& report);
 
-// "2/5 blocks (40.0%)", plus " - CURRENT" when the server says what runs.
+// "2/5 blocks, 17/35 layers (48.6%)", plus " - CURRENT" when the server
+// says what runs: the percentage is of the layers shown ("2/5 blocks
+// (40.0%)" from a quantd that does not count layers).
 std::string FormatProgress(const v1::Progress& progress);
+// What FormatProgress's percentage and watch's bar show, 0..1.
+double ProgressFraction(const v1::Progress& progress);
 // `status`: one "key: value" line per field.
 std::string FormatJobDetails(const v1::Job& job);
 // `list`: a header and one row per job.

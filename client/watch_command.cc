@@ -100,7 +100,7 @@ class EventPrinter {
 
   void DrawBar() {
     ClearBar();
-    const double fraction = std::clamp(progress_.fraction(), 0.0, 1.0);
+    const double fraction = ProgressFraction(progress_);
     const int filled = static_cast<int>(fraction * kBarWidth + 0.5);
     *display_.out << "[" << std::string(filled, '#')
                   << std::string(kBarWidth - filled, '.') << "] "

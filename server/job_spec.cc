@@ -1,11 +1,13 @@
 // JobSpec <-> spec_json, and store::Job -> quant.v1.Job.
 #include "server/job_spec.h"
 
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "common/job_constants.h"
 #include "common/recipe_convert.h"
 #include "core/base/json_fields.h"
 #include "core/base/status_macros.h"
@@ -135,15 +137,11 @@ absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
     out.add_warnings(warning);
   }
   v1::Progress* progress = out.mutable_progress();
-  int blocks_total = 0;
-  int blocks_done = 0;
-  for (const store::Task& task : tasks) {
-    if (task.kind != store::TaskKind::kBlock) continue;
-    ++blocks_total;
-    if (task.state == store::TaskState::kDone) ++blocks_done;
-  }
-  progress->set_blocks_total(blocks_total);
-  progress->set_blocks_done(blocks_done);
+  const BlockProgress counts = CountBlockProgress(tasks);
+  progress->set_blocks_total(counts.blocks_total);
+  progress->set_blocks_done(counts.blocks_done);
+  progress->set_layers_total(static_cast<int32_t>(counts.layers_total));
+  progress->set_layers_done(static_cast<int32_t>(counts.layers_done));
   progress->set_fraction(job.progress);
   out.set_artifact_uri(job.artifact_uri);
   out.set_error(job.error);
@@ -152,6 +150,27 @@ absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
   *out.mutable_update_time() =
       TimeUtil::MillisecondsToTimestamp(job.updated_ms);
   return out;
+}
+
+BlockProgress CountBlockProgress(const std::vector<store::Task>& tasks) {
+  BlockProgress counts;
+  double layers_done = 0.0;
+  for (const store::Task& task : tasks) {
+    if (task.kind != store::TaskKind::kBlock) continue;
+    ++counts.blocks_total;
+    if (task.state == store::TaskState::kDone) {
+      ++counts.blocks_done;
+      layers_done += common::kLayersPerBlockTask;
+    } else if (task.state == store::TaskState::kLeased) {
+      layers_done += task.progress * common::kLayersPerBlockTask;
+    }
+  }
+  counts.layers_total =
+      static_cast<int64_t>(counts.blocks_total) * common::kLayersPerBlockTask;
+  // A hair under a whole layer is still that layer unfinished, but the
+  // sum of exact thirds and sevenths must not lose one to rounding.
+  counts.layers_done = static_cast<int64_t>(std::floor(layers_done + 1e-9));
+  return counts;
 }
 
 }  // namespace quant::server

@@ -8,6 +8,7 @@
 #ifndef QUANT_SERVER_JOB_SPEC_H_
 #define QUANT_SERVER_JOB_SPEC_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -42,6 +43,16 @@ absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
                                    const std::vector<store::Task>& tasks);
 
 v1::JobState JobStateToProto(store::JobState state);
+
+// A job's block tasks counted: blocks and their linear layers done, the
+// running blocks' layers from their reported progress (rounded down).
+struct BlockProgress {
+  int blocks_total = 0;
+  int blocks_done = 0;
+  int64_t layers_total = 0;
+  int64_t layers_done = 0;
+};
+BlockProgress CountBlockProgress(const std::vector<store::Task>& tasks);
 
 }  // namespace quant::server
 

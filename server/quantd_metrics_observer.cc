@@ -1,11 +1,10 @@
 // QuantdMetricsObserver: coordinator events -> QuantdMetrics.
 #include "server/quantd_metrics_observer.h"
 
-#include <cmath>
 #include <cstdio>
 #include <utility>
 
-#include "common/job_constants.h"
+#include "server/job_spec.h"
 
 namespace quant::server {
 namespace {
@@ -62,20 +61,12 @@ void QuantdMetricsObserver::OnLayerFinished(const std::string& job_id,
 void QuantdMetricsObserver::OnProgress(const std::string& job_id) {
   absl::StatusOr<std::vector<store::Task>> tasks = store_->ListTasks(job_id);
   if (!tasks.ok()) return Report(tasks.status());
+  const BlockProgress counts = CountBlockProgress(*tasks);
   metrics::JobProgress progress;
-  double layers_done = 0;
-  for (const store::Task& task : *tasks) {
-    if (task.kind != store::TaskKind::kBlock) continue;
-    ++progress.blocks_total;
-    if (task.state == store::TaskState::kDone) {
-      ++progress.blocks_done;
-      layers_done += common::kLayersPerBlockTask;
-    } else if (task.state == store::TaskState::kLeased) {
-      layers_done += task.progress * common::kLayersPerBlockTask;
-    }
-  }
-  progress.layers_total = progress.blocks_total * common::kLayersPerBlockTask;
-  progress.layers_done = static_cast<int64_t>(std::floor(layers_done));
+  progress.blocks_total = counts.blocks_total;
+  progress.blocks_done = counts.blocks_done;
+  progress.layers_total = counts.layers_total;
+  progress.layers_done = counts.layers_done;
   Report(metrics_->SetJobProgress(job_id, progress));
 }
 

@@ -39,6 +39,8 @@ v1::Job MakeJob() {
   job.mutable_progress()->set_blocks_done(5);
   job.mutable_progress()->set_blocks_total(5);
   job.mutable_progress()->set_fraction(1.0);
+  job.mutable_progress()->set_layers_done(35);
+  job.mutable_progress()->set_layers_total(35);
   job.set_artifact_uri("file:///art/jobs/job-000007/packed");
   job.mutable_create_time()->set_seconds(1700000000);
   job.mutable_recipe()->set_bits(4);
@@ -110,6 +112,8 @@ TEST(JobJsonTest, JobHasStableKeysAndReadableNames) {
   EXPECT_EQ(j["progress"]["blocks_done"], 5);
   EXPECT_EQ(j["progress"]["blocks_total"], 5);
   EXPECT_DOUBLE_EQ(j["progress"]["fraction"].get<double>(), 1.0);
+  EXPECT_EQ(j["progress"]["layers_done"], 35);
+  EXPECT_EQ(j["progress"]["layers_total"], 35);
   EXPECT_EQ(j["artifact_uri"], "file:///art/jobs/job-000007/packed");
   EXPECT_EQ(j["create_time"], "2023-11-14T22:13:20Z");
   EXPECT_EQ(j["update_time"], "");  // Unset.
@@ -244,11 +248,34 @@ TEST(JobJsonTest, RunningReportTableShowsLayersSoFar) {
   EXPECT_THAT(*text, Not(HasSubstr("held-out: perplexity")));
 }
 
+// The line watch prints: the counts and the percentage agree (the job's
+// fraction also weighs the finalize task, so it is not what is shown).
+TEST(JobJsonTest, ProgressLineCountsAgreeWithItsPercentage) {
+  v1::Progress progress;
+  progress.set_blocks_done(0);
+  progress.set_blocks_total(5);
+  progress.set_layers_done(5);
+  progress.set_layers_total(35);
+  progress.set_fraction(0.119);
+  EXPECT_EQ(FormatProgress(progress), "0/5 blocks, 5/35 layers (14.3%)");
+  EXPECT_DOUBLE_EQ(ProgressFraction(progress), 5.0 / 35.0);
+  progress.set_current("block 1/5: model.layers.0.mlp.up_proj");
+  EXPECT_EQ(FormatProgress(progress),
+            "0/5 blocks, 5/35 layers (14.3%) - block 1/5: "
+            "model.layers.0.mlp.up_proj");
+  // A quantd that does not count layers: blocks and its fraction.
+  v1::Progress older;
+  older.set_blocks_done(2);
+  older.set_blocks_total(5);
+  older.set_fraction(0.4);
+  EXPECT_EQ(FormatProgress(older), "2/5 blocks (40.0%)");
+}
+
 TEST(JobJsonTest, TextViewsOfJobs) {
   const std::string details = FormatJobDetails(MakeJob());
   EXPECT_THAT(details, HasSubstr("state:       SUCCEEDED"));
   EXPECT_THAT(details, HasSubstr("verdict:     PASS"));
-  EXPECT_THAT(details, HasSubstr("5/5 blocks (100.0%)"));
+  EXPECT_THAT(details, HasSubstr("5/5 blocks, 35/35 layers (100.0%)"));
   EXPECT_THAT(details, HasSubstr("labels:      run=7,team=lm"));
   const std::string table = FormatJobTable({MakeJob()});
   EXPECT_THAT(table, HasSubstr("ID "));

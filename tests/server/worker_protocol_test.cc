@@ -230,6 +230,14 @@ TEST_F(WorkerProtocolTest, LeaseHandsOutTheTaskWithEverythingItNeeds) {
             (std::vector<std::string>{"job", "job", "layer", "progress"}));
   EXPECT_NE((*events)[1].payload_json.find("RUNNING"), std::string::npos);
   EXPECT_NE((*events)[2].payload_json.find("0.125"), std::string::npos);
+  // The job's progress counts that layer: 1 of 5 blocks x 7.
+  v1::GetJobRequest get;
+  get.set_id(job.id());
+  v1::Job running;
+  ASSERT_TRUE(client_->GetJob(Context().get(), get, &running).ok());
+  EXPECT_EQ(running.progress().blocks_done(), 0);
+  EXPECT_EQ(running.progress().layers_done(), 1);
+  EXPECT_EQ(running.progress().layers_total(), 35);
 
   // Bad progress is refused, naming the field.
   beat.mutable_progress()->set_layers_done(8);
