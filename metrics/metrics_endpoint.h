@@ -1,6 +1,7 @@
 // MetricsEndpoint: serves one prometheus::Registry at http://HOST:PORT/metrics
-// (prometheus-cpp's Exposer, civetweb underneath). quantd and quant-worker
-// each start one from their --metrics_listen flag.
+// in the text format (prometheus-cpp's TextSerializer, civetweb's server),
+// and any pages the program adds beside it (quantd: /jobs/ID/report). quantd
+// and quant-worker each start one from their --metrics_listen flag.
 //
 // Destroying it stops the server; once it has served a request this takes
 // about 2 s (civetweb's shutdown waits out its worker threads), so tests
@@ -8,15 +9,37 @@
 #ifndef QUANT_METRICS_METRICS_ENDPOINT_H_
 #define QUANT_METRICS_METRICS_ENDPOINT_H_
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "prometheus/exposer.h"
 #include "prometheus/registry.h"
 
+class CivetServer;
+class CivetHandler;
+
 namespace quant::metrics {
+
+struct HttpRequest {
+  std::string path;           // decoded, e.g. "/jobs/job-000042/report"
+  std::string authorization;  // the Authorization header, "" when none
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "text/plain; charset=utf-8";
+  std::string body;
+};
+
+// GET requests for `prefix` and paths below it ("/jobs" takes "/jobs/...")
+// go to `handler`, on the server's threads.
+struct PageRoute {
+  std::string prefix;
+  std::function<HttpResponse(const HttpRequest&)> handler;
+};
 
 class MetricsEndpoint {
  public:
@@ -29,7 +52,8 @@ class MetricsEndpoint {
   // local).
   static absl::StatusOr<std::unique_ptr<MetricsEndpoint>> Start(
       absl::string_view address, std::shared_ptr<prometheus::Registry> registry,
-      absl::string_view flag = "--metrics_listen");
+      absl::string_view flag = "--metrics_listen",
+      std::vector<PageRoute> routes = {});
 
   MetricsEndpoint(const MetricsEndpoint&) = delete;
   MetricsEndpoint& operator=(const MetricsEndpoint&) = delete;
@@ -41,14 +65,13 @@ class MetricsEndpoint {
   const std::string& address() const { return address_; }
 
  private:
-  MetricsEndpoint(std::unique_ptr<prometheus::Exposer> exposer,
-                  std::shared_ptr<prometheus::Registry> registry, int port,
-                  std::string address);
+  MetricsEndpoint() = default;
 
-  // The exposer holds only a weak_ptr to the registry; this keeps it alive.
   std::shared_ptr<prometheus::Registry> registry_;
-  std::unique_ptr<prometheus::Exposer> exposer_;
-  int port_;
+  std::vector<std::unique_ptr<CivetHandler>> handlers_;
+  // Last, so destroyed first: no request runs once the handlers go.
+  std::unique_ptr<CivetServer> server_;
+  int port_ = 0;
   std::string address_;
 };
 

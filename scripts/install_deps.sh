@@ -11,6 +11,8 @@ PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libsqlite3-dev nlohmann-json3-dev libyaml-dev libssl-dev
   libpcre2-dev libutf8proc-dev ccache
+  # metrics/: the HTTP server of /metrics and quantd's report pages.
+  libcivetweb-dev
   # scripts/check_thread_safety.sh reads compile_commands.json with it.
   jq
   # The benchmarks' SGEMM ceiling (bench/ceiling): loaded with dlopen,

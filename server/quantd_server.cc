@@ -19,6 +19,7 @@
 #include "grpcpp/server_builder.h"
 #include "server/data_dir_lock.h"
 #include "server/listen_address.h"
+#include "server/report_page.h"
 #include "server/rpc_metrics_interceptor.h"
 
 namespace quant::server {
@@ -131,6 +132,7 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
   QUANT_RETURN_IF_ERROR(server->OpenState(options));
   QUANT_RETURN_IF_ERROR(server->StartMetrics(options));
   server->BuildServices(options);
+  QUANT_RETURN_IF_ERROR(server->ServeMetrics(options));
   QUANT_RETURN_IF_ERROR(server->Listen(options));
   server->scheduler_ = std::make_unique<Scheduler>(server->lifecycle_.get(),
                                                    options.upkeep_interval);
@@ -173,10 +175,22 @@ absl::Status QuantdServer::OpenState(const QuantdOptions& options) {
 absl::Status QuantdServer::StartMetrics(const QuantdOptions& options) {
   metrics_ = std::make_unique<metrics::QuantdMetrics>(
       metrics::QuantdMetricsOptions{options.metrics_retention});
+  return absl::OkStatus();
+}
+
+absl::Status QuantdServer::ServeMetrics(const QuantdOptions& options) {
   if (options.metrics_listen.empty()) return absl::OkStatus();
+  // The endpoint is destroyed before the store, artifacts and
+  // authenticator (declared after them), so the page can use them.
+  metrics::PageRoute reports;
+  reports.prefix = kJobPagesPrefix;
+  reports.handler = [this](const metrics::HttpRequest& request) {
+    return ServeJobReportPage(request, *store_, *artifacts_, *auth_);
+  };
   QUANT_ASSIGN_OR_RETURN(metrics_endpoint_,
-                         metrics::MetricsEndpoint::Start(options.metrics_listen,
-                                                         metrics_->registry()));
+                         metrics::MetricsEndpoint::Start(
+                             options.metrics_listen, metrics_->registry(),
+                             "--metrics_listen", {std::move(reports)}));
   return absl::OkStatus();
 }
 

@@ -96,8 +96,11 @@ class QuantdServer {
   // The steps of Start, in order.
   // --data_dir (locked), the job store, the artifact root, the allowed roots.
   absl::Status OpenState(const QuantdOptions& options);
-  // The registry, and its /metrics endpoint when --metrics_listen is set.
+  // The metrics registry.
   absl::Status StartMetrics(const QuantdOptions& options);
+  // The metrics endpoint on --metrics_listen, with the report pages
+  // (report_page.h); after BuildServices.
+  absl::Status ServeMetrics(const QuantdOptions& options);
   // The job lifecycle, authentication, both gRPC services, the observer.
   void BuildServices(const QuantdOptions& options);
   // The gRPC server on --listen, with health checks and RPC metrics.

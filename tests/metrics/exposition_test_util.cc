@@ -91,7 +91,8 @@ int CountWithLabel(const std::map<std::string, double>& samples,
   return count;
 }
 
-absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
+absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path,
+                                     const std::string& authorization) {
   ScopedFd fd(::socket(AF_INET, SOCK_STREAM, 0));
   if (fd.get() < 0) return Errno("socket");
   timeval timeout{10, 0};
@@ -105,8 +106,12 @@ absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path) {
       0) {
     return Errno(absl::StrCat("connect to 127.0.0.1:", port));
   }
-  const std::string request = absl::StrCat(
-      "GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1:", port, "\r\n\r\n");
+  const std::string request =
+      absl::StrCat("GET ", path, " HTTP/1.0\r\nHost: 127.0.0.1:", port, "\r\n",
+                   authorization.empty()
+                       ? std::string()
+                       : absl::StrCat("Authorization: ", authorization, "\r\n"),
+                   "\r\n");
   size_t sent = 0;
   while (sent < request.size()) {
     const ssize_t n =

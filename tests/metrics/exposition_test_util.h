@@ -30,7 +30,9 @@ struct HttpResponse {
 
 // GET http://127.0.0.1:PORT/PATH with HTTP/1.0 (the server closes the
 // connection after the body); 10 s timeouts on every socket call.
-absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path);
+// `authorization`: an Authorization header's value, none when empty.
+absl::StatusOr<HttpResponse> HttpGet(int port, const std::string& path,
+                                     const std::string& authorization = "");
 
 struct PromtoolResult {
   int exit_code = -1;  // 0: the body passed.

@@ -88,8 +88,7 @@ std::string FetchMetrics(const MetricsEndpoint& endpoint) {
   return response->body;
 }
 
-// The quant_ samples of an exposition (prometheus-cpp adds its own
-// exposer_* series about scrapes).
+// The quant_ samples of an exposition.
 std::map<std::string, double> QuantSamples(const std::string& text) {
   auto samples = testing::ParseSamples(text);
   EXPECT_TRUE(samples.ok()) << samples.status();
@@ -223,6 +222,49 @@ TEST(MetricsEndpointTest, LocalhostBindsLoopback) {
   ASSERT_TRUE(endpoint.ok()) << endpoint.status();
   EXPECT_EQ((*endpoint)->address(),
             absl::StrCat("127.0.0.1:", (*endpoint)->port()));
+}
+
+// A page beside /metrics: its prefix and the paths below it reach the
+// handler with the Authorization header; /metrics is still served; other
+// paths are not found.
+TEST(MetricsEndpointTest, AddedPagesAnswerBesideMetrics) {
+  QuantdMetrics metrics;
+  FillQuantd(metrics);
+  PageRoute route;
+  route.prefix = "/jobs";
+  route.handler = [](const HttpRequest& request) {
+    HttpResponse response;
+    response.status = request.authorization == "Bearer t" ? 200 : 401;
+    response.content_type = "text/html; charset=utf-8";
+    response.body = "<p>" + request.path + "</p>";
+    return response;
+  };
+  auto endpoint = MetricsEndpoint::Start("127.0.0.1:0", metrics.registry(),
+                                         "--metrics_listen", {route});
+  ASSERT_TRUE(endpoint.ok()) << endpoint.status();
+  auto page = testing::HttpGet((*endpoint)->port(), "/jobs/job-000001/report",
+                               "Bearer t");
+  ASSERT_TRUE(page.ok()) << page.status();
+  EXPECT_EQ(page->status, 200);
+  EXPECT_THAT(page->content_type, StartsWith("text/html"));
+  EXPECT_EQ(page->body, "<p>/jobs/job-000001/report</p>");
+  auto refused = testing::HttpGet((*endpoint)->port(), "/jobs/x");
+  ASSERT_TRUE(refused.ok()) << refused.status();
+  EXPECT_EQ(refused->status, 401);
+  EXPECT_EQ(QuantSamples(FetchMetrics(**endpoint)).at("quant_queue_depth"), 4);
+  auto elsewhere = testing::HttpGet((*endpoint)->port(), "/other");
+  ASSERT_TRUE(elsewhere.ok()) << elsewhere.status();
+  EXPECT_EQ(elsewhere->status, 404);
+
+  // A route that would hide /metrics, or has no handler, is refused.
+  for (PageRoute bad :
+       {PageRoute{"/metrics", route.handler}, PageRoute{"jobs", route.handler},
+        PageRoute{"/jobs", nullptr}}) {
+    auto refused_route = MetricsEndpoint::Start(
+        "127.0.0.1:0", metrics.registry(), "--metrics_listen", {bad});
+    EXPECT_TRUE(absl::IsInvalidArgument(refused_route.status()))
+        << bad.prefix << ": " << refused_route.status();
+  }
 }
 
 }  // namespace

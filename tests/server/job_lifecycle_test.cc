@@ -1,6 +1,7 @@
-// JobLifecycle::FinishJob and AuditWarnings: a job that succeeds carries the
-// warnings its audit found (layers whose Hessian was rank-deficient, T < K)
-// next to those found at submit, and keeps them in the store.
+// JobLifecycle: FinishJob and AuditWarnings (a job that succeeds carries the
+// warnings its audit found, layers whose Hessian was rank-deficient, T < K,
+// next to those found at submit, and keeps them in the store), Upkeep's
+// state events; and the report page quantd serves for a succeeded job.
 #include "server/job_lifecycle.h"
 
 #include <filesystem>
@@ -17,9 +18,12 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "server/artifact_store.h"
+#include "server/auth.h"
 #include "server/change_signal.h"
 #include "server/job_events.h"
+#include "server/job_report.h"
 #include "server/job_spec.h"
+#include "server/report_page.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/task_plan.h"
 #include "tests/support/forwarding_job_store.h"
@@ -439,6 +443,67 @@ TEST(JobLifecycleTest, JobOutOfAttemptsByExpiryFailsOnceWithItsEvent) {
   ASSERT_TRUE(upkeep.ok()) << upkeep.status();
   EXPECT_EQ(upkeep->expired_leases, 0);
   EXPECT_THAT(StateEvents(*p.store, p.id), ElementsAre("RUNNING", "FAILED"));
+}
+
+// GET /jobs/ID/report on quantd's metrics port: the succeeded job's page
+// for a caller with the client token (when one is set), and a plain reason
+// for anything else.
+TEST(ReportPageTest, ServesASucceededJobsPageToClients) {
+  FinishedTasks f = MakeFinishedTasks();
+  ASSERT_NE(f.artifacts, nullptr);
+  ChangeSignal signal;
+  JobLifecycle lifecycle(f.store.get(), f.artifacts.get(), &signal);
+  ASSERT_TRUE(WriteFileAtomically(f.checkpoint + "/audit.json",
+                                  Audit({Layer("model.layers.0.mlp.down_proj",
+                                               96, 172, {"rank_deficient"})}))
+                  .ok());
+  ASSERT_TRUE(WriteFileAtomically(f.checkpoint + "/manifest.json",
+                                  Manifest(f.id, f.spec.recipe))
+                  .ok());
+  ASSERT_TRUE(lifecycle.FinishJob(f.id).ok());
+  const std::string path = absl::StrCat("/jobs/", f.id, "/report");
+  auto expected = RenderJobReportHtml(*f.artifacts, f.id);
+  ASSERT_TRUE(expected.ok()) << expected.status();
+
+  const Authenticator open(AuthTokens{});
+  metrics::HttpResponse page =
+      ServeJobReportPage({path, ""}, *f.store, *f.artifacts, open);
+  EXPECT_EQ(page.status, 200) << page.body;
+  EXPECT_EQ(page.content_type, "text/html; charset=utf-8");
+  EXPECT_EQ(page.body, *expected);
+  EXPECT_THAT(page.body, HasSubstr("model.layers.0.mlp.down_proj"));
+
+  const Authenticator tokens(AuthTokens{"client-t", "worker-t"});
+  EXPECT_EQ(
+      ServeJobReportPage({path, ""}, *f.store, *f.artifacts, tokens).status,
+      401);
+  EXPECT_EQ(
+      ServeJobReportPage({path, "Bearer wrong"}, *f.store, *f.artifacts, tokens)
+          .status,
+      401);
+  EXPECT_EQ(ServeJobReportPage({path, "Bearer worker-t"}, *f.store,
+                               *f.artifacts, tokens)
+                .status,
+            403);
+  page = ServeJobReportPage({path, "Bearer client-t"}, *f.store, *f.artifacts,
+                            tokens);
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.body, *expected);
+
+  for (const std::string& other :
+       {std::string("/jobs/job-999999/report"), "/jobs/" + f.id, path + "/more",
+        "/jobs/" + f.id + "/audit"}) {
+    page = ServeJobReportPage({other, ""}, *f.store, *f.artifacts, open);
+    EXPECT_EQ(page.status, 404) << other << ": " << page.body;
+  }
+  // A job that has not succeeded has no page yet.
+  auto queued = f.store->CreateJob("another", JobSpecToJson(f.spec), {});
+  ASSERT_TRUE(queued.ok()) << queued.status();
+  page = ServeJobReportPage(
+      {absl::StrCat("/jobs/", queued->job.id, "/report"), ""}, *f.store,
+      *f.artifacts, open);
+  EXPECT_EQ(page.status, 409);
+  EXPECT_THAT(page.body, HasSubstr("is QUEUED"));
 }
 
 }  // namespace

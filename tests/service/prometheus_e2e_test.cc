@@ -172,6 +172,30 @@ TEST(PrometheusE2eTest, ScrapedSeriesMatchTheReportAndExpire) {
       nlohmann::json::parse(report.out, nullptr, false);
   ASSERT_TRUE(report_json.is_object()) << report.out;
   EXPECT_EQ(report_json["job"]["state"], "SUCCEEDED");
+  // The report page: the checkpoint's own, through quantctl and through
+  // quantd's metrics port.
+  const std::string page = temp + "/report.html";
+  const testing::RunResult html_report = testing::RunQuantctl(
+      absl::StrCat("report ", job.id(), " --html ", page, " --addr ", address));
+  EXPECT_EQ(html_report.exit_code, report.exit_code) << html_report.err;
+  auto carried = ReadFileToString(absl::StrCat(
+      temp, "/artifacts/jobs/", job.id(), "/checkpoint/", "report.html"));
+  auto written = ReadFileToString(page);
+  ASSERT_TRUE(carried.ok()) << carried.status();
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_TRUE(*written == *carried) << "quantctl's page is not the artifact's";
+  auto served = metrics::testing::HttpGet(
+      metrics_port, absl::StrCat("/jobs/", job.id(), "/report"));
+  ASSERT_TRUE(served.ok()) << served.status();
+  EXPECT_EQ(served->status, 200) << served->body;
+  EXPECT_TRUE(absl::StartsWith(served->content_type, "text/html"))
+      << served->content_type;
+  EXPECT_TRUE(served->body == *carried) << "the served page is not the "
+                                           "artifact's";
+  auto unknown =
+      metrics::testing::HttpGet(metrics_port, "/jobs/job-999/report");
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_EQ(unknown->status, 404) << unknown->body;
   std::map<std::string, double> expected;
   for (const nlohmann::json& layer : report_json["layers"]) {
     if (layer.value("packed", false)) {
