@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <system_error>
 
@@ -12,6 +13,7 @@
 #include "client/job_json.h"
 #include "client/service_client.h"
 #include "core/base/status_macros.h"
+#include "core/pipeline/manifest_verify.h"
 
 namespace quant {
 namespace {
@@ -52,9 +54,30 @@ absl::Status RunFetch(const CommandInvocation& invocation) {
         "so copy it from quantd's artifact store (or run fetch where that "
         "path is mounted)"));
   }
-  QUANT_RETURN_IF_ERROR(CopyDirectory(source, dest));
+  // The copy is checked against the manifest before it takes DIR's name:
+  // a damaged artifact or copy leaves nothing behind.
+  int files = 0;
+  QUANT_RETURN_IF_ERROR(
+      CopyDirectory(source, dest, [&](const std::string& copy) {
+        QUANT_ASSIGN_OR_RETURN(const ManifestVerification verified,
+                               VerifyCheckpointDirectory(copy));
+        if (!verified.ok()) {
+          return absl::DataLossError(absl::StrCat(
+              "artifact ", job.artifact_uri(),
+              " does not match its "
+              "manifest.json, nothing was written to ",
+              dest, ": ", verified.problems.front(),
+              verified.problems.size() > 1
+                  ? absl::StrCat(" (and ", verified.problems.size() - 1,
+                                 " more)")
+                  : std::string()));
+        }
+        files = static_cast<int>(verified.verified.size());
+        return absl::OkStatus();
+      }));
   *invocation.out << id << ": " << job.artifact_uri() << " copied to " << dest
-                  << "\n";
+                  << " (" << files
+                  << " files verified against manifest.json)\n";
   if (job.verdict() == v1::VERDICT_FAIL) {
     *invocation.err << "warning: job " << id
                     << " has verdict FAIL; the checkpoint must not ship\n";
@@ -75,7 +98,9 @@ absl::StatusOr<std::string> LocalPathOfFileUri(const std::string& uri) {
   return uri.substr(kFileScheme.size());
 }
 
-absl::Status CopyDirectory(const std::string& from, const std::string& to) {
+absl::Status CopyDirectory(
+    const std::string& from, const std::string& to,
+    const std::function<absl::Status(const std::string& copy)>& check) {
   std::error_code error;
   if (fs::exists(to, error)) {
     return absl::AlreadyExistsError(absl::StrCat(to, " already exists"));
@@ -89,6 +114,13 @@ absl::Status CopyDirectory(const std::string& from, const std::string& to) {
     fs::remove_all(partial, error);
     return absl::InternalError(
         absl::StrCat("copying ", from, " to ", partial, ": ", message));
+  }
+  if (check) {
+    absl::Status checked = check(partial);
+    if (!checked.ok()) {
+      fs::remove_all(partial, error);
+      return checked;
+    }
   }
   fs::rename(partial, to, error);
   if (error) {
@@ -112,7 +144,10 @@ Command FetchCommand() {
       "or not at all. quantd has no download call: this works only where "
       "the artifact path is readable from this machine (the same host, or "
       "the artifact store mounted here); elsewhere fetch says so and exits "
-      "1. A verdict FAIL artifact is copied with a warning.";
+      "1. The copy is checked against the artifact's manifest.json (every "
+      "file's size and sha256, nothing unlisted) before it appears; a "
+      "mismatch leaves nothing and exits 1. A verdict FAIL artifact is "
+      "copied with a warning.";
   command.example = "quantctl fetch job-000042 out/stories260k-w4";
   command.flags = ServiceFlags();
   command.min_args = 2;

@@ -5,6 +5,7 @@
 #ifndef QUANT_CLIENT_FETCH_COMMAND_H_
 #define QUANT_CLIENT_FETCH_COMMAND_H_
 
+#include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -20,8 +21,12 @@ absl::StatusOr<std::string> LocalPathOfFileUri(const std::string& uri);
 
 // Copies the directory `from` to `to` (which must not exist) through a
 // temporary sibling renamed at the end, so `to` appears complete or not at
-// all.
-absl::Status CopyDirectory(const std::string& from, const std::string& to);
+// all. `check`, when set, runs on the finished copy before the rename; its
+// error removes the copy and is returned.
+absl::Status CopyDirectory(
+    const std::string& from, const std::string& to,
+    const std::function<absl::Status(const std::string& copy)>& check =
+        nullptr);
 
 }  // namespace quant
 

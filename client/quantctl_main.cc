@@ -15,6 +15,7 @@
 #include "client/quantize_command.h"
 #include "client/recipe_command.h"
 #include "client/tokenize_command.h"
+#include "client/verify_command.h"
 #include "core/base/allocator_tuning.h"
 #ifdef QUANT_CLIENT_SERVICE
 #include "client/calib_command.h"
@@ -70,6 +71,7 @@ int main(int argc, char** argv) {
       quant::EvalCommand(),     quant::CaptureCommand(),
       quant::LabCommand(),      quant::RecipeCommand(),
       quant::QuantizeCommand(), quant::KernelsCommand(),
+      quant::VerifyCommand(),
 #ifdef QUANT_CLIENT_SERVICE
       quant::CalibCommand(),    quant::SubmitCommand(),
       quant::StatusCommand(),   quant::ListCommand(),

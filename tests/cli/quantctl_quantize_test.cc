@@ -2,6 +2,10 @@
 // PASS, 3 gates FAIL, 1 error, 2 usage), the audit table, --json, and the
 // packed checkpoint read back by `quantctl eval`.
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "core/base/file_util.h"
 #include "gmock/gmock.h"
@@ -95,6 +99,62 @@ TEST_F(QuantizeCommandTest, PassPrintsTheAuditTableAndExitsZero) {
   EXPECT_EQ(metrics["top1_agreement"].get<double>(),
             gates["top1_agreement"].get<double>());
   EXPECT_EQ(metrics["tokens"], gates["tokens"]);
+
+  // `quantctl verify` checks the directory against its manifest; a changed
+  // byte, an unlisted file, a missing one and a manifest naming a file
+  // outside the directory are each caught.
+  const RunResult verified = RunQuantctl("verify " + Quote(out) + " --json");
+  ASSERT_EQ(verified.exit_code, 0) << verified.err;
+  const auto verification = nlohmann::json::parse(verified.out, nullptr, false);
+  EXPECT_EQ(verification["ok"], true);
+  // Weights, config, quantize_config, 4 tokenizer files, audit, report.
+  EXPECT_EQ(verification["verified"].size(), 9u) << verified.out;
+  struct Damage {
+    std::string what;
+    std::function<void(const std::string& dir)> apply;
+    int exit_code;
+    std::string says;
+  };
+  const std::vector<Damage> damages = {
+      {"a changed byte",
+       [](const std::string& dir) {
+         std::fstream f(dir + "/config.json",
+                        std::ios::in | std::ios::out | std::ios::binary);
+         f.seekp(1);
+         f.put('#');
+       },
+       1, "MISMATCH config.json: sha256 "},
+      {"an unlisted file",
+       [](const std::string& dir) {
+         ASSERT_TRUE(WriteFileAtomically(dir + "/extra.bin", "x").ok());
+       },
+       1, "MISMATCH extra.bin: not in the manifest"},
+      {"a missing file",
+       [](const std::string& dir) {
+         std::filesystem::remove(dir + "/tokenizer.json");
+       },
+       1, "MISMATCH tokenizer.json: missing"},
+      {"a manifest pointing outside",
+       [](const std::string& dir) {
+         auto text = ReadFileToString(dir + "/manifest.json");
+         ASSERT_TRUE(text.ok());
+         auto manifest = nlohmann::json::parse(*text);
+         manifest["output"]["files"][0]["name"] = "../audit.json";
+         ASSERT_TRUE(
+             WriteFileAtomically(dir + "/manifest.json", manifest.dump()).ok());
+       },
+       1, "is not a file of the checkpoint"},
+  };
+  for (const Damage& damage : damages) {
+    SCOPED_TRACE(damage.what);
+    const std::string copy = temp_ + "/damaged";
+    std::filesystem::remove_all(copy);
+    std::filesystem::copy(out, copy, std::filesystem::copy_options::recursive);
+    damage.apply(copy);
+    const RunResult run = RunQuantctl("verify " + Quote(copy));
+    EXPECT_EQ(run.exit_code, damage.exit_code) << run.out << run.err;
+    EXPECT_THAT(run.out + run.err, HasSubstr(damage.says));
+  }
 
   // `quantctl inspect` shows what was packed.
   const RunResult inspect = RunQuantctl("inspect " + Quote(out) + " --json");

@@ -557,6 +557,22 @@ TEST(QuantctlServiceRunTest, VerdictsExitCodesReportAndFetch) {
     EXPECT_EQ(ReadFileToString(copy + "/model.safetensors").value_or("a"),
               ReadFileToString(artifact.substr(7) + "/model.safetensors")
                   .value_or("b"));
+    EXPECT_THAT(fetched.out, HasSubstr("verified against manifest.json"));
+    EXPECT_EQ(RunQuantctl("verify " + copy).exit_code, 0);
+
+    // An artifact damaged after publishing is not fetched: nothing appears.
+    if (verdict == "PASS") {
+      ASSERT_TRUE(WriteFileAtomically(artifact.substr(7) + "/audit.json",
+                                      "{\"tampered\": true}")
+                      .ok());
+      const std::string second = quantd.temp() + "/fetched-damaged";
+      const RunResult refused =
+          RunQuantctl("fetch " + id + " " + second + addr);
+      EXPECT_EQ(refused.exit_code, 1) << refused.out;
+      EXPECT_THAT(refused.err, HasSubstr("does not match its manifest.json"));
+      EXPECT_THAT(refused.err, HasSubstr("audit.json: "));
+      EXPECT_FALSE(std::filesystem::exists(second));
+    }
   }
 }
 
