@@ -99,6 +99,10 @@ else
   "$quantctl" fetch "$job" "$work/packed"
 fi
 ls -l "$work/packed"
+# The checkpoint's report page outlives the demo's temporary folder.
+report_page="${QUANT_DEMO_REPORT:-${TMPDIR:-/tmp}/quant-demo-report.html}"
+cp "$work/packed/report.html" "$report_page"
+echo "report page (open it in a browser): $report_page"
 
 echo
 echo "== the packed checkpoint against the original, first 300 documents"
