@@ -58,6 +58,12 @@ absl::Status ReportLocalCheckpoint(const CommandInvocation& invocation,
                                    const std::string& dir) {
   QUANT_ASSIGN_OR_RETURN(const nlohmann::json audit,
                          ReadJsonDocument(dir, "audit.json"));
+  // The file is input like any other: a damaged one is an error naming the
+  // field, before anything is printed or written.
+  if (absl::Status fields = CheckAuditTableFields(audit); !fields.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(dir, ": ", fields.message()));
+  }
   if (!absl::GetFlag(FLAGS_html).empty()) {
     QUANT_ASSIGN_OR_RETURN(const nlohmann::json manifest,
                            ReadJsonDocument(dir, "manifest.json"));
@@ -74,7 +80,7 @@ absl::Status ReportLocalCheckpoint(const CommandInvocation& invocation,
   } else {
     *invocation.out << FormatAuditTable(audit);
   }
-  if (audit.value("verdict", "") == "FAIL") {
+  if (audit["gates"]["verdict"] == "FAIL") {  // checked: a string
     return GateFailedError(
         absl::StrCat(dir, ": gate verdict FAIL; the checkpoint must not ship"));
   }

@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/base/json_fields.h"
+#include "core/base/status_macros.h"
 #include "core/quant/grid.h"
 
 namespace quant {
@@ -178,6 +180,64 @@ std::string FormatAuditTable(const json& audit) {
   }
   absl::StrAppend(&out, "verdict: ", g.at("verdict").get<std::string>(), "\n");
   return out;
+}
+
+absl::Status CheckAuditTableFields(const json& audit) {
+  namespace jf = json_fields;
+  const std::string root = "audit.json";
+  QUANT_RETURN_IF_ERROR(jf::ExpectObject(audit, root));
+  QUANT_ASSIGN_OR_RETURN(const json* layers,
+                         jf::GetArray(audit, "layers", root));
+  for (size_t i = 0; i < layers->size(); ++i) {
+    const std::string at = jf::IndexPath(root + ": layers", i);
+    const json& l = (*layers)[i];
+    QUANT_RETURN_IF_ERROR(jf::ExpectObject(l, at));
+    QUANT_RETURN_IF_ERROR(jf::GetString(l, "name", at).status());
+    QUANT_ASSIGN_OR_RETURN(const bool packed,
+                           jf::GetBoolOr(l, "packed", false, at));
+    if (l.find("packed") == l.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(at, ".packed: missing"));
+    }
+    if (!packed) {
+      QUANT_RETURN_IF_ERROR(jf::GetStringOr(l, "reason", "", at).status());
+      continue;
+    }
+    QUANT_RETURN_IF_ERROR(jf::GetStringArrayOr(l, "flags", at).status());
+    if (l.find("flags") == l.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(at, ".flags: missing"));
+    }
+    QUANT_RETURN_IF_ERROR(jf::GetString(l, "method", at).status());
+    QUANT_RETURN_IF_ERROR(jf::GetInt(l, "bits", at).status());
+    for (const char* key :
+         {"rtn_rel_output_error_heldout", "rel_output_error_heldout",
+          "gain_heldout", "flattery"}) {
+      QUANT_RETURN_IF_ERROR(jf::GetNumber(l, key, at).status());
+    }
+  }
+  const std::string gates_at = root + ": gates";
+  QUANT_ASSIGN_OR_RETURN(const json* gates,
+                         jf::GetObject(audit, "gates", root));
+  for (const char* key : {"perplexity", "reference_perplexity", "ppl_ratio",
+                          "mean_kl", "top1_agreement"}) {
+    QUANT_RETURN_IF_ERROR(jf::GetNumber(*gates, key, gates_at).status());
+  }
+  QUANT_RETURN_IF_ERROR(jf::GetInt(*gates, "tokens", gates_at).status());
+  QUANT_RETURN_IF_ERROR(jf::GetString(*gates, "verdict", gates_at).status());
+  QUANT_ASSIGN_OR_RETURN(const json* checks,
+                         jf::GetArray(*gates, "checks", gates_at));
+  for (size_t i = 0; i < checks->size(); ++i) {
+    const std::string at = jf::IndexPath(gates_at + ".checks", i);
+    const json& c = (*checks)[i];
+    QUANT_RETURN_IF_ERROR(jf::ExpectObject(c, at));
+    QUANT_RETURN_IF_ERROR(jf::GetString(c, "gate", at).status());
+    QUANT_RETURN_IF_ERROR(jf::GetNumber(c, "value", at).status());
+    QUANT_RETURN_IF_ERROR(jf::GetNumber(c, "threshold", at).status());
+    if (!c.contains("passed") || !c["passed"].is_boolean()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, ".passed: expected true or false"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace quant

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "core/pipeline/block_task.h"
 #include "nlohmann/json.hpp"
 
@@ -32,7 +33,13 @@ nlohmann::json BuildAuditJson(const std::vector<LayerResult>& layers,
 
 // One line per layer: name, method, bits, held-out rel. error of RTN and of
 // the method, gain, flattery, flags; then the gates and the verdict.
+// Expects every field it prints: check an audit.json read from disk with
+// CheckAuditTableFields first.
 std::string FormatAuditTable(const nlohmann::json& audit);
+
+// InvalidArgument naming the first field FormatAuditTable needs that is
+// missing or of the wrong type (e.g. "audit.json: gates.verdict: missing").
+absl::Status CheckAuditTableFields(const nlohmann::json& audit);
 
 }  // namespace quant
 

@@ -378,6 +378,14 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
 });
 )js";
 
+// A member of a manifest object; null when `object` is not an object or
+// lacks it (the manifest is read, not trusted: any shape renders).
+json Member(const json& object, const char* key) {
+  if (!object.is_object()) return json();
+  auto it = object.find(key);
+  return it == object.end() ? json() : *it;
+}
+
 // A string field of a manifest object, "" when absent or not a string.
 std::string Text(const json& object, const char* key) {
   if (!object.is_object()) return "";
@@ -397,9 +405,9 @@ std::string ScalarText(const json& object, const char* key) {
 }
 
 void AppendHeader(std::string* html, const json& manifest, const Gates& g) {
-  const json source = manifest.value("source", json::object());
+  const json source = Member(manifest, "source");
   const std::string model = Text(source, "path");
-  const json job = manifest.value("job", json::object());
+  const json job = Member(manifest, "job");
   const std::string lower = g.verdict == "PASS" ? "pass" : "fail";
   absl::StrAppend(html,
                   "<header>\n<h1>Quantization report</h1>\n<p class=\"sub\">",
@@ -624,10 +632,10 @@ void AppendFlags(std::string* html, const std::vector<Layer>& layers) {
 }
 
 void AppendProvenance(std::string* html, const json& manifest) {
-  const json calibration = manifest.value("calibration", json::object());
-  const json source = manifest.value("source", json::object());
-  const json kernels = manifest.value("kernels", json::object());
-  const json output = manifest.value("output", json::object());
+  const json calibration = Member(manifest, "calibration");
+  const json source = Member(manifest, "source");
+  const json kernels = Member(manifest, "kernels");
+  const json output = Member(manifest, "output");
   absl::StrAppend(
       html,
       "<section id=\"provenance\">\n<h2>Recipe, calibration and provenance"
@@ -656,7 +664,7 @@ void AppendProvenance(std::string* html, const json& manifest) {
       "</td></tr>\n<tr><th>tool</th><td>", HtmlEscape(Text(manifest, "tool")),
       "</td></tr>\n<tr><th>output format</th><td>",
       HtmlEscape(Text(output, "format")), "</td></tr>\n");
-  const json job = manifest.value("job", json::object());
+  const json job = Member(manifest, "job");
   if (!Text(job, "id").empty()) {
     absl::StrAppend(
         html, "<tr><th>job</th><td><code>", HtmlEscape(Text(job, "id")),
@@ -685,11 +693,11 @@ void AppendProvenance(std::string* html, const json& manifest) {
     absl::StrAppend(html, "</tbody></table>\n");
   };
   absl::StrAppend(html, "<h3>Source files</h3>\n");
-  file_table("source-files", source.value("files", json::array()));
+  file_table("source-files", Member(source, "files"));
   absl::StrAppend(html, "<h3>Packed files</h3>\n");
-  file_table("output-files", output.value("files", json::array()));
+  file_table("output-files", Member(output, "files"));
   absl::StrAppend(html, "<h3>Recipe</h3>\n<pre id=\"recipe\">",
-                  HtmlEscape(manifest.value("recipe", json::object()).dump(2)),
+                  HtmlEscape(Member(manifest, "recipe").dump(2)),
                   "</pre>\n</section>\n");
 }
 
@@ -769,8 +777,7 @@ absl::StatusOr<std::string> RenderReportHtml(const json& audit,
     layers.push_back(std::move(layer));
   }
 
-  const std::string model =
-      Text(manifest.value("source", json::object()), "path");
+  const std::string model = Text(Member(manifest, "source"), "path");
   std::string html = absl::StrCat(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta name=\"viewport\" content=\"width=device-width, "

@@ -224,6 +224,31 @@ TEST_F(QuantizeCommandTest, FailedGatesExitThreeAndKeepTheCheckpoint) {
       RunQuantctl("report " + Quote(temp_) + " --html " + Quote(page));
   EXPECT_EQ(not_checkpoint.exit_code, 1);
   EXPECT_THAT(not_checkpoint.err, HasSubstr(temp_ + "/audit.json"));
+  // A damaged audit.json is an error naming the field (it used to abort
+  // quantctl with an uncaught exception), and no page is written.
+  for (const auto& [field, says] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"verdict", "gates.verdict: missing"},
+           {"tokens", "gates.tokens: missing"}}) {
+    SCOPED_TRACE(field);
+    const std::string damaged = temp_ + "/damaged-audit";
+    std::filesystem::remove_all(damaged);
+    std::filesystem::copy(out, damaged,
+                          std::filesystem::copy_options::recursive);
+    auto audit_text = ReadFileToString(damaged + "/audit.json");
+    ASSERT_TRUE(audit_text.ok());
+    auto damaged_audit = nlohmann::json::parse(*audit_text);
+    damaged_audit["gates"].erase(field);
+    ASSERT_TRUE(
+        WriteFileAtomically(damaged + "/audit.json", damaged_audit.dump())
+            .ok());
+    const std::string no_page = temp_ + "/no-page.html";
+    const RunResult refused =
+        RunQuantctl("report " + Quote(damaged) + " --html " + Quote(no_page));
+    EXPECT_EQ(refused.exit_code, 1) << refused.err;
+    EXPECT_THAT(refused.err, HasSubstr(says));
+    EXPECT_FALSE(FileExists(no_page));
+  }
   const RunResult into_folder =
       RunQuantctl("report " + Quote(out) + " --html " + Quote(temp_));
   EXPECT_EQ(into_folder.exit_code, 1);

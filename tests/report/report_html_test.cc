@@ -315,6 +315,19 @@ TEST(ReportHtmlTest, MissingOrMistypedFieldsAreNamed) {
               HasSubstr("manifest.json: expected an object"));
 }
 
+// The manifest is shown, not trusted: any shape of its sections renders
+// (what is not there shows as a dash) instead of throwing.
+TEST(ReportHtmlTest, ManifestOfAnyShapeRenders) {
+  const json manifest = {{"source", "not an object"},    {"output", 5},
+                         {"calibration", json::array()}, {"kernels", nullptr},
+                         {"job", {{"id", 7}}},           {"recipe", {1, 2}}};
+  auto html = RenderReportHtml(Audit(1), manifest);
+  ASSERT_TRUE(html.ok()) << html.status();
+  EXPECT_THAT(*html, HasSubstr("data-verdict=\"PASS\""));
+  auto empty = RenderReportHtml(Audit(1), json::object());
+  ASSERT_TRUE(empty.ok()) << empty.status();
+}
+
 TEST(HtmlEscapeTest, EscapesTheFiveSpecialCharacters) {
   EXPECT_EQ(HtmlEscape("a&b<c>d\"e'f"), "a&amp;b&lt;c&gt;d&quot;e&#39;f");
   EXPECT_EQ(HtmlEscape("plain.layers.0"), "plain.layers.0");
