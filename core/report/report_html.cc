@@ -219,7 +219,9 @@ absl::StatusOr<Gates> ReadGates(const json& audit) {
   return g;
 }
 
-std::string Fmt(double v, const char* format = "%.4g") {
+// The format is checked at compile time (absl::FormatSpec), so clang accepts
+// it like a literal.
+std::string Fmt(double v, const absl::FormatSpec<double>& format = "%.4g") {
   return std::isfinite(v) ? absl::StrFormat(format, v) : std::string("—");
 }
 
@@ -727,7 +729,8 @@ void AppendTable(std::string* html, const std::vector<Layer>& layers) {
                     "\">", HtmlEscape(c.title), "</th>");
   }
   absl::StrAppend(html, "</tr></thead>\n<tbody>\n");
-  const auto num = [](double v, const char* format = "%.4g") {
+  const auto num = [](double v,
+                      const absl::FormatSpec<double>& format = "%.4g") {
     return absl::StrCat("<td class=\"n\" data-v=\"", SortValue(v), "\">",
                         Fmt(v, format), "</td>");
   };
