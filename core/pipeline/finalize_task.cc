@@ -198,6 +198,22 @@ const std::vector<std::string>& TokenizerFileNames() {
   return *names;
 }
 
+namespace {
+
+// One output file's manifest entry: its name, sha256 and size.
+absl::StatusOr<json> FileEntry(const std::string& dir, const std::string& name,
+                               FileSystem* fs) {
+  const std::string path = JoinPath(dir, name);
+  QUANT_ASSIGN_OR_RETURN(std::string sha, Sha256File(path, fs));
+  std::error_code error;
+  const auto bytes = std::filesystem::file_size(path, error);
+  return json{{"name", name},
+              {"sha256", sha},
+              {"bytes", error ? 0 : static_cast<int64_t>(bytes)}};
+}
+
+}  // namespace
+
 absl::StatusOr<json> FingerprintFiles(const std::string& dir,
                                       const std::vector<std::string>& names,
                                       FileSystem* fs) {
@@ -206,14 +222,10 @@ absl::StatusOr<json> FingerprintFiles(const std::string& dir,
   json files = json::array();
   std::string lines;
   for (const std::string& name : sorted) {
-    const std::string path = JoinPath(dir, name);
-    QUANT_ASSIGN_OR_RETURN(std::string sha, Sha256File(path, fs));
-    std::error_code error;
-    const auto bytes = std::filesystem::file_size(path, error);
-    files.push_back({{"name", name},
-                     {"sha256", sha},
-                     {"bytes", error ? 0 : static_cast<int64_t>(bytes)}});
-    absl::StrAppend(&lines, name, " ", sha, "\n");
+    QUANT_ASSIGN_OR_RETURN(json entry, FileEntry(dir, name, fs));
+    absl::StrAppend(&lines, name, " ", entry.at("sha256").get<std::string>(),
+                    "\n");
+    files.push_back(std::move(entry));
   }
   return json{{"fingerprint", Sha256Hex(lines)}, {"files", std::move(files)}};
 }
@@ -341,9 +353,14 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
       report::RenderReportHtml(output.audit, output.manifest));
   QUANT_RETURN_IF_ERROR(WriteFileAtomically(
       JoinPath(temp, report::kReportFileName), report_html, fs));
-  files.push_back(report::kReportFileName);
-  QUANT_ASSIGN_OR_RETURN(json with_report, FingerprintFiles(temp, files, fs));
-  output.manifest["output"]["files"] = with_report.at("files");
+  // Only the page is new: hash it alone and insert its entry in name order.
+  QUANT_ASSIGN_OR_RETURN(json report_entry,
+                         FileEntry(temp, report::kReportFileName, fs));
+  json& listed = output.manifest["output"]["files"];
+  auto position = std::find_if(listed.begin(), listed.end(), [](const json& f) {
+    return f.at("name").get<std::string>() > report::kReportFileName;
+  });
+  listed.insert(position, std::move(report_entry));
   QUANT_RETURN_IF_ERROR(WriteFileAtomically(
       JoinPath(temp, "manifest.json"), output.manifest.dump(2) + "\n", fs));
   QUANT_RETURN_IF_ERROR(SyncDirectory(temp, fs));

@@ -8,6 +8,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
@@ -105,13 +108,21 @@ TEST_F(LocalPipelineTest, GptqCheckpointReproducesItsAuditAndGates) {
   const json manifest = ReadJson(out + "/manifest.json");
   EXPECT_EQ(manifest, result->manifest);
   std::set<std::string> listed;
+  std::vector<std::string> in_order;
   for (const json& f : manifest["output"]["files"]) {
     const std::string name = f["name"];
     listed.insert(name);
+    in_order.push_back(name);
     auto sha = Sha256File(out + "/" + name);
     ASSERT_TRUE(sha.ok());
     EXPECT_EQ(f["sha256"], *sha) << name;
+    EXPECT_EQ(
+        f["bytes"].get<int64_t>(),
+        static_cast<int64_t>(std::filesystem::file_size(out + "/" + name)))
+        << name;
   }
+  // In name order, report.html too (its entry joins the list last).
+  EXPECT_TRUE(std::is_sorted(in_order.begin(), in_order.end()));
   EXPECT_TRUE(listed.count("model.safetensors"));
   EXPECT_TRUE(listed.count("audit.json"));
   EXPECT_TRUE(listed.count("report.html"));
