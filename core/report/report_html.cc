@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <string>
@@ -85,6 +86,32 @@ int BlockOf(const std::string& name) {
   return -1;
 }
 
+struct NumberField {
+  const char* key;
+  double* value;
+};
+
+// Each field of `object` (at `path`) into its double: NaN when absent, an
+// error naming the field when it is not a number.
+absl::Status ReadNumbers(const json& object, const std::string& path,
+                         std::initializer_list<NumberField> fields) {
+  for (const NumberField& f : fields) {
+    QUANT_ASSIGN_OR_RETURN(*f.value,
+                           json_fields::GetNumberOr(object, f.key, kNaN, path));
+  }
+  return absl::OkStatus();
+}
+
+// row[key] when it is an object, nullptr when absent or null, an error
+// naming the field otherwise.
+absl::StatusOr<const json*> OptionalObject(const json& row, const char* key,
+                                           const std::string& path) {
+  const auto it = row.find(key);
+  if (it == row.end() || it->is_null()) return nullptr;
+  QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(*it, FieldPath(path, key)));
+  return &*it;
+}
+
 absl::StatusOr<Layer> ReadLayer(const json& row, const std::string& path) {
   QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(row, path));
   Layer l;
@@ -104,47 +131,35 @@ absl::StatusOr<Layer> ReadLayer(const json& row, const std::string& path) {
   QUANT_ASSIGN_OR_RETURN(l.bits, json_fields::GetIntOr(row, "bits", 0, path));
   QUANT_ASSIGN_OR_RETURN(l.group_size,
                          json_fields::GetIntOr(row, "group_size", 0, path));
-  struct NumberField {
-    const char* key;
-    double* value;
-  };
-  for (const NumberField& f : {
-           NumberField{"bits_per_weight", &l.bits_per_weight},
-           NumberField{"rel_output_error_heldout", &l.error_heldout},
-           NumberField{"rtn_rel_output_error_heldout", &l.rtn_error_heldout},
-           NumberField{"rel_output_error_cal", &l.error_cal},
-           NumberField{"rtn_rel_output_error_cal", &l.rtn_error_cal},
-           NumberField{"gain_heldout", &l.gain_heldout},
-           NumberField{"flattery", &l.flattery},
-           NumberField{"seconds", &l.seconds},
-       }) {
-    QUANT_ASSIGN_OR_RETURN(*f.value,
-                           json_fields::GetNumberOr(row, f.key, kNaN, path));
-  }
-  const auto hessian = row.find("hessian");
-  if (hessian != row.end() && !hessian->is_null()) {
+  QUANT_RETURN_IF_ERROR(
+      ReadNumbers(row, path,
+                  {{"bits_per_weight", &l.bits_per_weight},
+                   {"rel_output_error_heldout", &l.error_heldout},
+                   {"rtn_rel_output_error_heldout", &l.rtn_error_heldout},
+                   {"rel_output_error_cal", &l.error_cal},
+                   {"rtn_rel_output_error_cal", &l.rtn_error_cal},
+                   {"gain_heldout", &l.gain_heldout},
+                   {"flattery", &l.flattery},
+                   {"seconds", &l.seconds}}));
+  QUANT_ASSIGN_OR_RETURN(const json* hessian,
+                         OptionalObject(row, "hessian", path));
+  if (hessian != nullptr) {
     const std::string at = FieldPath(path, "hessian");
-    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(*hessian, at));
-    for (const NumberField& f : {
-             NumberField{"tokens", &l.tokens},
-             NumberField{"k", &l.inputs},
-             NumberField{"tokens_per_input", &l.tokens_per_input},
-             NumberField{"rho_rms", &l.rho_rms},
-             NumberField{"inv_sqrt_tokens", &l.inv_sqrt_tokens},
-         }) {
-      QUANT_ASSIGN_OR_RETURN(
-          *f.value, json_fields::GetNumberOr(*hessian, f.key, kNaN, at));
-    }
+    QUANT_RETURN_IF_ERROR(
+        ReadNumbers(*hessian, at,
+                    {{"tokens", &l.tokens},
+                     {"k", &l.inputs},
+                     {"tokens_per_input", &l.tokens_per_input},
+                     {"rho_rms", &l.rho_rms},
+                     {"inv_sqrt_tokens", &l.inv_sqrt_tokens}}));
     QUANT_ASSIGN_OR_RETURN(
         l.dead_channels,
         json_fields::GetIntOr(*hessian, "dead_channels", 0, at));
   }
-  const auto damp = row.find("damp");
-  if (damp != row.end() && !damp->is_null()) {
-    const std::string at = FieldPath(path, "damp");
-    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(*damp, at));
-    QUANT_ASSIGN_OR_RETURN(l.damp,
-                           json_fields::GetNumberOr(*damp, "used", kNaN, at));
+  QUANT_ASSIGN_OR_RETURN(const json* damp, OptionalObject(row, "damp", path));
+  if (damp != nullptr) {
+    QUANT_RETURN_IF_ERROR(
+        ReadNumbers(*damp, FieldPath(path, "damp"), {{"used", &l.damp}}));
   }
   QUANT_ASSIGN_OR_RETURN(l.flags,
                          json_fields::GetStringArrayOr(row, "flags", path));
@@ -477,6 +492,18 @@ void AppendSummary(std::string* html, const std::vector<Layer>& layers) {
       Fmt(median, "%.3f"), ".</p>\n");
 }
 
+// A plot of one value by decoder block.
+LinePlotOptions ByDepthPlot(const char* id, const char* title,
+                            const char* y_label, bool log_y = false) {
+  LinePlotOptions options;
+  options.id = id;
+  options.title = title;
+  options.x_label = "decoder block";
+  options.y_label = y_label;
+  options.log_y = log_y;
+  return options;
+}
+
 void AppendErrorPlots(std::string* html, const std::vector<Layer>& layers,
                       Palette* palette) {
   const auto by_type = GroupPacked(layers, TypeOf);
@@ -505,25 +532,24 @@ void AppendErrorPlots(std::string* html, const std::vector<Layer>& layers,
       "a smooth profile per type; a spike is a layer to look at. Points ringed "
       "in red are rank-deficient (fewer calibration tokens than inputs); a "
       "point links to its row.</p>\n");
-  LinePlotOptions options;
-  options.id = "rel_error";
-  options.title = "Held-out relative output error";
-  options.x_label = "decoder block";
-  options.y_label = "relative output error";
-  absl::StrAppend(html, RenderLinePlot(options, errors));
-  options.id = "gain";
-  options.title = "Gain over RTN (held-out)";
-  options.y_label = "RTN error / method error";
-  absl::StrAppend(html, RenderLinePlot(options, gains, {{1.0, "RTN"}}));
-  options.id = "flattery";
-  options.title = "Flattery (calibration gain / held-out gain)";
-  options.y_label = "flattery";
-  absl::StrAppend(html,
-                  "<p class=\"sub\">Flattery above 1 means the calibration "
-                  "split made the method look better than held-out text "
-                  "does: the layer fitted its calibration set.</p>\n",
-                  RenderLinePlot(options, flattery, {{1.0, "no flattery"}}),
-                  "</section>\n");
+  absl::StrAppend(
+      html,
+      RenderLinePlot(ByDepthPlot("rel_error", "Held-out relative output error",
+                                 "relative output error"),
+                     errors),
+      RenderLinePlot(ByDepthPlot("gain", "Gain over RTN (held-out)",
+                                 "RTN error / method error"),
+                     gains, {{1.0, "RTN"}}));
+  absl::StrAppend(
+      html,
+      "<p class=\"sub\">Flattery above 1 means the calibration "
+      "split made the method look better than held-out text "
+      "does: the layer fitted its calibration set.</p>\n",
+      RenderLinePlot(
+          ByDepthPlot("flattery", "Flattery (calibration gain / held-out gain)",
+                      "flattery"),
+          flattery, {{1.0, "no flattery"}}),
+      "</section>\n");
 }
 
 void AppendHessian(std::string* html, const std::vector<Layer>& layers,
@@ -548,18 +574,15 @@ void AppendHessian(std::string* html, const std::vector<Layer>& layers,
       "damping, not data, decides the result. rho_rms is the rms "
       "off-diagonal correlation of H; near 1/√T it is mostly sampling "
       "noise (phantom coupling a finite calibration set invents).</p>\n");
-  LinePlotOptions options;
-  options.id = "tokens_per_input";
-  options.title = "Calibration tokens per input channel (T/K)";
-  options.x_label = "decoder block";
-  options.y_label = "T/K";
-  options.log_y = true;
-  absl::StrAppend(html, RenderLinePlot(options, ratio, {{1.0, "T = K"}}));
-  options.id = "rho_rms";
-  options.title = "rho_rms against 1/√T";
-  options.y_label = "correlation";
-  options.log_y = false;
-  absl::StrAppend(html, RenderLinePlot(options, rho));
+  absl::StrAppend(
+      html,
+      RenderLinePlot(
+          ByDepthPlot("tokens_per_input",
+                      "Calibration tokens per input channel (T/K)", "T/K",
+                      /*log_y=*/true),
+          ratio, {{1.0, "T = K"}}),
+      RenderLinePlot(
+          ByDepthPlot("rho_rms", "rho_rms against 1/√T", "correlation"), rho));
 
   std::vector<const Layer*> deficient;
   std::vector<const Layer*> dead;
