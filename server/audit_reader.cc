@@ -64,8 +64,7 @@ absl::StatusOr<PublishedAudit> ParseAudit(absl::string_view audit_json) {
       return Damaged(absl::StrCat("layers[", i, "]: not an object"));
     }
   }
-  out.gates = std::move(*gates);
-  out.layers = std::move(*layers);
+  out.document = std::move(audit);
   return out;
 }
 

@@ -18,9 +18,15 @@ struct PublishedAudit {
   double ppl_ratio = 0.0;
   double mean_kl = 0.0;
   double top1_agreement = 0.0;
+  // The whole audit.json as written, for the report page.
+  nlohmann::json document = {{"gates", nlohmann::json::object()},
+                             {"layers", nlohmann::json::array()}};
+
   // As written (objects with the API's field names), for the report.
-  nlohmann::json gates = nlohmann::json::object();
-  nlohmann::json layers = nlohmann::json::array();  // Each an object.
+  const nlohmann::json& gates() const { return document.at("gates"); }
+  const nlohmann::json& layers() const {  // Each an object.
+    return document.at("layers");
+  }
 };
 
 // DataLoss naming the field when `audit_json` is not an audit this tool

@@ -20,7 +20,7 @@ namespace quant::server {
 std::vector<std::string> AuditWarnings(const PublishedAudit& audit) {
   // (tokens, k) -> the layers with that rank-deficient Hessian.
   std::map<std::pair<int64_t, int64_t>, std::vector<std::string>> by_shape;
-  for (const nlohmann::json& layer : audit.layers) {
+  for (const nlohmann::json& layer : audit.layers()) {
     const nlohmann::json flags = layer.value("flags", nlohmann::json::array());
     const nlohmann::json hessian =
         layer.value("hessian", nlohmann::json::object());

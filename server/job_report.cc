@@ -28,15 +28,16 @@ absl::Status ParseInto(const nlohmann::json& value, const std::string& what,
 
 absl::Status AuditToReport(const PublishedAudit& audit, v1::JobReport* report) {
   report->clear_layers();
-  for (size_t i = 0; i < audit.layers.size(); ++i) {
+  for (size_t i = 0; i < audit.layers().size(); ++i) {
     if (absl::Status s =
-            ParseInto(audit.layers[i], absl::StrCat("layers[", i, "]"),
+            ParseInto(audit.layers()[i], absl::StrCat("layers[", i, "]"),
                       report->add_layers());
         !s.ok()) {
       return s;
     }
   }
-  if (absl::Status s = ParseInto(audit.gates, "gates", report->mutable_gates());
+  if (absl::Status s =
+          ParseInto(audit.gates(), "gates", report->mutable_gates());
       !s.ok()) {
     return s;
   }
@@ -46,25 +47,25 @@ absl::Status AuditToReport(const PublishedAudit& audit, v1::JobReport* report) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> RenderJobReportHtml(ArtifactStore& artifacts,
-                                                const std::string& job_id) {
+absl::StatusOr<PublishedAudit> ReadPublishedAudit(ArtifactStore& artifacts,
+                                                  const std::string& job_id) {
   absl::StatusOr<std::string> audit = artifacts.ReadAudit(job_id);
   if (!audit.ok()) return audit.status();
+  return ParseAudit(*audit);
+}
+
+absl::StatusOr<std::string> RenderJobReportHtml(ArtifactStore& artifacts,
+                                                const std::string& job_id,
+                                                const PublishedAudit& audit) {
   absl::StatusOr<std::string> manifest = artifacts.ReadManifest(job_id);
   if (!manifest.ok()) return manifest.status();
-  const nlohmann::json audit_json = ParseJsonOrDiscarded(*audit);
   const nlohmann::json manifest_json = ParseJsonOrDiscarded(*manifest);
-  for (const auto& [name, value] :
-       {std::pair<const char*, const nlohmann::json*>{"audit.json",
-                                                      &audit_json},
-        {"manifest.json", &manifest_json}}) {
-    if (value->is_discarded()) {
-      return absl::DataLossError(
-          absl::StrCat("job ", job_id, ": published ", name, " is not JSON"));
-    }
+  if (manifest_json.is_discarded()) {
+    return absl::DataLossError(
+        absl::StrCat("job ", job_id, ": published manifest.json is not JSON"));
   }
   absl::StatusOr<std::string> html =
-      report::RenderReportHtml(audit_json, manifest_json);
+      report::RenderReportHtml(audit.document, manifest_json);
   if (!html.ok()) {
     return absl::DataLossError(
         absl::StrCat("job ", job_id, ": ", html.status().message()));

@@ -18,12 +18,18 @@ namespace quant::server {
 // layer or the gates do not convert to the API's messages.
 absl::Status AuditToReport(const PublishedAudit& audit, v1::JobReport* report);
 
-// report.html of a finished job, rendered from the audit.json and
+// The audit.json a finished job's finalize published, read and parsed
+// (ParseAudit's DataLoss when it is damaged).
+absl::StatusOr<PublishedAudit> ReadPublishedAudit(ArtifactStore& artifacts,
+                                                  const std::string& job_id);
+
+// report.html of a finished job, rendered from its published `audit` and the
 // manifest.json its finalize published (the same bytes as the checkpoint's
-// own report.html). DataLoss naming the file when either is not JSON or
-// lacks what the page shows.
+// own report.html). DataLoss naming the file when the manifest is not JSON
+// or either lacks what the page shows.
 absl::StatusOr<std::string> RenderJobReportHtml(ArtifactStore& artifacts,
-                                                const std::string& job_id);
+                                                const std::string& job_id,
+                                                const PublishedAudit& audit);
 
 }  // namespace quant::server
 

@@ -346,13 +346,12 @@ absl::StatusOr<v1::JobReport> QuantServiceImpl::DoGetJobReport(
   report.set_verdict(proto->verdict());
   report.set_artifact_uri(proto->artifact_uri());
   if (job->state == store::JobState::kSucceeded) {
-    absl::StatusOr<std::string> audit = artifacts_->ReadAudit(id);
-    if (!audit.ok()) return audit.status();
-    absl::StatusOr<PublishedAudit> parsed = ParseAudit(*audit);
+    absl::StatusOr<PublishedAudit> parsed = ReadPublishedAudit(*artifacts_, id);
     if (!parsed.ok()) return parsed.status();
     if (absl::Status s = AuditToReport(*parsed, &report); !s.ok()) return s;
     if (html) {
-      absl::StatusOr<std::string> page = RenderJobReportHtml(*artifacts_, id);
+      absl::StatusOr<std::string> page =
+          RenderJobReportHtml(*artifacts_, id, *parsed);
       if (!page.ok()) return page.status();
       report.set_html(*std::move(page));
     }

@@ -53,7 +53,9 @@ metrics::HttpResponse ServeJobReportPage(const metrics::HttpRequest& request,
                           "; its report page exists once it has "
                           "succeeded"));
   }
-  absl::StatusOr<std::string> html = RenderJobReportHtml(artifacts, id);
+  absl::StatusOr<PublishedAudit> audit = ReadPublishedAudit(artifacts, id);
+  if (!audit.ok()) return Text(500, std::string(audit.status().message()));
+  absl::StatusOr<std::string> html = RenderJobReportHtml(artifacts, id, *audit);
   if (!html.ok()) return Text(500, std::string(html.status().message()));
   metrics::HttpResponse response;
   response.content_type = "text/html; charset=utf-8";

@@ -66,21 +66,23 @@ std::string Manifest(const std::string& job_id, const Recipe& recipe) {
       .dump();
 }
 
-// A store with one job whose every task is done, and its checkpoint folder.
-struct FinishedTasks {
+// A planned job of one block in a fresh store on `clock`, with no task run.
+struct PlannedJob {
   std::string dir;
   std::unique_ptr<store::SqliteJobStore> store;
   std::unique_ptr<FileArtifactStore> artifacts;
   JobSpec spec;
   std::string id;
-  std::string checkpoint;
 };
 
-FinishedTasks MakeFinishedTasks() {
-  FinishedTasks out;
+PlannedJob MakePlannedJob(Clock* clock, int max_attempts,
+                          std::vector<std::string> warnings = {}) {
+  PlannedJob out;
   out.dir = testing::MakeTempDir();
-  auto store = store::SqliteJobStore::Open(out.dir + "/quantd.db",
-                                           SystemClock::Default());
+  store::SqliteJobStoreOptions options;
+  options.max_attempts = max_attempts;
+  auto store =
+      store::SqliteJobStore::Open(out.dir + "/quantd.db", clock, options);
   EXPECT_TRUE(store.ok()) << store.status();
   if (!store.ok()) return out;
   out.store = *std::move(store);
@@ -94,7 +96,7 @@ FinishedTasks MakeFinishedTasks() {
   out.spec.num_blocks = 1;
   out.spec.calibration_sha256 = std::string(64, 'a');
   out.spec.calibration_path = "/calib/a.jsonl";
-  out.spec.warnings = {"recipe: at submit"};
+  out.spec.warnings = std::move(warnings);
   auto created = out.store->CreateJob("req", JobSpecToJson(out.spec), {});
   EXPECT_TRUE(created.ok()) << created.status();
   if (!created.ok()) return out;
@@ -103,6 +105,21 @@ FinishedTasks MakeFinishedTasks() {
   EXPECT_TRUE(EnsureJobPlanned(*out.store, out.id, 1, Propagation::kSequential,
                                &planned)
                   .ok());
+  return out;
+}
+
+// A planned job (with a warning from submit) whose every task is done, and
+// its checkpoint folder.
+struct FinishedTasks : PlannedJob {
+  std::string checkpoint;
+};
+
+FinishedTasks MakeFinishedTasks() {
+  FinishedTasks out;
+  static_cast<PlannedJob&>(out) = MakePlannedJob(
+      SystemClock::Default(), store::SqliteJobStoreOptions().max_attempts,
+      {"recipe: at submit"});
+  if (out.store == nullptr || out.artifacts == nullptr) return out;
   for (int task = 0; task < 2; ++task) {  // block 0, finalize
     auto lease = out.store->LeaseTask("w", 60'000);
     EXPECT_TRUE(lease.ok() && lease->has_value());
@@ -153,8 +170,8 @@ TEST(ParseAuditTest, ReadsTheVerdictGatesAndRows) {
   EXPECT_DOUBLE_EQ(audit.ppl_ratio, 1.01);
   EXPECT_DOUBLE_EQ(audit.mean_kl, 0.002);
   EXPECT_DOUBLE_EQ(audit.top1_agreement, 0.97);
-  ASSERT_EQ(audit.layers.size(), 1u);
-  EXPECT_EQ(audit.layers[0]["name"], "l.0.q_proj");
+  ASSERT_EQ(audit.layers().size(), 1u);
+  EXPECT_EQ(audit.layers()[0]["name"], "l.0.q_proj");
   nlohmann::json fail = nlohmann::json::parse(Audit({}));
   fail["verdict"] = "FAIL";
   EXPECT_EQ(Parsed(fail.dump()).verdict, store::Verdict::kFail);
@@ -305,46 +322,6 @@ TEST(JobLifecycleTest, CheckpointOfAnotherJobIsNotReported) {
   }
 }
 
-// A planned job of one block in a fresh store on `clock`, with no task run.
-struct PlannedJob {
-  std::string dir;
-  std::unique_ptr<store::SqliteJobStore> store;
-  std::unique_ptr<FileArtifactStore> artifacts;
-  std::string id;
-};
-
-PlannedJob MakePlannedJob(Clock* clock, int max_attempts) {
-  PlannedJob out;
-  out.dir = testing::MakeTempDir();
-  store::SqliteJobStoreOptions options;
-  options.max_attempts = max_attempts;
-  auto store =
-      store::SqliteJobStore::Open(out.dir + "/quantd.db", clock, options);
-  EXPECT_TRUE(store.ok()) << store.status();
-  if (!store.ok()) return out;
-  out.store = *std::move(store);
-  auto artifacts =
-      FileArtifactStore::Open("file://" + out.dir + "/art", 1 << 20);
-  EXPECT_TRUE(artifacts.ok()) << artifacts.status();
-  if (!artifacts.ok()) return out;
-  out.artifacts = *std::move(artifacts);
-  JobSpec spec;
-  spec.checkpoint_uri = "file:///models/m";
-  spec.checkpoint_path = "/models/m";
-  spec.num_blocks = 1;
-  spec.calibration_sha256 = std::string(64, 'a');
-  spec.calibration_path = "/calib/a.jsonl";
-  auto created = out.store->CreateJob("req", JobSpecToJson(spec), {});
-  EXPECT_TRUE(created.ok()) << created.status();
-  if (!created.ok()) return out;
-  out.id = created->job.id;
-  bool planned = false;
-  EXPECT_TRUE(EnsureJobPlanned(*out.store, out.id, 1, Propagation::kSequential,
-                               &planned)
-                  .ok());
-  return out;
-}
-
 // The states of the job's "job" events, in order.
 std::vector<std::string> StateEvents(store::JobStore& store,
                                      const std::string& job_id) {
@@ -462,7 +439,9 @@ TEST(ReportPageTest, ServesASucceededJobsPageToClients) {
                   .ok());
   ASSERT_TRUE(lifecycle.FinishJob(f.id).ok());
   const std::string path = absl::StrCat("/jobs/", f.id, "/report");
-  auto expected = RenderJobReportHtml(*f.artifacts, f.id);
+  auto audit = ReadPublishedAudit(*f.artifacts, f.id);
+  ASSERT_TRUE(audit.ok()) << audit.status();
+  auto expected = RenderJobReportHtml(*f.artifacts, f.id, *audit);
   ASSERT_TRUE(expected.ok()) << expected.status();
 
   const Authenticator open(AuthTokens{});
