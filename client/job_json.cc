@@ -14,6 +14,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/base/strict_json.h"
+#include "core/estimate/plan_estimate.h"
 #include "core/pipeline/audit_report.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/util/json_util.h"
@@ -205,7 +206,10 @@ json JobToJson(const v1::Job& job) {
         {"layers_done", p.layers_done()},
         {"layers_total", p.layers_total()},
         {"fraction", p.fraction()},
-        {"current", p.current()}}},
+        {"current", p.current()},
+        {"elapsed_seconds", p.elapsed_seconds()},
+        {"eta_seconds",
+         p.has_eta_seconds() ? json(p.eta_seconds()) : json(nullptr)}}},
       {"artifact_uri", job.artifact_uri()},
       {"isa", job.isa()},
       {"error", job.error()},
@@ -302,6 +306,13 @@ std::string FormatProgress(const v1::Progress& progress) {
                             progress.blocks_done(), progress.blocks_total(),
                             progress.layers_done(), progress.layers_total(),
                             100.0 * ProgressFraction(progress));
+  if (progress.elapsed_seconds() > 0) {
+    absl::StrAppend(&text, ", elapsed ",
+                    HumanSeconds(progress.elapsed_seconds()));
+  }
+  if (progress.has_eta_seconds() && progress.eta_seconds() > 0) {
+    absl::StrAppend(&text, ", ETA ", HumanSeconds(progress.eta_seconds()));
+  }
   if (!progress.current().empty()) {
     absl::StrAppend(&text, " - ", progress.current());
   }

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <vector>
@@ -16,7 +17,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/common_flags.h"
+#include "client/estimate_print.h"
 #include "core/base/status_macros.h"
+#include "core/base/thread_pool.h"
+#include "core/estimate/plan_estimate.h"
+#include "core/estimate/rate_probe.h"
 #include "core/model/checkpoint.h"
 #include "core/model/linear_layers.h"
 #include "core/recipe/layer_plan.h"
@@ -24,6 +29,11 @@
 #include "nlohmann/json.hpp"
 
 // Defined in eval_command.cc: a flag name may be defined once per program.
+
+ABSL_FLAG(bool, estimate, false,
+          "With --checkpoint: also print the job's plan (tasks, tokens), the "
+          "packed checkpoint's size and the time it takes on this machine's "
+          "cores, measured by a short probe of the kernels.");
 
 namespace quant {
 namespace {
@@ -126,6 +136,9 @@ absl::Status RunRecipe(const CommandInvocation& invocation) {
   const bool json = absl::GetFlag(FLAGS_json);
   const std::string checkpoint_dir = absl::GetFlag(FLAGS_checkpoint);
   if (checkpoint_dir.empty()) {
+    if (absl::GetFlag(FLAGS_estimate)) {
+      return UsageError("--estimate: needs --checkpoint DIR");
+    }
     if (json) {
       *invocation.out << RecipeToJson(recipe) << "\n";
     } else {
@@ -142,6 +155,16 @@ absl::Status RunRecipe(const CommandInvocation& invocation) {
 
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> checkpoint,
                          Checkpoint::Open(checkpoint_dir));
+  std::optional<PlanEstimate> estimate;
+  std::string where;
+  if (absl::GetFlag(FLAGS_estimate)) {
+    ThreadPool pool(ThreadPool::AvailableCores());
+    QUANT_ASSIGN_OR_RETURN(const WorkRates rates, MeasureWorkRates(&pool));
+    QUANT_ASSIGN_OR_RETURN(estimate,
+                           EstimatePlan(*checkpoint, recipe, rates, 1));
+    where = absl::StrCat("this machine (", pool.threads(), " thread",
+                         pool.threads() == 1 ? "" : "s", ")");
+  }
   QUANT_ASSIGN_OR_RETURN(
       const LayerPlan plan,
       ResolveLayerSettings(recipe, CheckpointLayerNames(checkpoint->config())));
@@ -156,6 +179,10 @@ absl::Status RunRecipe(const CommandInvocation& invocation) {
       layers.push_back(LayerToJson(layer, GroupFitNote(layer, widths)));
     }
     result["warnings"] = plan.warnings;
+    if (estimate.has_value()) {
+      result["estimate"] = PlanEstimateToJson(*estimate);
+      result["estimate"]["where"] = where;
+    }
     *invocation.out << result.dump(2, ' ', false,
                                    OrderedJson::error_handler_t::replace)
                     << "\n";
@@ -168,6 +195,8 @@ absl::Status RunRecipe(const CommandInvocation& invocation) {
                     << plan.layers.size() << " layers of " << checkpoint_dir
                     << " quantized\n";
     PrintPlanText(plan, widths, *invocation.out);
+    if (estimate.has_value())
+      PrintPlanEstimate(*estimate, where, *invocation.out);
   }
   for (const std::string& warning : plan.warnings) {
     *invocation.err << "warning: " << warning << "\n";
@@ -181,7 +210,8 @@ Command RecipeCommand() {
   Command command;
   command.name = "recipe";
   command.summary = "Validate a quantization recipe (YAML or JSON).";
-  command.usage = "recipe validate RECIPE_FILE [--json] [--checkpoint DIR]";
+  command.usage =
+      "recipe validate RECIPE_FILE [--json] [--checkpoint DIR [--estimate]]";
   command.description =
       "Checks every field of RECIPE_FILE (unknown or duplicate keys, types,\n"
       "ranges, regexes, combinations that would have no effect) and names\n"
@@ -190,12 +220,17 @@ Command RecipeCommand() {
       "resolves the recipe against that checkpoint's layers and prints each\n"
       "layer's method, bits, group size, grid and damping, or why it stays\n"
       "unquantized; overrides that match no layer are warnings on stderr.\n"
-      "Runs locally; no server.";
+      "--estimate adds the job's plan: its tasks, the calibration and\n"
+      "held-out tokens, the packed checkpoint's size (a finalize that writes\n"
+      "more than its layers predict fails) and the time on this machine.\n"
+      "Runs locally; no server (`quantctl submit --dry_run` estimates on\n"
+      "quantd's workers).";
   command.example =
       "quantctl recipe validate recipe.yaml --checkpoint "
       "../shared/models/stories260K/hf-f32";
   command.flags = {&absl::GetFlagReflectionHandle(FLAGS_json),
-                   &absl::GetFlagReflectionHandle(FLAGS_checkpoint)};
+                   &absl::GetFlagReflectionHandle(FLAGS_checkpoint),
+                   &absl::GetFlagReflectionHandle(FLAGS_estimate)};
   command.min_args = 2;
   command.max_args = 2;
   command.run = RunRecipe;

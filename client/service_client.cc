@@ -225,6 +225,16 @@ absl::StatusOr<v1::Job> ServiceClient::CreateJob(
   return job;
 }
 
+absl::StatusOr<v1::JobEstimate> ServiceClient::EstimateJob(
+    const v1::CreateJobRequest& request) {
+  grpc::ClientContext context;
+  Prepare(&context, kUnaryDeadlineSeconds);
+  v1::JobEstimate estimate;
+  const grpc::Status status = stub_->EstimateJob(&context, request, &estimate);
+  if (!status.ok()) return FromGrpcStatus(status, options_.address);
+  return estimate;
+}
+
 absl::StatusOr<v1::Job> ServiceClient::GetJob(const std::string& id) {
   grpc::ClientContext context;
   Prepare(&context, kUnaryDeadlineSeconds);

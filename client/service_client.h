@@ -65,6 +65,8 @@ class ServiceClient {
   absl::StatusOr<v1::UploadCalibrationResponse> UploadCalibration(
       const std::string& path, size_t chunk_bytes = size_t{1} << 20);
   absl::StatusOr<v1::Job> CreateJob(const v1::CreateJobRequest& request);
+  absl::StatusOr<v1::JobEstimate> EstimateJob(
+      const v1::CreateJobRequest& request);
   absl::StatusOr<v1::Job> GetJob(const std::string& id);
   absl::StatusOr<v1::ListJobsResponse> ListJobs(
       const v1::ListJobsRequest& request);

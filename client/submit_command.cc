@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <memory>
+#include <string>
 #include <system_error>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "client/common_flags.h"
+#include "client/estimate_print.h"
 #include "client/job_json.h"
 #include "client/job_print.h"
 #include "client/service_client.h"
@@ -20,6 +22,7 @@
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/recipe/recipe.h"
+#include "nlohmann/json.hpp"
 
 // Defined by `quantize` (one definition per program); submit reads them too.
 ABSL_DECLARE_FLAG(std::string, recipe);
@@ -29,6 +32,11 @@ ABSL_FLAG(std::string, request_id, "",
           "Idempotency key: submitting the same request again with it "
           "returns the job created the first time instead of a new one (a "
           "different request with the same key is refused).");
+ABSL_FLAG(bool, dry_run, false,
+          "Create nothing: print the plan quantd would run (tasks, tokens), "
+          "the packed checkpoint's size and the time on its registered "
+          "workers. --calibration is optional; a sha256 is checked, a local "
+          "file is not uploaded.");
 ABSL_FLAG(bool, wait, false,
           "Follow the job until it ends (like `quantctl watch`, progress on "
           "stderr) and exit 0 PASS, 3 FAIL, 1 FAILED or CANCELLED.");
@@ -36,15 +44,61 @@ ABSL_FLAG(bool, wait, false,
 namespace quant {
 namespace {
 
+// EstimateJob: the plan, output size and time, printed; nothing created.
+absl::Status RunDryRun(ServiceClient& client, const std::string& calibration,
+                       v1::CreateJobRequest request,
+                       const CommandInvocation& invocation) {
+  std::error_code error;
+  if (LooksLikeSha256(calibration) &&
+      !std::filesystem::exists(calibration, error)) {
+    request.mutable_calibration()->set_sha256(
+        absl::AsciiStrToLower(calibration));
+  } else if (!calibration.empty()) {
+    *invocation.err << "calibration " << calibration
+                    << ": not uploaded by a dry run, not checked\n";
+  }
+  QUANT_ASSIGN_OR_RETURN(const v1::JobEstimate reply,
+                         client.EstimateJob(request));
+  for (const std::string& warning : reply.warnings()) {
+    *invocation.err << "warning: " << warning << "\n";
+  }
+  PlanEstimate estimate;
+  estimate.blocks = reply.blocks();
+  estimate.tasks = reply.tasks();
+  estimate.calibration_tokens = reply.calibration_tokens();
+  estimate.heldout_tokens = reply.heldout_tokens();
+  estimate.output.tensor_bytes = reply.output_bytes();
+  estimate.output.source_tensor_bytes = reply.source_bytes();
+  estimate.output.packed_layers = reply.packed_layers();
+  estimate.output.kept_layers = reply.kept_layers();
+  estimate.workers = reply.workers();
+  if (reply.has_expected_seconds()) {
+    estimate.seconds = reply.expected_seconds();
+  }
+  const std::string where =
+      absl::StrCat(reply.workers(), " registered worker",
+                   reply.workers() == 1 ? "" : "s", " with measured rates");
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::ordered_json json = PlanEstimateToJson(estimate);
+    json["warnings"] = std::vector<std::string>(reply.warnings().begin(),
+                                                reply.warnings().end());
+    *invocation.out << json.dump(2) << "\n";
+  } else {
+    PrintPlanEstimate(estimate, where, *invocation.out);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunSubmit(const CommandInvocation& invocation) {
   const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
   const std::string recipe_path = absl::GetFlag(FLAGS_recipe);
   const std::string calibration = absl::GetFlag(FLAGS_calibration);
+  const bool dry_run = absl::GetFlag(FLAGS_dry_run);
   for (const auto& [flag, value] :
        {std::pair<const char*, const std::string*>{"checkpoint", &checkpoint},
         {"recipe", &recipe_path},
         {"calibration", &calibration}}) {
-    if (value->empty()) {
+    if (value->empty() && !(dry_run && value == &calibration)) {
       return UsageError(absl::StrCat("--", flag, " is required"));
     }
   }
@@ -64,6 +118,9 @@ absl::Status RunSubmit(const CommandInvocation& invocation) {
 
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<ServiceClient> client,
                          ServiceClient::FromFlags());
+  if (dry_run) {
+    return RunDryRun(*client, calibration, std::move(request), invocation);
+  }
   std::error_code error;
   if (LooksLikeSha256(calibration) &&
       !std::filesystem::exists(calibration, error)) {
@@ -124,7 +181,7 @@ Command SubmitCommand() {
   command.summary = "Create a quantization job on quantd; print its id.";
   command.usage =
       "submit --checkpoint DIR|URI --recipe FILE --calibration FILE|SHA256 "
-      "[--label K=V ...] [--request_id ID] [--wait] [--json] "
+      "[--label K=V ...] [--request_id ID] [--wait] [--dry_run] [--json] "
       "[connection flags]";
   command.description =
       "The checkpoint is a directory as quantd sees it (a plain path "
@@ -136,7 +193,11 @@ Command SubmitCommand() {
       "may be repeated (values may not contain ','). Prints the job id "
       "(with --json the job as a JSON object). With --wait it follows the "
       "job (progress on stderr) and exits 0 verdict PASS, 3 verdict FAIL, 1 "
-      "FAILED or CANCELLED; 2 is a usage error.";
+      "FAILED or CANCELLED; 2 is a usage error. --dry_run creates nothing "
+      "and prints the plan quantd would run: tasks, calibration and "
+      "held-out tokens, the packed checkpoint's size (the finalize fails "
+      "a checkpoint larger than its layers predict) and the expected time "
+      "on the registered workers' measured rates.";
   command.example =
       "quantctl submit --checkpoint /models/stories260K/hf-f32 --recipe "
       "recipes/stories260k-gptq-w4.yaml --calibration tinystories_val.txt "
@@ -148,6 +209,7 @@ Command SubmitCommand() {
       &absl::GetFlagReflectionHandle(FLAGS_label),
       &absl::GetFlagReflectionHandle(FLAGS_request_id),
       &absl::GetFlagReflectionHandle(FLAGS_wait),
+      &absl::GetFlagReflectionHandle(FLAGS_dry_run),
       &absl::GetFlagReflectionHandle(FLAGS_json),
   };
   for (const absl::CommandLineFlag* flag : ServiceFlags()) {

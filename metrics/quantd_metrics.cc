@@ -70,6 +70,11 @@ QuantdMetrics::QuantdMetrics(QuantdMetricsOptions options)
                                  "Layers of the job quantized.")),
       job_layers_planned_(AddGauges(*registry_, "quant_job_layers_planned",
                                     "Layers the job quantizes.")),
+      job_eta_seconds_(AddGauges(
+          *registry_, "quant_job_eta_seconds",
+          "Predicted seconds until the job ends: its remaining tasks' work "
+          "at the workers' measured rates, scaled by its finished tasks' "
+          "times. Absent while unknown.")),
       layer_rel_output_error_(AddGauges(
           *registry_, "quant_layer_rel_output_error",
           "Relative output error ||X(W-Q)^T||_F / ||XW^T||_F of a quantized "
@@ -158,6 +163,15 @@ void QuantdMetrics::SetJobGauge(JobSeries& job, GaugeFamily& family,
   job.gauges.emplace(&family, &gauge);
 }
 
+void QuantdMetrics::RemoveJobGauge(JobSeries& job, GaugeFamily& family,
+                                   absl::string_view job_id) {
+  const prometheus::Labels labels = {{"job_id", std::string(job_id)}};
+  if (!family.Has(labels)) return;
+  Gauge& gauge = family.Add(labels);
+  job.gauges.erase({&family, &gauge});
+  family.Remove(&gauge);
+}
+
 absl::Status QuantdMetrics::SetJobProgress(absl::string_view job_id,
                                            const JobProgress& progress) {
   if (absl::Status s = CheckJobId(job_id); !s.ok()) return s;
@@ -184,6 +198,12 @@ absl::Status QuantdMetrics::SetJobProgress(absl::string_view job_id,
   SetJobGauge(job, job_blocks_planned_, {}, job_id, progress.blocks_total);
   SetJobGauge(job, job_layers_done_, {}, job_id, progress.layers_done);
   SetJobGauge(job, job_layers_planned_, {}, job_id, progress.layers_total);
+  if (progress.eta_seconds.has_value()) {
+    SetJobGauge(job, job_eta_seconds_, {}, job_id,
+                std::max(0.0, *progress.eta_seconds));
+  } else {
+    RemoveJobGauge(job, job_eta_seconds_, job_id);
+  }
   return absl::OkStatus();
 }
 

@@ -55,6 +55,9 @@ struct JobProgress {
   int64_t blocks_total = 0;
   int64_t layers_done = 0;
   int64_t layers_total = 0;
+  // Predicted seconds left (quant_job_eta_seconds); unset when unknown,
+  // which removes the series.
+  std::optional<double> eta_seconds;
 };
 
 // One quantized layer's audit figures (LayerAudit's fields of these names).
@@ -153,6 +156,10 @@ class QuantdMetrics {
   void SetJobGauge(JobSeries& job, GaugeFamily& family,
                    prometheus::Labels labels, absl::string_view job_id,
                    double value) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Removes the job's series of `family` with only the job label, if any.
+  void RemoveJobGauge(JobSeries& job, GaugeFamily& family,
+                      absl::string_view job_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   JobSeries& FindOrAddJob(absl::string_view job_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -165,6 +172,7 @@ class QuantdMetrics {
   GaugeFamily& job_blocks_planned_;
   GaugeFamily& job_layers_done_;
   GaugeFamily& job_layers_planned_;
+  GaugeFamily& job_eta_seconds_;
   GaugeFamily& layer_rel_output_error_;
   GaugeFamily& layer_gain_over_rtn_;
   GaugeFamily& job_gate_ppl_ratio_;

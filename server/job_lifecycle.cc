@@ -64,7 +64,7 @@ std::vector<std::string> AuditWarnings(const PublishedAudit& audit) {
 absl::StatusOr<v1::Job> JobLifecycle::JobProto(const store::Job& job) {
   absl::StatusOr<std::vector<store::Task>> tasks = store_->ListTasks(job.id);
   if (!tasks.ok()) return tasks.status();
-  return JobToProto(job, *tasks);
+  return JobToProto(job, *tasks, eta_);
 }
 
 absl::StatusOr<v1::Job> JobLifecycle::JobProto(const std::string& job_id) {

@@ -21,6 +21,8 @@
 
 namespace quant::server {
 
+class JobEta;
+
 struct UpkeepResult {
   int expired_leases = 0;
   int planned_jobs = 0;
@@ -55,6 +57,9 @@ class JobLifecycle {
     observer_ = observer != nullptr ? observer : &no_observer_;
   }
   JobObserver& observer() { return *observer_; }
+  // Not owned; must outlive this. Null: jobs show no elapsed time or ETA.
+  void set_eta(const JobEta* eta) { eta_ = eta; }
+  const JobEta* eta() const { return eta_; }
 
   ChangeSignal& signal() { return *signal_; }
   store::JobStore& store() { return *store_; }
@@ -69,6 +74,7 @@ class JobLifecycle {
   ChangeSignal* signal_;
   JobObserver no_observer_;
   JobObserver* observer_ = &no_observer_;
+  const JobEta* eta_ = nullptr;
 };
 
 // What the job should warn about from its audit.json (each line begins

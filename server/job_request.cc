@@ -12,7 +12,9 @@
 #include "core/base/read_roots.h"
 #include "core/base/sha256.h"
 #include "core/calib/calibration_file.h"
+#include "core/estimate/work_model.h"
 #include "core/model/checkpoint.h"
+#include "core/pipeline/output_size.h"
 #include "core/pipeline/quantization_plan.h"
 #include "core/recipe/recipe.h"
 
@@ -105,7 +107,8 @@ absl::Status CheckSha256(const std::string& sha256, absl::string_view field) {
 
 absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
     const v1::CreateJobRequest& request, const UriPolicy& policy,
-    store::JobStore& store, int64_t max_calibration_bytes) {
+    store::JobStore& store, int64_t max_calibration_bytes,
+    bool calibration_optional) {
   if (request.ByteSizeLong() > kMaxRequestBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "request: ", request.ByteSizeLong(),
@@ -153,16 +156,27 @@ absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
   }
   absl::StatusOr<QuantizationPlan> plan = PlanQuantization(config, *recipe);
   if (!plan.ok()) return Prefixed(plan.status(), "recipe: ");
+  absl::StatusOr<std::vector<SourceTensor>> stored =
+      SourceTensorsOf(**checkpoint);
+  if (!stored.ok()) return Prefixed(stored.status(), "checkpoint_uri: ");
+  absl::StatusOr<OutputSize> output = ComputeOutputSize(
+      *stored, config, *recipe, PlannedOutputDecisions(config, *recipe, *plan));
+  if (!output.ok()) return Prefixed(output.status(), "recipe: ");
+  out.output = *output;
+  spec.work = EstimateJobWork(config, *recipe, *plan);
   spec.recipe = *std::move(recipe);
   spec.warnings = plan->warnings;
 
-  if (!request.has_calibration()) {
+  if (!request.has_calibration() && !calibration_optional) {
     return absl::InvalidArgumentError(
         "calibration: required (sha256 of an uploaded set, or uri + sha256)");
   }
-  if (absl::Status s = ResolveCalibration(request.calibration(), policy, store,
-                                          max_calibration_bytes, &out);
-      !s.ok()) {
+  if (!request.has_calibration()) {
+    // The dry run without one: nothing to check.
+  } else if (absl::Status s =
+                 ResolveCalibration(request.calibration(), policy, store,
+                                    max_calibration_bytes, &out);
+             !s.ok()) {
     return s;
   }
 

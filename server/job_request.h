@@ -13,6 +13,7 @@
 #include <cstdint>
 
 #include "absl/status/statusor.h"
+#include "core/pipeline/output_size.h"
 #include "quant/v1/service.pb.h"
 #include "server/job_spec.h"
 #include "server/store/job_store.h"
@@ -26,12 +27,17 @@ struct ValidatedJobRequest {
   // the store once the job is accepted.
   bool calibration_from_uri = false;
   int64_t calibration_size_bytes = 0;
+  // The packed checkpoint the plan writes (for the dry run).
+  OutputSize output;
 };
 
-// Reads `store` (calibration sets) but changes nothing.
+// Reads `store` (calibration sets) but changes nothing. With
+// `calibration_optional` (the dry run) a request without a calibration is
+// valid; one that names a set is still checked.
 absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
     const v1::CreateJobRequest& request, const UriPolicy& policy,
-    store::JobStore& store, int64_t max_calibration_bytes);
+    store::JobStore& store, int64_t max_calibration_bytes,
+    bool calibration_optional = false);
 
 // 64 lowercase hex digits; InvalidArgument naming `field` otherwise.
 absl::Status CheckSha256(const std::string& sha256, absl::string_view field);

@@ -14,6 +14,7 @@
 #include "core/base/strict_json.h"
 #include "google/protobuf/util/time_util.h"
 #include "nlohmann/json.hpp"
+#include "server/job_eta.h"
 
 namespace quant::server {
 
@@ -28,10 +29,76 @@ std::string JobSpecToJson(const JobSpec& spec) {
   json["labels"] = nlohmann::json::object();
   for (const auto& [key, value] : spec.labels) json["labels"][key] = value;
   if (!spec.warnings.empty()) json["warnings"] = spec.warnings;
+  if (spec.work.has_value()) {
+    const auto flops = [](const TaskWork& task) {
+      return nlohmann::json::array(
+          {task.forward_flops, task.hessian_flops, task.gptq_flops});
+    };
+    nlohmann::json blocks = nlohmann::json::array();
+    for (const TaskWork& block : spec.work->blocks) {
+      blocks.push_back(flops(block));
+    }
+    json["work"] = {{"calibration_tokens", spec.work->calibration_tokens},
+                    {"heldout_tokens", spec.work->heldout_tokens},
+                    {"blocks", std::move(blocks)},
+                    {"finalize", flops(spec.work->finalize)}};
+  }
   return json.dump();
 }
 
 namespace {
+
+// [forward, hessian, gptq] flops, each a finite number >= 0.
+absl::StatusOr<TaskWork> ParseTaskWork(const nlohmann::json& value,
+                                       const std::string& path) {
+  if (!value.is_array() || value.size() != 3) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not [forward, hessian, gptq] flops"));
+  }
+  double flops[3];
+  for (size_t i = 0; i < 3; ++i) {
+    if (!value[i].is_number() || !std::isfinite(value[i].get<double>()) ||
+        value[i].get<double>() < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, "[", i, "]: not a finite count >= 0"));
+    }
+    flops[i] = value[i].get<double>();
+  }
+  TaskWork task;
+  task.forward_flops = flops[0];
+  task.hessian_flops = flops[1];
+  task.gptq_flops = flops[2];
+  return task;
+}
+
+absl::StatusOr<std::optional<JobWork>> ParseWork(const nlohmann::json& json) {
+  namespace fields = json_fields;
+  auto it = json.find("work");
+  if (it == json.end()) return std::nullopt;
+  QUANT_RETURN_IF_ERROR(fields::ExpectObject(*it, "work"));
+  JobWork work;
+  QUANT_ASSIGN_OR_RETURN(work.calibration_tokens,
+                         fields::GetInt(*it, "calibration_tokens", "work"));
+  QUANT_ASSIGN_OR_RETURN(work.heldout_tokens,
+                         fields::GetInt(*it, "heldout_tokens", "work"));
+  auto blocks = it->find("blocks");
+  if (blocks == it->end() || !blocks->is_array()) {
+    return absl::InvalidArgumentError("work.blocks: required, an array");
+  }
+  for (size_t i = 0; i < blocks->size(); ++i) {
+    QUANT_ASSIGN_OR_RETURN(
+        TaskWork block,
+        ParseTaskWork((*blocks)[i], absl::StrCat("work.blocks[", i, "]")));
+    work.blocks.push_back(block);
+  }
+  auto finalize = it->find("finalize");
+  if (finalize == it->end()) {
+    return absl::InvalidArgumentError("work.finalize: required");
+  }
+  QUANT_ASSIGN_OR_RETURN(work.finalize,
+                         ParseTaskWork(*finalize, "work.finalize"));
+  return work;
+}
 
 absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
   namespace fields = json_fields;
@@ -72,6 +139,7 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
                          fields::GetObject(json, "recipe", ""));
   QUANT_ASSIGN_OR_RETURN(spec.recipe,
                          ParseRecipe(recipe->dump(), "spec_json.recipe"));
+  QUANT_ASSIGN_OR_RETURN(spec.work, ParseWork(json));
   return spec;
 }
 
@@ -103,7 +171,8 @@ v1::JobState JobStateToProto(store::JobState state) {
 }
 
 absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
-                                   const std::vector<store::Task>& tasks) {
+                                   const std::vector<store::Task>& tasks,
+                                   const JobEta* eta) {
   absl::StatusOr<JobSpec> spec = JobSpecFromJson(job.spec_json);
   if (!spec.ok()) {
     return absl::InternalError(
@@ -143,6 +212,7 @@ absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
   progress->set_layers_total(static_cast<int32_t>(counts.layers_total));
   progress->set_layers_done(static_cast<int32_t>(counts.layers_done));
   progress->set_fraction(job.progress);
+  if (eta != nullptr) eta->Fill(job, *spec, tasks, progress);
   out.set_artifact_uri(job.artifact_uri);
   out.set_error(job.error);
   *out.mutable_create_time() =

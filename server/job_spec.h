@@ -4,16 +4,20 @@
 //
 // spec_json keys: checkpoint {uri, path, blocks}, recipe (RecipeToJson's
 // object, a valid recipe file), calibration {sha256, path}, labels,
-// warnings (absent in specs written before it existed).
+// warnings (absent in specs written before it existed), work
+// {calibration_tokens, heldout_tokens, blocks: [[forward, hessian, gptq]
+// flops per block], finalize: [...]} (absent before estimates existed).
 #ifndef QUANT_SERVER_JOB_SPEC_H_
 #define QUANT_SERVER_JOB_SPEC_H_
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/estimate/work_model.h"
 #include "core/recipe/recipe.h"
 #include "quant/v1/service.pb.h"
 #include "server/store/job_store.h"
@@ -31,16 +35,22 @@ struct JobSpec {
   // What the submitter should know but need not fix (an override that
   // matches no layer); shown on the job.
   std::vector<std::string> warnings;
+  // The job's work counted from its plan, for its time estimate (absent in
+  // specs written before estimates existed).
+  std::optional<JobWork> work;
 };
 
 std::string JobSpecToJson(const JobSpec& spec);
 // Internal when the stored text is not a spec this code wrote.
 absl::StatusOr<JobSpec> JobSpecFromJson(const std::string& json);
 
+class JobEta;
+
 // The API view of a stored job. `tasks` (the job's plan) gives the block
-// counts of its progress.
+// counts of its progress; `eta` (when given) its elapsed time and ETA.
 absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
-                                   const std::vector<store::Task>& tasks);
+                                   const std::vector<store::Task>& tasks,
+                                   const JobEta* eta = nullptr);
 
 v1::JobState JobStateToProto(store::JobState state);
 

@@ -7,8 +7,10 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/calib/calibration_file.h"
+#include "core/estimate/plan_estimate.h"
 #include "nlohmann/json.hpp"
 #include "server/grpc_status.h"
+#include "server/job_eta.h"
 #include "server/job_events.h"
 #include "server/job_report.h"
 #include "server/job_request.h"
@@ -177,6 +179,43 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoCreateJob(
   absl::StatusOr<store::Job> current = store_->GetJob(job.id);
   if (!current.ok()) return current.status();
   return ToProto(*current);
+}
+
+absl::StatusOr<v1::JobEstimate> QuantServiceImpl::DoEstimateJob(
+    const v1::CreateJobRequest& request) {
+  absl::StatusOr<ValidatedJobRequest> valid = ValidateCreateJobRequest(
+      request, *policy_, *store_, options_.max_upload_bytes,
+      /*calibration_optional=*/true);
+  if (!valid.ok()) return valid.status();
+  const JobSpec& spec = valid->spec;
+  v1::JobEstimate estimate;
+  estimate.set_blocks(spec.num_blocks);
+  estimate.set_tasks(spec.num_blocks + 1);
+  if (spec.work.has_value()) {
+    estimate.set_calibration_tokens(spec.work->calibration_tokens);
+    estimate.set_heldout_tokens(spec.work->heldout_tokens);
+  }
+  estimate.set_output_bytes(valid->output.tensor_bytes);
+  estimate.set_source_bytes(valid->output.source_tensor_bytes);
+  estimate.set_packed_layers(static_cast<int32_t>(valid->output.packed_layers));
+  estimate.set_kept_layers(static_cast<int32_t>(valid->output.kept_layers));
+  const FleetRates fleet =
+      lifecycle_->eta() != nullptr ? lifecycle_->eta()->Fleet() : FleetRates();
+  estimate.set_workers(fleet.workers);
+  if (fleet.workers > 0 && fleet.rates.known() && spec.work.has_value()) {
+    estimate.set_expected_seconds(PredictJobSeconds(
+        *spec.work, fleet.rates, spec.recipe.propagation, fleet.workers));
+  }
+  for (const std::string& warning : spec.warnings) {
+    estimate.add_warnings(warning);
+  }
+  return estimate;
+}
+
+grpc::Status QuantServiceImpl::EstimateJob(grpc::ServerContext* context,
+                                           const v1::CreateJobRequest* request,
+                                           v1::JobEstimate* response) {
+  return Reply(*context, response, [&] { return DoEstimateJob(*request); });
 }
 
 grpc::Status QuantServiceImpl::CreateJob(grpc::ServerContext* context,

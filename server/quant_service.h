@@ -48,6 +48,9 @@ class QuantServiceImpl final : public v1::QuantService::Service {
   grpc::Status CreateJob(grpc::ServerContext* context,
                          const v1::CreateJobRequest* request,
                          v1::Job* response) override;
+  grpc::Status EstimateJob(grpc::ServerContext* context,
+                           const v1::CreateJobRequest* request,
+                           v1::JobEstimate* response) override;
   grpc::Status GetJob(grpc::ServerContext* context,
                       const v1::GetJobRequest* request,
                       v1::Job* response) override;
@@ -72,6 +75,9 @@ class QuantServiceImpl final : public v1::QuantService::Service {
   absl::StatusOr<v1::UploadCalibrationResponse> StoreCalibration(
       const std::string& filename, const std::string& bytes);
   absl::StatusOr<v1::Job> DoCreateJob(const v1::CreateJobRequest& request);
+  // Validates as DoCreateJob does; stores nothing.
+  absl::StatusOr<v1::JobEstimate> DoEstimateJob(
+      const v1::CreateJobRequest& request);
   absl::StatusOr<v1::Job> DoGetJob(const std::string& id);
   absl::StatusOr<v1::ListJobsResponse> DoListJobs(
       const v1::ListJobsRequest& request);

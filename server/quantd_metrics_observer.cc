@@ -67,6 +67,7 @@ void QuantdMetricsObserver::OnProgress(const std::string& job_id) {
   progress.blocks_done = counts.blocks_done;
   progress.layers_total = counts.layers_total;
   progress.layers_done = counts.layers_done;
+  if (eta_) progress.eta_seconds = eta_(job_id);
   Report(metrics_->SetJobProgress(job_id, progress));
 }
 
@@ -114,6 +115,18 @@ void QuantdMetricsObserver::OnUpkeep(const UpkeepResult& result) {
     Report(runnable.status());
   }
   if (workers_) metrics_->SetWorkerCounts(workers_());
+  // Time passes between progress steps: the running jobs' ETAs move on.
+  if (eta_) {
+    absl::StatusOr<std::vector<store::Job>> unfinished =
+        store_->UnfinishedJobs();
+    if (unfinished.ok()) {
+      for (const store::Job& job : *unfinished) {
+        if (job.state == store::JobState::kRunning) OnProgress(job.id);
+      }
+    } else {
+      Report(unfinished.status());
+    }
+  }
   metrics_->RemoveExpired(absl::Now());
 }
 

@@ -9,6 +9,7 @@
 #define QUANT_SERVER_QUANTD_METRICS_OBSERVER_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "metrics/quantd_metrics.h"
@@ -35,10 +36,18 @@ class QuantdMetricsObserver : public JobObserver {
   void OnAudit(const std::string& job_id, const PublishedAudit& audit) override;
   void OnUpkeep(const UpkeepResult& result) override;
 
+  // The job's predicted seconds left (quant_job_eta_seconds), set on every
+  // progress step and upkeep pass; none set: no ETA series.
+  void set_eta_source(
+      std::function<std::optional<double>(const std::string&)> eta) {
+    eta_ = std::move(eta);
+  }
+
  private:
   metrics::QuantdMetrics* metrics_;
   store::JobStore* store_;
   std::function<metrics::WorkerCounts()> workers_;
+  std::function<std::optional<double>(const std::string&)> eta_;
 };
 
 }  // namespace quant::server

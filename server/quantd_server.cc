@@ -219,7 +219,30 @@ void QuantdServer::BuildServices(const QuantdOptions& options) {
       metrics_.get(), store_.get(), [worker_service, lost_after] {
         return CountWorkers(*worker_service, lost_after);
       });
-  lifecycle_->set_observer(metrics_observer_.get());
+  job_eta_ = std::make_unique<JobEta>(
+      SystemClock::Default(), [worker_service, lost_after] {
+        const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+        std::vector<WorkRates> rates;
+        for (const WorkerInfo& w : worker_service->Workers()) {
+          if (absl::Milliseconds(now_ms - w.last_seen_ms) <= lost_after) {
+            rates.push_back(w.rates);
+          }
+        }
+        return MedianRates(rates);
+      });
+  lifecycle_->set_eta(job_eta_.get());
+  JobLifecycle* lifecycle = lifecycle_.get();
+  metrics_observer_->set_eta_source(
+      [lifecycle](const std::string& job_id) -> std::optional<double> {
+        absl::StatusOr<v1::Job> job = lifecycle->JobProto(job_id);
+        if (!job.ok() || !job->progress().has_eta_seconds()) {
+          return std::nullopt;
+        }
+        return job->progress().eta_seconds();
+      });
+  observers_ = std::make_unique<JobObserverList>(
+      std::vector<JobObserver*>{job_eta_.get(), metrics_observer_.get()});
+  lifecycle_->set_observer(observers_.get());
 }
 
 absl::Status QuantdServer::Listen(const QuantdOptions& options) {

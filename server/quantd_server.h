@@ -22,7 +22,9 @@
 #include "server/auth.h"
 #include "server/change_signal.h"
 #include "server/data_dir_lock.h"
+#include "server/job_eta.h"
 #include "server/job_lifecycle.h"
+#include "server/job_observer_list.h"
 #include "server/local_workers.h"
 #include "server/quant_service.h"
 #include "server/quantd_metrics_observer.h"
@@ -122,6 +124,8 @@ class QuantdServer {
   std::unique_ptr<QuantServiceImpl> service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;
   std::unique_ptr<QuantdMetricsObserver> metrics_observer_;
+  std::unique_ptr<JobEta> job_eta_;
+  std::unique_ptr<JobObserverList> observers_;
   std::unique_ptr<metrics::MetricsEndpoint> metrics_endpoint_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<grpc::Server> server_;

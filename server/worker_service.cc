@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iterator>
 #include <set>
 #include <string>
@@ -209,6 +210,20 @@ absl::StatusOr<v1::RegisterWorkerResponse> WorkerServiceImpl::DoRegister(
   info.slots = request.slots();
   info.version = request.version();
   info.isa_levels = *std::move(levels);
+  const v1::WorkRates& rates = request.rates();
+  for (const auto& [name, value] :
+       {std::pair<const char*, double>{"forward_flops_per_second",
+                                       rates.forward_flops_per_second()},
+        {"hessian_flops_per_second", rates.hessian_flops_per_second()},
+        {"gptq_flops_per_second", rates.gptq_flops_per_second()}}) {
+    if (!std::isfinite(value) || value < 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "rates.", name, ": must be a finite number >= 0, got ", value));
+    }
+  }
+  info.rates.forward_flops_per_second = rates.forward_flops_per_second();
+  info.rates.hessian_flops_per_second = rates.hessian_flops_per_second();
+  info.rates.gptq_flops_per_second = rates.gptq_flops_per_second();
   info.last_seen_ms = NowMs();
   {
     MutexLock lock(&mu_);

@@ -23,6 +23,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/time/time.h"
 #include "core/base/mutex.h"
+#include "core/estimate/work_model.h"
 #include "quant/v1/worker.grpc.pb.h"
 #include "server/auth.h"
 #include "server/job_lifecycle.h"
@@ -49,6 +50,7 @@ struct WorkerInfo {
   int slots = 1;
   std::string version;
   std::vector<std::string> isa_levels;  // lowest first; the last its choice
+  WorkRates rates;  // As it measured them; unknown from an older worker.
   int64_t last_seen_ms = 0;
   int leased = 0;  // Tasks leased and not yet ended through this service.
 };

@@ -33,6 +33,7 @@
 #include "common/token_file.h"
 #include "core/base/allocator_tuning.h"
 #include "core/base/thread_pool.h"
+#include "core/estimate/rate_probe.h"
 #include "core/kernels/dispatch.h"
 #include "core/pipeline/finalize_task.h"
 #include "core/pipeline/job_tasks.h"
@@ -87,6 +88,12 @@ ABSL_FLAG(double, cancel_grace_seconds,
           "(a read that never returns): the worker stops renewing its "
           "lease, so the task goes to another worker, and exits with code "
           "75 for its supervisor to restart it.");
+ABSL_FLAG(bool, measure_rates, true,
+          "Measure this worker's rates (forward, Hessian and GPTQ flops per "
+          "second on its kernels and threads; well under a second) at start "
+          "and send them when registering: quantd predicts jobs' times from "
+          "them. false: quantd predicts from other workers' rates and the "
+          "jobs' finished tasks.");
 ABSL_FLAG(std::string, metrics_listen, "",
           "HOST:PORT to serve Prometheus /metrics on (IPv4 or localhost; "
           "port 0 picks one, printed on stderr). Empty: not served.");
@@ -235,6 +242,23 @@ int main(int argc, char** argv) {
   metrics.SetKernelLevels(quant::kernels::IsaName(quant::kernels::ProcessIsa()),
                           absl::StrJoin(options->isa_levels, ","));
   options->metrics = &metrics;
+  if (absl::GetFlag(FLAGS_measure_rates)) {
+    quant::ThreadPool pool(options->threads);
+    absl::StatusOr<quant::WorkRates> rates = quant::MeasureWorkRates(&pool);
+    if (!rates.ok()) {
+      // Not fatal: the worker still runs tasks; quantd predicts without.
+      std::fprintf(stderr, "quant-worker: measuring rates: %s\n",
+                   std::string(rates.status().message()).c_str());
+    } else {
+      options->rates = *rates;
+      std::fprintf(stderr,
+                   "quant-worker: rates on %d thread(s): forward %.1f, "
+                   "Hessian %.1f, GPTQ %.1f Gflop/s\n",
+                   pool.threads(), rates->forward_flops_per_second / 1e9,
+                   rates->hessian_flops_per_second / 1e9,
+                   rates->gptq_flops_per_second / 1e9);
+    }
+  }
   std::unique_ptr<quant::metrics::MetricsEndpoint> endpoint;
   if (const std::string listen = absl::GetFlag(FLAGS_metrics_listen);
       !listen.empty()) {

@@ -154,6 +154,14 @@ std::string Worker::WorkerId(const std::string& stale) {
     for (const std::string& level : options_.isa_levels) {
       request.add_isa_levels(level);
     }
+    if (options_.rates.has_value()) {
+      v1::WorkRates* rates = request.mutable_rates();
+      rates->set_forward_flops_per_second(
+          options_.rates->forward_flops_per_second);
+      rates->set_hessian_flops_per_second(
+          options_.rates->hessian_flops_per_second);
+      rates->set_gptq_flops_per_second(options_.rates->gptq_flops_per_second);
+    }
     v1::RegisterWorkerResponse response;
     grpc::Status status =
         stub_->RegisterWorker(Context(10'000).get(), request, &response);

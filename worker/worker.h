@@ -33,6 +33,7 @@
 #include "absl/status/statusor.h"
 #include "core/base/clock.h"
 #include "core/base/mutex.h"
+#include "core/estimate/work_model.h"
 #include "core/kernels/isa.h"
 #include "core/pipeline/job_tasks.h"
 #include "grpcpp/channel.h"
@@ -66,6 +67,9 @@ struct WorkerOptions {
   // leases it only tasks of jobs at one of them, and each task runs at its
   // job's level. Empty: the process level only, not told to quantd.
   std::vector<std::string> isa_levels;
+  // Its measured rates (core/estimate/rate_probe.h), sent when registering;
+  // unset: none sent.
+  std::optional<WorkRates> rates;
   // Where to record task and core metrics; null: none. Not owned.
   metrics::WorkerMetrics* metrics = nullptr;
   // A task running longer than this is cancelled and failed as retryable

@@ -19,6 +19,7 @@
 #include "core/pack/gptq_format.h"
 #include "core/pipeline/audit_report.h"
 #include "core/pipeline/layer_packing.h"
+#include "core/pipeline/output_size.h"
 #include "core/report/report_html.h"
 
 #ifndef QUANT_VERSION
@@ -139,6 +140,22 @@ absl::StatusOr<std::vector<PackedTensor>> OuterTensors(const Checkpoint& source,
     out.push_back(std::move(packed));
   }
   return out;
+}
+
+// The tensors' data bytes, checked against the layers' final decisions.
+absl::StatusOr<int64_t> CheckOutputSize(
+    const Checkpoint& source, const Recipe& recipe,
+    const std::vector<LayerResult>& layers,
+    const std::vector<PackedTensor>& tensors) {
+  std::vector<LayerOutputDecision> decisions;
+  decisions.reserve(layers.size());
+  for (const LayerResult& l : layers) {
+    decisions.push_back({l.name, l.settings, l.quantized});
+  }
+  QUANT_ASSIGN_OR_RETURN(std::vector<SourceTensor> stored,
+                         SourceTensorsOf(source));
+  return CheckWrittenTensorBytes(stored, source.config(), recipe, decisions,
+                                 tensors);
 }
 
 absl::Status CopyFile(const std::string& from, const std::string& to,
@@ -267,6 +284,9 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
                          OuterTensors(*input.source, false));
   for (PackedTensor& t : tail) tensors.push_back(std::move(t));
   QUANT_ASSIGN_OR_RETURN(
+      const int64_t tensor_bytes,
+      CheckOutputSize(*input.source, recipe, input.layers, tensors));
+  QUANT_ASSIGN_OR_RETURN(
       std::vector<std::string> files,
       WriteModelTensors(temp, tensors, input.max_shard_bytes, fs));
   tensors.clear();
@@ -338,6 +358,7 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
       {"output",
        {{"format", OutputFormatName(recipe.format)},
         {"verdict", output.audit.at("verdict")},
+        {"tensor_bytes", tensor_bytes},
         {"files", outputs.at("files")}}}};
   if (!input.job_id.empty()) {
     output.manifest["job"] = {{"id", input.job_id},

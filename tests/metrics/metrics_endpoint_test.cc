@@ -33,8 +33,10 @@ using ::testing::StartsWith;
 void FillQuantd(QuantdMetrics& metrics) {
   const absl::Time now = absl::FromUnixSeconds(1'700'000'000);
   metrics.SetJobCounts({1, 1, 1, 0, 0});
-  ASSERT_TRUE(metrics.SetJobProgress("job-000001", {5, 5, 35, 35}).ok());
-  ASSERT_TRUE(metrics.SetJobProgress("job-000002", {1, 5, 9, 35}).ok());
+  ASSERT_TRUE(
+      metrics.SetJobProgress("job-000001", {5, 5, 35, 35, std::nullopt}).ok());
+  ASSERT_TRUE(
+      metrics.SetJobProgress("job-000002", {1, 5, 9, 35, std::nullopt}).ok());
   LayerResult layer;
   layer.name = "model.layers.0.self_attn.q_proj";
   layer.type = "q_proj";

@@ -126,7 +126,8 @@ TEST(QuantdMetricsTest, ProgressRatioUsesLayersOnceKnownElseBlocks) {
                   .SetJobProgress("job-1", {/*blocks_done=*/1,
                                             /*blocks_total=*/4,
                                             /*layers_done=*/0,
-                                            /*layers_total=*/0})
+                                            /*layers_total=*/0,
+                                            /*eta_seconds=*/std::nullopt})
                   .ok());
   auto samples = Samples(metrics);
   EXPECT_DOUBLE_EQ(Value(samples, "quant_job_progress_ratio{job_id=\"job-1\"}"),
@@ -136,30 +137,53 @@ TEST(QuantdMetricsTest, ProgressRatioUsesLayersOnceKnownElseBlocks) {
   EXPECT_EQ(Value(samples, "quant_job_layers_done{job_id=\"job-1\"}"), 0);
   EXPECT_EQ(Value(samples, "quant_job_layers_planned{job_id=\"job-1\"}"), 0);
 
-  ASSERT_TRUE(metrics.SetJobProgress("job-1", {2, 4, 21, 28}).ok());
+  ASSERT_TRUE(
+      metrics.SetJobProgress("job-1", {2, 4, 21, 28, std::nullopt}).ok());
   samples = Samples(metrics);
   EXPECT_DOUBLE_EQ(Value(samples, "quant_job_progress_ratio{job_id=\"job-1\"}"),
                    0.75);
   EXPECT_EQ(Value(samples, "quant_job_layers_done{job_id=\"job-1\"}"), 21);
 
-  ASSERT_TRUE(metrics.SetJobProgress("job-1", {4, 4, 28, 28}).ok());
+  ASSERT_TRUE(
+      metrics.SetJobProgress("job-1", {4, 4, 28, 28, std::nullopt}).ok());
   samples = Samples(metrics);
   EXPECT_EQ(Value(samples, "quant_job_progress_ratio{job_id=\"job-1\"}"), 1);
   // One series per gauge for the job, however often it is set.
   EXPECT_EQ(CountWithLabel(samples, "job_id", "job-1"), 5);
 }
 
+// quant_job_eta_seconds: present while the ETA is known, gone when not.
+TEST(QuantdMetricsTest, EtaSeriesFollowsWhetherTheEtaIsKnown) {
+  QuantdMetrics metrics;
+  ASSERT_TRUE(metrics.SetJobProgress("job-1", {1, 4, 7, 28, 93.5}).ok());
+  auto samples = Samples(metrics);
+  EXPECT_DOUBLE_EQ(Value(samples, "quant_job_eta_seconds{job_id=\"job-1\"}"),
+                   93.5);
+  EXPECT_EQ(CountWithLabel(samples, "job_id", "job-1"), 6);
+  ASSERT_TRUE(metrics.SetJobProgress("job-1", {2, 4, 14, 28, 40.0}).ok());
+  samples = Samples(metrics);
+  EXPECT_DOUBLE_EQ(Value(samples, "quant_job_eta_seconds{job_id=\"job-1\"}"),
+                   40.0);
+  ASSERT_TRUE(
+      metrics.SetJobProgress("job-1", {2, 4, 14, 28, std::nullopt}).ok());
+  samples = Samples(metrics);
+  EXPECT_EQ(CountWithLabel(samples, "job_id", "job-1"), 5);
+  EXPECT_EQ(samples.count("quant_job_eta_seconds{job_id=\"job-1\"}"), 0u)
+      << "the series outlived its ETA";
+}
+
 TEST(QuantdMetricsTest, BadProgressIsRefusedNamingTheFieldAndRecordsNothing) {
   QuantdMetrics metrics;
-  absl::Status status = metrics.SetJobProgress("job-1", {5, 4, 0, 0});
+  absl::Status status =
+      metrics.SetJobProgress("job-1", {5, 4, 0, 0, std::nullopt});
   EXPECT_TRUE(absl::IsInvalidArgument(status));
   EXPECT_THAT(status.message(), HasSubstr("blocks_done"));
-  status = metrics.SetJobProgress("job-1", {0, 4, -1, 10});
+  status = metrics.SetJobProgress("job-1", {0, 4, -1, 10, std::nullopt});
   EXPECT_TRUE(absl::IsInvalidArgument(status));
   EXPECT_THAT(status.message(), HasSubstr("layers_done"));
-  status = metrics.SetJobProgress("job-1", {0, -4, 0, 10});
+  status = metrics.SetJobProgress("job-1", {0, -4, 0, 10, std::nullopt});
   EXPECT_THAT(status.message(), HasSubstr("blocks_total"));
-  status = metrics.SetJobProgress("", {0, 4, 0, 10});
+  status = metrics.SetJobProgress("", {0, 4, 0, 10, std::nullopt});
   EXPECT_TRUE(absl::IsInvalidArgument(status));
   EXPECT_THAT(status.message(), HasSubstr("job_id"));
   EXPECT_TRUE(absl::IsInvalidArgument(
@@ -301,7 +325,7 @@ TEST(QuantdMetricsTest, RpcCountsByMethodAndCodeAndLatencyByMethod) {
 
 // Records progress, three layers and gates for `job_id`: 5 + 12 + 4 series.
 void RunJob(QuantdMetrics& metrics, const std::string& job_id) {
-  ASSERT_TRUE(metrics.SetJobProgress(job_id, {1, 1, 3, 3}).ok());
+  ASSERT_TRUE(metrics.SetJobProgress(job_id, {1, 1, 3, 3, std::nullopt}).ok());
   for (int i = 0; i < 3; ++i) {
     ASSERT_TRUE(metrics
                     .OnLayerFinished(
@@ -426,7 +450,8 @@ TEST(QuantdMetricsTest, ConcurrentUpdatesRemovalAndCollection) {
       for (int i = 0; i < kRounds; ++i) {
         const std::string job = absl::StrCat("job-", t, "-", i);
         metrics.OnTaskStarted(TaskKind::kBlock);
-        EXPECT_TRUE(metrics.SetJobProgress(job, {0, 1, 1, 2}).ok());
+        EXPECT_TRUE(
+            metrics.SetJobProgress(job, {0, 1, 1, 2, std::nullopt}).ok());
         EXPECT_TRUE(
             metrics.OnLayerFinished(job, Layer("l", "q_proj", 0.1)).ok());
         EXPECT_TRUE(metrics.OnJobFinished(job, kStart).ok());

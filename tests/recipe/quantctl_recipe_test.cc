@@ -123,4 +123,45 @@ TEST(QuantctlRecipeTest, CheckpointPlanListsEveryLayerAndWarns) {
   EXPECT_THAT(result.err, HasSubstr("warning: overrides[1]"));
 }
 
+// --estimate: the job's plan, the packed checkpoint's size as the plan
+// predicts it, and a time on this machine's measured rates.
+TEST(QuantctlRecipeTest, EstimateGivesThePlanSizeAndTime) {
+  const std::string checkpoint =
+      quant::testing::SharedPath("models/stories260K/hf-f32");
+  QUANT_REQUIRE_SHARED(checkpoint);
+  const std::string path = WriteRecipe(
+      "method: gptq\nbits: 4\ngroup_size: 32\nformat: compressed-tensors\n"
+      "calibration:\n  samples: 8\n  seq_len: 64\n  heldout_samples: 4\n");
+  const RunResult result =
+      RunQuantctl("recipe validate --json --estimate --checkpoint " +
+                  Quote(checkpoint) + " " + Quote(path));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const json plan = json::parse(result.out, nullptr, false);
+  ASSERT_TRUE(plan.contains("estimate")) << result.out;
+  const json& e = plan["estimate"];
+  EXPECT_EQ(e["blocks"], 5);
+  EXPECT_EQ(e["tasks"], 6);
+  EXPECT_EQ(e["calibration_tokens"], 8 * 64);
+  EXPECT_EQ(e["heldout_tokens"], 4 * 64);
+  // Groups of 32 do not tile down_proj's K = 172: kept, in every block.
+  EXPECT_EQ(e["packed_layers"], 30);
+  EXPECT_EQ(e["kept_layers"], 5);
+  EXPECT_LT(e["output_bytes"].get<int64_t>(), e["source_bytes"].get<int64_t>());
+  ASSERT_TRUE(e["expected_seconds"].is_number()) << e.dump();
+  EXPECT_GT(e["expected_seconds"].get<double>(), 0);
+  EXPECT_THAT(e["where"].get<std::string>(), HasSubstr("this machine"));
+
+  const RunResult text =
+      RunQuantctl("recipe validate --estimate --checkpoint " +
+                  Quote(checkpoint) + " " + Quote(path));
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_THAT(text.out, HasSubstr("plan: 5 blocks + finalize = 6 tasks"));
+  EXPECT_THAT(text.out, HasSubstr("30 layers packed, 5 kept unquantized"));
+  EXPECT_THAT(text.out, HasSubstr("on this machine"));
+
+  // Without a checkpoint there is nothing to estimate: a usage error.
+  EXPECT_EQ(RunQuantctl("recipe validate --estimate " + Quote(path)).exit_code,
+            2);
+}
+
 }  // namespace

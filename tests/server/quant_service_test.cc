@@ -184,6 +184,95 @@ TEST_F(QuantServiceTest, BadUploadsAreRefused) {
   EXPECT_NE(status.error_message().find("big.txt"), std::string::npos);
 }
 
+// The dry run: the plan, output size and time on the registered workers,
+// refused as CreateJob refuses, and nothing created.
+TEST_F(QuantServiceTest, EstimateJobPredictsAndCreatesNothing) {
+  v1::CreateJobRequest request = GoodRequest("");
+  request.clear_calibration();  // Optional for a dry run.
+  v1::JobEstimate estimate;
+  {
+    grpc::ClientContext context;
+    const grpc::Status status =
+        stub_->EstimateJob(&context, request, &estimate);
+    ASSERT_TRUE(status.ok()) << status.error_message();
+  }
+  EXPECT_EQ(estimate.blocks(), 5);
+  EXPECT_EQ(estimate.tasks(), 6);
+  EXPECT_EQ(estimate.calibration_tokens(), 8 * 64);
+  EXPECT_EQ(estimate.heldout_tokens(), 8 * 64);
+  // gptq format: the MLP layers (K or N = 172) are kept.
+  EXPECT_EQ(estimate.packed_layers(), 5 * 4);
+  EXPECT_EQ(estimate.kept_layers(), 5 * 3);
+  EXPECT_GT(estimate.output_bytes(), 0);
+  EXPECT_LT(estimate.output_bytes(), estimate.source_bytes());
+  // No worker has registered rates: no time.
+  EXPECT_EQ(estimate.workers(), 0);
+  EXPECT_FALSE(estimate.has_expected_seconds());
+
+  auto worker = v1::WorkerService::NewStub(channel_);
+  {
+    grpc::ClientContext context;
+    v1::RegisterWorkerRequest reg;
+    reg.set_name("measured");
+    reg.set_slots(1);
+    reg.mutable_rates()->set_forward_flops_per_second(1e10);
+    reg.mutable_rates()->set_hessian_flops_per_second(1e10);
+    reg.mutable_rates()->set_gptq_flops_per_second(1e10);
+    v1::RegisterWorkerResponse response;
+    ASSERT_TRUE(worker->RegisterWorker(&context, reg, &response).ok());
+  }
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->EstimateJob(&context, request, &estimate).ok());
+  }
+  EXPECT_EQ(estimate.workers(), 1);
+  ASSERT_TRUE(estimate.has_expected_seconds());
+  EXPECT_GT(estimate.expected_seconds(), 0);
+  const double at_ten_gflops = estimate.expected_seconds();
+  // Twice the work (twice the windows): longer.
+  request.mutable_recipe()->mutable_calibration()->set_samples(16);
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(stub_->EstimateJob(&context, request, &estimate).ok());
+  }
+  EXPECT_GT(estimate.expected_seconds(), at_ten_gflops);
+
+  // Refused as CreateJob refuses: a bad recipe, an unknown calibration.
+  v1::CreateJobRequest bad = request;
+  bad.mutable_recipe()->set_bits(5);
+  {
+    grpc::ClientContext context;
+    const grpc::Status status = stub_->EstimateJob(&context, bad, &estimate);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("bits"), std::string::npos)
+        << status.error_message();
+  }
+  bad = request;
+  bad.mutable_calibration()->set_sha256(std::string(64, 'b'));
+  {
+    grpc::ClientContext context;
+    const grpc::Status status = stub_->EstimateJob(&context, bad, &estimate);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::NOT_FOUND)
+        << status.error_message();
+  }
+  // A worker's rates must be numbers >= 0.
+  {
+    grpc::ClientContext context;
+    v1::RegisterWorkerRequest reg;
+    reg.set_name("negative");
+    reg.set_slots(1);
+    reg.mutable_rates()->set_gptq_flops_per_second(-1);
+    v1::RegisterWorkerResponse response;
+    const grpc::Status status =
+        worker->RegisterWorker(&context, reg, &response);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("rates.gptq_flops_per_second"),
+              std::string::npos)
+        << status.error_message();
+  }
+  EXPECT_TRUE(AllJobs().empty());
+}
+
 TEST_F(QuantServiceTest, CreateJobRecordsAQueuedJobWithItsPlan) {
   const std::string sha = UploadTinyStories();
   v1::Job job;
@@ -227,6 +316,11 @@ TEST_F(QuantServiceTest, CreateJobRecordsAQueuedJobWithItsPlan) {
   get.set_id(job.id());
   v1::Job fetched;
   ASSERT_TRUE(stub_->GetJob(&context, get, &fetched).ok());
+  // Time has passed (elapsed_seconds is live); the rest is the same.
+  EXPECT_GE(fetched.progress().elapsed_seconds(),
+            job.progress().elapsed_seconds());
+  fetched.mutable_progress()->clear_elapsed_seconds();
+  job.mutable_progress()->clear_elapsed_seconds();
   EXPECT_EQ(fetched.SerializeAsString(), job.SerializeAsString());
 
   // Independent propagation: blocks depend on nothing.

@@ -143,6 +143,26 @@ TEST(PrometheusE2eTest, ScrapedSeriesMatchTheReportAndExpire) {
                                                         calibration);
   request.mutable_calibration()->mutable_uri()->set_sha256(
       *Sha256File(calibration));
+  // The dry run first: once the local worker has registered its measured
+  // rates, a time on it; no job created.
+  nlohmann::json dry_run;
+  EXPECT_TRUE(Eventually(60, [&] {
+    const testing::RunResult result = testing::RunQuantctl(absl::StrCat(
+        "submit --dry_run --json --checkpoint ", checkpoint, " --recipe ",
+        testing::FixturesDir(), "/service/stories260k-gptq-small.yaml",
+        " --addr ", address));
+    dry_run = nlohmann::json::parse(result.out, nullptr, false);
+    return result.exit_code == 0 && dry_run.is_object() &&
+           dry_run["workers"] == 1;
+  })) << dry_run.dump();
+  EXPECT_TRUE(dry_run["expected_seconds"].is_number()) << dry_run.dump();
+  EXPECT_EQ(dry_run["tasks"], 6) << dry_run.dump();
+  {
+    grpc::ClientContext context;
+    v1::ListJobsResponse none;
+    ASSERT_TRUE(stub->ListJobs(&context, v1::ListJobsRequest(), &none).ok());
+    EXPECT_EQ(none.jobs_size(), 0) << "the dry run created a job";
+  }
   v1::Job job;
   {
     grpc::ClientContext context;
@@ -163,6 +183,11 @@ TEST(PrometheusE2eTest, ScrapedSeriesMatchTheReportAndExpire) {
     auto progress =
         Query(prometheus_port, "quant_job_progress_ratio" + selector);
     return progress.size() == 1 && progress[0].second == 1.0;
+  })) << *ReadFileToString(temp + "/quantd.log");
+  // Its ETA: nothing left once it has succeeded.
+  EXPECT_TRUE(Eventually(30, [&] {
+    auto eta = Query(prometheus_port, "quant_job_eta_seconds" + selector);
+    return eta.size() == 1 && eta[0].second == 0.0;
   })) << *ReadFileToString(temp + "/quantd.log");
   // What a release pipeline reads: `quantctl report --json`.
   const testing::RunResult report = testing::RunQuantctl(

@@ -1,0 +1,167 @@
+// JobEta and PredictRemainingSeconds; see job_eta.h.
+#include "server/job_eta.h"
+
+#include <algorithm>
+
+namespace quant::server {
+namespace {
+
+// Rates to count work in when no worker measured any: only ratios of
+// predicted times matter then, as the finished tasks give the scale.
+constexpr double kNominalFlopsPerSecond = 1e10;
+
+const TaskWork* WorkOf(const JobWork& work, const store::Task& task) {
+  if (task.kind == store::TaskKind::kFinalize) return &work.finalize;
+  if (task.block < 0 || task.block >= static_cast<int>(work.blocks.size())) {
+    return nullptr;
+  }
+  return &work.blocks[task.block];
+}
+
+}  // namespace
+
+FleetRates MedianRates(const std::vector<WorkRates>& rates) {
+  std::vector<double> forward;
+  std::vector<double> hessian;
+  std::vector<double> gptq;
+  for (const WorkRates& r : rates) {
+    if (!r.known()) continue;
+    forward.push_back(r.forward_flops_per_second);
+    hessian.push_back(r.hessian_flops_per_second);
+    gptq.push_back(r.gptq_flops_per_second);
+  }
+  FleetRates fleet;
+  fleet.workers = static_cast<int>(forward.size());
+  if (forward.empty()) return fleet;
+  const auto median = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    const size_t n = v.size();
+    return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2.0;
+  };
+  fleet.rates.forward_flops_per_second = median(forward);
+  fleet.rates.hessian_flops_per_second = median(hessian);
+  fleet.rates.gptq_flops_per_second = median(gptq);
+  return fleet;
+}
+
+std::optional<double> PredictRemainingSeconds(
+    const JobWork& work, Propagation propagation,
+    const std::vector<store::Task>& tasks, const TaskTimes& times,
+    const FleetRates& fleet) {
+  WorkRates rates = fleet.rates;
+  const bool measured = fleet.workers > 0 && rates.known();
+  if (!measured) {
+    rates.forward_flops_per_second = kNominalFlopsPerSecond;
+    rates.hessian_flops_per_second = kNominalFlopsPerSecond;
+    rates.gptq_flops_per_second = kNominalFlopsPerSecond;
+  }
+  // How far off the prediction was for the tasks that finished.
+  double took = 0.0;
+  double predicted = 0.0;
+  for (const store::Task& task : tasks) {
+    auto it = times.finished_seconds.find(task.index);
+    const TaskWork* w = WorkOf(work, task);
+    if (it == times.finished_seconds.end() || w == nullptr ||
+        task.state != store::TaskState::kDone) {
+      continue;
+    }
+    took += it->second;
+    predicted += PredictSeconds(*w, rates);
+  }
+  double scale = 1.0;
+  if (predicted > 0.0 && took > 0.0) {
+    scale = took / predicted;
+  } else if (!measured) {
+    return std::nullopt;
+  }
+  double blocks = 0.0;
+  int blocks_left = 0;
+  double finalize = 0.0;
+  for (const store::Task& task : tasks) {
+    if (task.state == store::TaskState::kDone) continue;
+    const TaskWork* w = WorkOf(work, task);
+    if (w == nullptr) continue;
+    double seconds = PredictSeconds(*w, rates) * scale;
+    auto running = times.running_seconds.find(task.index);
+    if (task.state == store::TaskState::kLeased &&
+        running != times.running_seconds.end()) {
+      seconds = std::max(0.0, seconds - running->second);
+    }
+    if (task.kind == store::TaskKind::kFinalize) {
+      finalize += seconds;
+    } else {
+      blocks += seconds;
+      ++blocks_left;
+    }
+  }
+  if (propagation == Propagation::kIndependent && blocks_left > 0) {
+    blocks /= std::clamp(fleet.workers, 1, blocks_left);
+  }
+  return blocks + finalize;
+}
+
+JobEta::JobEta(Clock* clock, std::function<FleetRates()> fleet)
+    : clock_(clock), fleet_(std::move(fleet)) {}
+
+void JobEta::OnTaskLeased(const store::Task& task) {
+  MutexLock lock(&mu_);
+  started_ms_[task.job_id][task.index] = clock_->NowMs();
+}
+
+void JobEta::OnTaskCompleted(const store::Task& task, absl::Duration duration) {
+  MutexLock lock(&mu_);
+  auto job = started_ms_.find(task.job_id);
+  if (job != started_ms_.end()) job->second.erase(task.index);
+  // Zero when leased before a restart of this coordinator: unknown.
+  if (duration > absl::ZeroDuration()) {
+    finished_seconds_[task.job_id][task.index] =
+        absl::ToDoubleSeconds(duration);
+  }
+}
+
+void JobEta::OnTaskFailed(const store::Task& task, bool /*requeued*/) {
+  MutexLock lock(&mu_);
+  auto job = started_ms_.find(task.job_id);
+  if (job != started_ms_.end()) job->second.erase(task.index);
+}
+
+void JobEta::OnJobState(const std::string& job_id, store::JobState state) {
+  if (!store::IsTerminal(state)) return;
+  MutexLock lock(&mu_);
+  started_ms_.erase(job_id);
+  finished_seconds_.erase(job_id);
+}
+
+void JobEta::Fill(const store::Job& job, const JobSpec& spec,
+                  const std::vector<store::Task>& tasks,
+                  v1::Progress* progress) const {
+  const bool terminal = store::IsTerminal(job.state);
+  const int64_t now_ms = terminal ? job.updated_ms : clock_->NowMs();
+  progress->set_elapsed_seconds(std::max<int64_t>(0, now_ms - job.created_ms) /
+                                1000.0);
+  if (job.state == store::JobState::kSucceeded) {
+    progress->set_eta_seconds(0.0);
+    return;
+  }
+  if (terminal || !spec.work.has_value()) return;
+  TaskTimes times;
+  {
+    MutexLock lock(&mu_);
+    auto finished = finished_seconds_.find(job.id);
+    if (finished != finished_seconds_.end()) {
+      times.finished_seconds = finished->second;
+    }
+    auto started = started_ms_.find(job.id);
+    if (started != started_ms_.end()) {
+      const int64_t now = clock_->NowMs();
+      for (const auto& [index, ms] : started->second) {
+        times.running_seconds[index] = std::max<int64_t>(0, now - ms) / 1000.0;
+      }
+    }
+  }
+  const std::optional<double> remaining = PredictRemainingSeconds(
+      *spec.work, spec.recipe.propagation, tasks, times, Fleet());
+  if (remaining.has_value()) progress->set_eta_seconds(*remaining);
+}
+
+}  // namespace quant::server
