@@ -1,32 +1,47 @@
-// `quantctl fetch JOB DIR`: copies a SUCCEEDED job's packed checkpoint to
-// DIR. The API has no download call: this works where the artifact's
-// file:// URI is readable from this machine (same host or a shared file
-// system) and says so clearly otherwise.
+// `quantctl fetch JOB DIR`: downloads a SUCCEEDED job's packed checkpoint
+// from quantd (DownloadArtifact) into DIR, from any machine that reaches
+// quantd. Files arrive in DIR.partial; an interrupted fetch keeps them, and
+// running it again resumes each file where it stopped. Every file is
+// checked against the manifest's sha256, and the whole directory against
+// the manifest, before DIR appears.
 #ifndef QUANT_CLIENT_FETCH_COMMAND_H_
 #define QUANT_CLIENT_FETCH_COMMAND_H_
 
+#include <cstdint>
 #include <functional>
+#include <ostream>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "client/command.h"
+#include "quant/v1/service.pb.h"
 
 namespace quant {
 
 Command FetchCommand();
 
-// The local path of a "file:///ABS/PATH" URI; InvalidArgument naming the
-// URI for any other form.
-absl::StatusOr<std::string> LocalPathOfFileUri(const std::string& uri);
+// Where fetch gets a file's bytes: `file` from `offset`, chunk by chunk, to
+// `on_chunk` (quantd's DownloadArtifact, or a test's).
+using ChunkSource = std::function<absl::Status(
+    const std::string& file, int64_t offset,
+    const std::function<absl::Status(const v1::ArtifactChunk&)>& on_chunk)>;
 
-// Copies the directory `from` to `to` (which must not exist) through a
-// temporary sibling renamed at the end, so `to` appears complete or not at
-// all. `check`, when set, runs on the finished copy before the rename; its
-// error removes the copy and is returned.
-absl::Status CopyDirectory(
-    const std::string& from, const std::string& to,
-    const std::function<absl::Status(const std::string& copy)>& check =
-        nullptr);
+struct FetchResult {
+  int files = 0;              // Listed in the manifest, all verified.
+  int64_t bytes = 0;          // Their total size.
+  int64_t bytes_resumed = 0;  // Already in DIR.partial from an earlier run.
+};
+
+// Downloads manifest.json and every file it lists into `dest`.partial (kept
+// when the source fails, for the next call to resume), checks each file's
+// size and sha256, then the directory (VerifyCheckpointDirectory), and
+// renames it to `dest`. A file that does not match the manifest removes
+// the partial directory: DataLoss naming it, nothing left at `dest`.
+// Progress lines go to `progress` (may be null).
+absl::StatusOr<FetchResult> FetchCheckpoint(const ChunkSource& source,
+                                            const std::string& dest,
+                                            std::ostream* progress);
 
 }  // namespace quant
 

@@ -291,6 +291,33 @@ absl::StatusOr<v1::JobReport> ServiceClient::GetJobReport(const std::string& id,
   return report;
 }
 
+absl::Status ServiceClient::DownloadArtifact(
+    const std::string& job_id, const std::string& file, int64_t offset,
+    const std::function<absl::Status(const v1::ArtifactChunk&)>& on_chunk) {
+  grpc::ClientContext context;
+  Prepare(&context, 0);  // A checkpoint may be many GB.
+  v1::DownloadArtifactRequest request;
+  request.set_job_id(job_id);
+  request.set_file(file);
+  request.set_offset(offset);
+  std::unique_ptr<grpc::ClientReader<v1::ArtifactChunk>> reader =
+      stub_->DownloadArtifact(&context, request);
+  v1::ArtifactChunk chunk;
+  absl::Status handler_status;
+  while (reader->Read(&chunk)) {
+    handler_status = on_chunk(chunk);
+    if (!handler_status.ok()) {
+      context.TryCancel();
+      while (reader->Read(&chunk)) {
+      }  // Drain, so that Finish returns.
+      break;
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  if (!handler_status.ok()) return handler_status;
+  return FromGrpcStatus(status, options_.address);
+}
+
 absl::Status ServiceClient::WatchJob(
     const std::string& id,
     const std::function<absl::Status(const v1::JobEvent&)>& on_event) {

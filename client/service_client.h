@@ -8,6 +8,7 @@
 #define QUANT_CLIENT_SERVICE_CLIENT_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -67,6 +68,11 @@ class ServiceClient {
   absl::StatusOr<v1::Job> CreateJob(const v1::CreateJobRequest& request);
   absl::StatusOr<v1::JobEstimate> EstimateJob(
       const v1::CreateJobRequest& request);
+  // Streams one file of a job's packed checkpoint from `offset`; stops at
+  // the first error `on_chunk` returns (and returns it).
+  absl::Status DownloadArtifact(
+      const std::string& job_id, const std::string& file, int64_t offset,
+      const std::function<absl::Status(const v1::ArtifactChunk&)>& on_chunk);
   absl::StatusOr<v1::Job> GetJob(const std::string& id);
   absl::StatusOr<v1::ListJobsResponse> ListJobs(
       const v1::ListJobsRequest& request);

@@ -9,6 +9,7 @@
 #include "core/calib/calibration_file.h"
 #include "core/estimate/plan_estimate.h"
 #include "nlohmann/json.hpp"
+#include "server/artifact_download.h"
 #include "server/grpc_status.h"
 #include "server/job_eta.h"
 #include "server/job_events.h"
@@ -370,6 +371,43 @@ grpc::Status QuantServiceImpl::WatchJob(
         request->id(),
         [writer](const v1::JobEvent& event) { return writer->Write(event); },
         [context] { return context->IsCancelled(); });
+  });
+}
+
+absl::Status QuantServiceImpl::DoDownloadArtifact(
+    const v1::DownloadArtifactRequest& request,
+    const std::function<bool(const v1::ArtifactChunk&)>& send) {
+  if (absl::Status s = RequireId(request.job_id()); !s.ok()) return s;
+  absl::StatusOr<store::Job> job = store_->GetJob(request.job_id());
+  if (!job.ok()) return job.status();
+  if (job->state != store::JobState::kSucceeded) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "job ", job->id, " is ", store::JobStateName(job->state),
+        "; only a SUCCEEDED job has a packed checkpoint to download"));
+  }
+  absl::StatusOr<std::string> manifest = artifacts_->ReadManifest(job->id);
+  if (!manifest.ok()) return manifest.status();
+  absl::StatusOr<std::string> dir =
+      FileUriPath(artifacts_->CheckpointUri(job->id), "artifact_uri");
+  if (!dir.ok()) return dir.status();
+  return SendCheckpointFile(*dir, *manifest, request.file(), request.offset(),
+                            kArtifactChunkBytes, send);
+}
+
+grpc::Status QuantServiceImpl::DownloadArtifact(
+    grpc::ServerContext* context, const v1::DownloadArtifactRequest* request,
+    grpc::ServerWriter<v1::ArtifactChunk>* writer) {
+  return Reply<void>(*context, nullptr, [&]() -> absl::Status {
+    const InFlight stream(&downloads_);
+    if (stream.count() > options_.max_downloads) {
+      return absl::ResourceExhaustedError(
+          absl::StrCat("DownloadArtifact: ", options_.max_downloads,
+                       " downloads are running; retry later"));
+    }
+    return DoDownloadArtifact(
+        *request, [writer, context](const v1::ArtifactChunk& chunk) {
+          return !context->IsCancelled() && writer->Write(chunk);
+        });
   });
 }
 

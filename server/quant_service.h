@@ -33,6 +33,8 @@ struct QuantServiceOptions {
   // flag). quantd's --max_concurrent_uploads and --max_watch_streams.
   int max_concurrent_uploads = 4;
   int max_watch_streams = 256;
+  // DownloadArtifact streams at once (each holds a thread and a chunk).
+  int max_downloads = 16;
 };
 
 class QuantServiceImpl final : public v1::QuantService::Service {
@@ -66,6 +68,9 @@ class QuantServiceImpl final : public v1::QuantService::Service {
   grpc::Status GetJobReport(grpc::ServerContext* context,
                             const v1::GetJobReportRequest* request,
                             v1::JobReport* response) override;
+  grpc::Status DownloadArtifact(
+      grpc::ServerContext* context, const v1::DownloadArtifactRequest* request,
+      grpc::ServerWriter<v1::ArtifactChunk>* writer) override;
   grpc::Status RetryJob(grpc::ServerContext* context,
                         const v1::RetryJobRequest* request,
                         v1::Job* response) override;
@@ -87,6 +92,10 @@ class QuantServiceImpl final : public v1::QuantService::Service {
   absl::Status DoWatchJob(const std::string& id,
                           const std::function<bool(const v1::JobEvent&)>& send,
                           const std::function<bool()>& cancelled);
+  // Sends the file's chunks to `send` (false: the client went away).
+  absl::Status DoDownloadArtifact(
+      const v1::DownloadArtifactRequest& request,
+      const std::function<bool(const v1::ArtifactChunk&)>& send);
   absl::StatusOr<v1::JobReport> DoGetJobReport(const std::string& id,
                                                bool html);
   absl::StatusOr<v1::Job> DoRetryJob(const std::string& id);
@@ -111,6 +120,7 @@ class QuantServiceImpl final : public v1::QuantService::Service {
   QuantServiceOptions options_;
   std::atomic<int> uploads_in_flight_{0};
   std::atomic<int> watch_streams_{0};
+  std::atomic<int> downloads_{0};
 };
 
 }  // namespace quant::server

@@ -25,13 +25,10 @@ bool PlainName(const std::string& name) {
 
 }  // namespace
 
-absl::StatusOr<ManifestVerification> VerifyCheckpointDirectory(
-    const std::string& dir) {
-  const std::string manifest_path = JoinPath(dir, "manifest.json");
-  QUANT_ASSIGN_OR_RETURN(const std::string text,
-                         ReadFileToString(manifest_path, kMaxManifestBytes));
+absl::StatusOr<std::vector<VerifiedFile>> ListManifestFiles(
+    const std::string& manifest_text, const std::string& manifest_path) {
   QUANT_ASSIGN_OR_RETURN(const nlohmann::json manifest,
-                         ParseJsonFile(text, manifest_path));
+                         ParseJsonFile(manifest_text, manifest_path));
   const std::string path = absl::StrCat(manifest_path, ": output");
   QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(manifest, manifest_path));
   QUANT_ASSIGN_OR_RETURN(
@@ -39,31 +36,51 @@ absl::StatusOr<ManifestVerification> VerifyCheckpointDirectory(
       json_fields::GetObject(manifest, "output", manifest_path));
   QUANT_ASSIGN_OR_RETURN(const nlohmann::json* files,
                          json_fields::GetArray(*output, "files", path));
+  std::vector<VerifiedFile> out;
+  std::set<std::string> names;
+  for (size_t i = 0; i < files->size(); ++i) {
+    const std::string at = json_fields::IndexPath(path + ".files", i);
+    const nlohmann::json& entry = (*files)[i];
+    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(entry, at));
+    VerifiedFile file;
+    QUANT_ASSIGN_OR_RETURN(file.name,
+                           json_fields::GetString(entry, "name", at));
+    QUANT_ASSIGN_OR_RETURN(file.bytes, json_fields::GetInt(entry, "bytes", at));
+    QUANT_ASSIGN_OR_RETURN(file.sha256,
+                           json_fields::GetString(entry, "sha256", at));
+    if (!PlainName(file.name) || file.name == "manifest.json") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, ".name: \"", file.name.substr(0, 80),
+                       "\" is not a file of the checkpoint (a plain name, not "
+                       "manifest.json)"));
+    }
+    if (file.bytes < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, ".bytes: ", file.bytes, " is negative"));
+    }
+    if (!names.insert(file.name).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, ".name: \"", file.name, "\" is listed twice"));
+    }
+    out.push_back(std::move(file));
+  }
+  return out;
+}
+
+absl::StatusOr<ManifestVerification> VerifyCheckpointDirectory(
+    const std::string& dir) {
+  const std::string manifest_path = JoinPath(dir, "manifest.json");
+  QUANT_ASSIGN_OR_RETURN(const std::string text,
+                         ReadFileToString(manifest_path, kMaxManifestBytes));
+  QUANT_ASSIGN_OR_RETURN(std::vector<VerifiedFile> files,
+                         ListManifestFiles(text, manifest_path));
   struct Listed {
     int64_t bytes = 0;
     std::string sha256;
   };
   std::map<std::string, Listed> listed;
-  for (size_t i = 0; i < files->size(); ++i) {
-    const std::string at = json_fields::IndexPath(path + ".files", i);
-    const nlohmann::json& entry = (*files)[i];
-    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(entry, at));
-    QUANT_ASSIGN_OR_RETURN(std::string name,
-                           json_fields::GetString(entry, "name", at));
-    Listed file;
-    QUANT_ASSIGN_OR_RETURN(file.bytes, json_fields::GetInt(entry, "bytes", at));
-    QUANT_ASSIGN_OR_RETURN(file.sha256,
-                           json_fields::GetString(entry, "sha256", at));
-    if (!PlainName(name) || name == "manifest.json") {
-      return absl::InvalidArgumentError(
-          absl::StrCat(at, ".name: \"", name.substr(0, 80),
-                       "\" is not a file of the checkpoint (a plain name, not "
-                       "manifest.json)"));
-    }
-    if (!listed.emplace(name, std::move(file)).second) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(at, ".name: \"", name, "\" is listed twice"));
-    }
+  for (VerifiedFile& file : files) {
+    listed[file.name] = {file.bytes, std::move(file.sha256)};
   }
 
   ManifestVerification result;

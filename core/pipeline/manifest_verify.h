@@ -27,6 +27,13 @@ struct ManifestVerification {
   bool ok() const { return problems.empty(); }
 };
 
+// The files `manifest_text` (read from `manifest_path`, for messages) lists
+// in output.files, in its order. InvalidArgument naming the field when it is
+// not JSON, lacks the list, or lists a file by anything but a plain name
+// (no "/", no "..", not manifest.json), twice, or with a negative size.
+absl::StatusOr<std::vector<VerifiedFile>> ListManifestFiles(
+    const std::string& manifest_text, const std::string& manifest_path);
+
 // InvalidArgument naming the field when manifest.json is missing, not JSON,
 // or lists a file by anything but a plain name (no "/", no ".."): a
 // manifest must not point outside its directory.

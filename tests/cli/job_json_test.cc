@@ -8,15 +8,21 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
+#include <map>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "client/command.h"
 #include "client/fetch_command.h"
 #include "client/watch_command.h"
 #include "core/base/file_util.h"
+#include "core/base/sha256.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/test_env.h"
 
 namespace quant {
@@ -303,28 +309,141 @@ TEST(JobOutcomeTest, ExitRuleOfWatchAndWait) {
                         "file:///art/jobs/job-000007/packed"));
 }
 
-TEST(FetchTest, FileUrisOnly) {
-  EXPECT_EQ(*LocalPathOfFileUri("file:///art/x"), "/art/x");
-  for (const char* bad : {"s3://bucket/x", "file://host/x", "/art/x"}) {
-    const absl::StatusOr<std::string> path = LocalPathOfFileUri(bad);
-    ASSERT_FALSE(path.ok()) << bad;
-    EXPECT_THAT(path.status().message(), HasSubstr(bad));
-    EXPECT_THAT(path.status().message(), HasSubstr("no download"));
+// A checkpoint served from memory, a chunk of 1000 bytes at a time, as
+// DownloadArtifact serves one; it can drop the connection after a number
+// of bytes and damage a file, and records what it was asked for.
+class FakeArtifact {
+ public:
+  FakeArtifact() {
+    std::string big;
+    for (int i = 0; i < 5000; ++i) big += static_cast<char>('a' + i % 26);
+    files_["model.safetensors"] = big;
+    files_["config.json"] = "{}";
+    nlohmann::json listed = nlohmann::json::array();
+    for (const auto& [name, bytes] : files_) {
+      listed.push_back({{"name", name},
+                        {"bytes", bytes.size()},
+                        {"sha256", Sha256Hex(bytes)}});
+    }
+    manifest_ = nlohmann::json{{"output", {{"files", listed}}}}.dump();
   }
+
+  ChunkSource Source() {
+    return [this](const std::string& file, int64_t offset,
+                  const std::function<absl::Status(const v1::ArtifactChunk&)>&
+                      on_chunk) -> absl::Status {
+      requests.push_back(absl::StrCat(file, "@", offset));
+      const std::string bytes =
+          file == "manifest.json" ? manifest_ : files_.at(file);
+      for (int64_t at = offset; at < static_cast<int64_t>(bytes.size());
+           at += 1000) {
+        if (drop_after_bytes >= 0 && sent_ >= drop_after_bytes) {
+          return absl::UnavailableError("connection reset");
+        }
+        v1::ArtifactChunk chunk;
+        chunk.set_file(file);
+        chunk.set_offset(at);
+        chunk.set_data(bytes.substr(at, 1000));
+        if (file == damaged_file) (*chunk.mutable_data())[0] ^= 1;
+        chunk.set_file_size(static_cast<int64_t>(bytes.size()));
+        if (file != "manifest.json") sent_ += chunk.data().size();
+        if (absl::Status s = on_chunk(chunk); !s.ok()) return s;
+      }
+      return absl::OkStatus();
+    };
+  }
+
+  const std::string& file(const std::string& name) { return files_[name]; }
+
+  int64_t drop_after_bytes = -1;
+  std::string damaged_file;
+  std::vector<std::string> requests;
+
+ private:
+  std::map<std::string, std::string> files_;
+  std::string manifest_;
+  int64_t sent_ = 0;
+};
+
+TEST(FetchTest, DownloadsEveryFileAndVerifiesIt) {
+  FakeArtifact artifact;
+  const std::string dest = testing::MakeTempDir() + "/copy";
+  std::ostringstream progress;
+  auto fetched = FetchCheckpoint(artifact.Source(), dest, &progress);
+  ASSERT_TRUE(fetched.ok()) << fetched.status();
+  EXPECT_EQ(fetched->files, 2);
+  EXPECT_EQ(fetched->bytes, 5002);
+  EXPECT_EQ(fetched->bytes_resumed, 0);
+  EXPECT_EQ(*ReadFileToString(dest + "/model.safetensors"),
+            artifact.file("model.safetensors"));
+  EXPECT_TRUE(testing::PathExists(dest + "/manifest.json"));
+  EXPECT_FALSE(testing::PathExists(dest + ".partial"));
+  EXPECT_THAT(progress.str(), HasSubstr("[2/2] model.safetensors"));
+  EXPECT_THAT(progress.str(), HasSubstr("sha256 verified"));
+  // DIR must be new.
+  auto again = FetchCheckpoint(artifact.Source(), dest, nullptr);
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kAlreadyExists);
 }
 
-TEST(FetchTest, CopiesATreeAndRefusesAnExistingDestination) {
-  const std::string temp = testing::MakeTempDir();
-  std::filesystem::create_directories(temp + "/src/sub");
-  std::ofstream(temp + "/src/a.txt") << "alpha";
-  std::ofstream(temp + "/src/sub/b.txt") << "beta";
-  ASSERT_TRUE(CopyDirectory(temp + "/src", temp + "/dst").ok());
-  EXPECT_EQ(*ReadFileToString(temp + "/dst/a.txt"), "alpha");
-  EXPECT_EQ(*ReadFileToString(temp + "/dst/sub/b.txt"), "beta");
-  const absl::Status again = CopyDirectory(temp + "/src", temp + "/dst");
-  EXPECT_EQ(again.code(), absl::StatusCode::kAlreadyExists);
-  EXPECT_FALSE(CopyDirectory(temp + "/missing", temp + "/dst2").ok());
-  EXPECT_FALSE(testing::PathExists(temp + "/dst2"));
+// A dropped connection keeps what arrived; the next fetch asks for each
+// file from where it stopped and ends with the same bytes.
+TEST(FetchTest, InterruptedFetchResumesByOffset) {
+  FakeArtifact artifact;
+  artifact.drop_after_bytes = 2000;  // config.json (2) and 1998 more.
+  const std::string dest = testing::MakeTempDir() + "/copy";
+  auto first = FetchCheckpoint(artifact.Source(), dest, nullptr);
+  ASSERT_FALSE(first.ok());
+  EXPECT_EQ(first.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(first.status().message(), HasSubstr("run the same fetch again"));
+  EXPECT_FALSE(testing::PathExists(dest));
+  ASSERT_TRUE(testing::PathExists(dest + ".partial/model.safetensors"));
+
+  FakeArtifact healthy;
+  auto second = FetchCheckpoint(healthy.Source(), dest, nullptr);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(
+      healthy.requests,
+      (std::vector<std::string>{"manifest.json@0", "model.safetensors@2000"}));
+  EXPECT_EQ(second->bytes_resumed, 2 + 2000);
+  EXPECT_EQ(*ReadFileToString(dest + "/model.safetensors"),
+            healthy.file("model.safetensors"));
+  EXPECT_FALSE(testing::PathExists(dest + ".partial"));
+}
+
+TEST(FetchTest, ADamagedFileLeavesNothing) {
+  FakeArtifact artifact;
+  artifact.damaged_file = "model.safetensors";
+  const std::string dest = testing::MakeTempDir() + "/copy";
+  auto fetched = FetchCheckpoint(artifact.Source(), dest, nullptr);
+  ASSERT_FALSE(fetched.ok());
+  EXPECT_EQ(fetched.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(fetched.status().message(),
+              HasSubstr("does not match its manifest.json"));
+  EXPECT_THAT(fetched.status().message(), HasSubstr("model.safetensors: "));
+  EXPECT_FALSE(testing::PathExists(dest));
+  EXPECT_FALSE(testing::PathExists(dest + ".partial"));
+}
+
+TEST(FetchTest, ChunksOutOfOrderAreRefused) {
+  const std::string dest = testing::MakeTempDir() + "/copy";
+  FakeArtifact artifact;
+  const ChunkSource inner = artifact.Source();
+  const ChunkSource skipping =
+      [&](const std::string& file, int64_t offset,
+          const std::function<absl::Status(const v1::ArtifactChunk&)>&
+              on_chunk) {
+        return inner(file, offset, [&](const v1::ArtifactChunk& chunk) {
+          if (chunk.file() != "manifest.json" && chunk.offset() == 1000) {
+            return absl::OkStatus();  // Lost on the way.
+          }
+          return on_chunk(chunk);
+        });
+      };
+  auto fetched = FetchCheckpoint(skipping, dest, nullptr);
+  ASSERT_FALSE(fetched.ok());
+  EXPECT_EQ(fetched.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(fetched.status().message(), HasSubstr("bytes from 1000"));
+  EXPECT_FALSE(testing::PathExists(dest));
 }
 
 }  // namespace

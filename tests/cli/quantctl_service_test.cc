@@ -152,7 +152,8 @@ TEST_F(QuantctlServiceTest, EveryServiceCommandHasHelpWithAnExample) {
     EXPECT_THAT(r.out, HasSubstr("--addr")) << command;
     EXPECT_THAT(r.out, HasSubstr("--token_file")) << command;
   }
-  EXPECT_THAT(RunQuantctl("fetch --help").out, HasSubstr("no download call"));
+  EXPECT_THAT(RunQuantctl("fetch --help").out,
+              HasSubstr("resumes where it stopped"));
   EXPECT_THAT(RunQuantctl("retry --help").out,
               HasSubstr("Only a FAILED job can be retried"));
   const RunResult top = RunQuantctl("--help");

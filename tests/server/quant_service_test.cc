@@ -310,6 +310,21 @@ TEST_F(QuantServiceTest, CreateJobRecordsAQueuedJobWithItsPlan) {
   ASSERT_EQ(events->size(), 1u);
   EXPECT_NE((*events)[0].payload_json.find("QUEUED"), std::string::npos);
 
+  // No packed checkpoint yet: nothing to download.
+  {
+    grpc::ClientContext context;
+    v1::DownloadArtifactRequest download;
+    download.set_job_id(job.id());
+    auto reader = stub_->DownloadArtifact(&context, download);
+    v1::ArtifactChunk chunk;
+    EXPECT_FALSE(reader->Read(&chunk));
+    const grpc::Status status = reader->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(status.error_message().find("only a SUCCEEDED job"),
+              std::string::npos)
+        << status.error_message();
+  }
+
   // GetJob sees the same job.
   grpc::ClientContext context;
   v1::GetJobRequest get;

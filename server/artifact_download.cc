@@ -1,0 +1,146 @@
+// SendCheckpointFile; see artifact_download.h.
+#include "server/artifact_download.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "absl/cleanup/cleanup.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/file_util.h"
+#include "core/base/sha256.h"
+#include "core/base/strict_json.h"
+#include "nlohmann/json.hpp"
+
+namespace quant::server {
+namespace {
+
+constexpr char kManifest[] = "manifest.json";
+
+// The manifest's entry for `file`: its sha256, or NotFound.
+absl::StatusOr<std::string> ListedSha256(const std::string& manifest_text,
+                                         const std::string& file) {
+  const nlohmann::json manifest = ParseJsonOrDiscarded(manifest_text);
+  if (!manifest.is_object()) {
+    return absl::DataLossError("the published manifest.json is not JSON");
+  }
+  const auto output = manifest.find("output");
+  if (output != manifest.end() && output->is_object()) {
+    const auto files = output->find("files");
+    if (files != output->end() && files->is_array()) {
+      for (const nlohmann::json& entry : *files) {
+        if (!entry.is_object()) continue;
+        const auto name = entry.find("name");
+        const auto sha = entry.find("sha256");
+        if (name != entry.end() && name->is_string() && *name == file &&
+            sha != entry.end() && sha->is_string()) {
+          return sha->get<std::string>();
+        }
+      }
+    }
+  }
+  return absl::NotFoundError(
+      absl::StrCat("file \"", file.substr(0, 200),
+                   "\": not a file of this checkpoint (manifest.json and the "
+                   "files its output.files lists)"));
+}
+
+// Sends `bytes[offset..]` in chunks.
+absl::Status SendBytes(
+    const std::string& file, const std::string& bytes,
+    const std::string& sha256, int64_t offset, int64_t chunk_bytes,
+    const std::function<bool(const v1::ArtifactChunk&)>& send) {
+  const int64_t size = static_cast<int64_t>(bytes.size());
+  do {
+    const int64_t n = std::min(chunk_bytes, size - offset);
+    v1::ArtifactChunk chunk;
+    chunk.set_file(file);
+    chunk.set_offset(offset);
+    chunk.set_data(bytes.substr(offset, n));
+    chunk.set_file_size(size);
+    chunk.set_sha256(sha256);
+    if (!send(chunk)) return absl::CancelledError("download: client went away");
+    offset += n;
+  } while (offset < size);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status SendCheckpointFile(
+    const std::string& checkpoint_dir, const std::string& manifest_text,
+    const std::string& file, int64_t offset, int64_t chunk_bytes,
+    const std::function<bool(const v1::ArtifactChunk&)>& send) {
+  if (offset < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("offset: must be >= 0, got ", offset));
+  }
+  if (chunk_bytes <= 0) chunk_bytes = kArtifactChunkBytes;
+  if (file.empty() || file == kManifest) {
+    if (offset > static_cast<int64_t>(manifest_text.size())) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "offset: ", offset, " is past the end of manifest.json (",
+          manifest_text.size(), " bytes)"));
+    }
+    return SendBytes(kManifest, manifest_text, Sha256Hex(manifest_text), offset,
+                     chunk_bytes, send);
+  }
+  absl::StatusOr<std::string> sha256 = ListedSha256(manifest_text, file);
+  if (!sha256.ok()) return sha256.status();
+  // Manifest names are plain file names; anything else is refused even if
+  // a damaged manifest lists it.
+  if (file.find('/') != std::string::npos || file == "." || file == "..") {
+    return absl::NotFoundError(
+        absl::StrCat("file \"", file.substr(0, 200), "\": not a plain name"));
+  }
+  const std::string path = JoinPath(checkpoint_dir, file);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    return absl::DataLossError(
+        absl::StrCat("the checkpoint lists ", file,
+                     " but it cannot be opened: ", std::strerror(errno)));
+  }
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
+  struct stat info;
+  if (::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    return absl::DataLossError(
+        absl::StrCat("the checkpoint's ", file, " is not a regular file"));
+  }
+  const int64_t size = info.st_size;
+  if (offset > size) {
+    return absl::OutOfRangeError(absl::StrCat("offset: ", offset,
+                                              " is past the end of ", file,
+                                              " (", size, " bytes)"));
+  }
+  std::string buffer;
+  do {
+    const int64_t n = std::min(chunk_bytes, size - offset);
+    buffer.resize(static_cast<size_t>(n));
+    int64_t got = 0;
+    while (got < n) {
+      const ssize_t r = ::pread(fd, buffer.data() + got, n - got, offset + got);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) {
+        return absl::DataLossError(
+            absl::StrCat("reading ", file, " at byte ", offset + got, ": ",
+                         r == 0 ? "the file shrank" : std::strerror(errno)));
+      }
+      got += r;
+    }
+    v1::ArtifactChunk chunk;
+    chunk.set_file(file);
+    chunk.set_offset(offset);
+    chunk.set_data(buffer);
+    chunk.set_file_size(size);
+    chunk.set_sha256(*sha256);
+    if (!send(chunk)) return absl::CancelledError("download: client went away");
+    offset += n;
+  } while (offset < size);
+  return absl::OkStatus();
+}
+
+}  // namespace quant::server
