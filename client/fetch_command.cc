@@ -15,6 +15,7 @@
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/estimate/plan_estimate.h"
+#include "core/pipeline/manifest_signature.h"
 #include "core/pipeline/manifest_verify.h"
 
 namespace quant {
@@ -115,7 +116,25 @@ absl::StatusOr<FetchResult> FetchCheckpoint(const ChunkSource& source,
   }
   QUANT_RETURN_IF_ERROR(WriteFileAtomically(manifest_path, manifest));
 
+  // Its signature, when quantd signs (`verify --public_key` checks it).
+  std::string signature;
+  const absl::Status signature_status = source(
+      kManifestSignatureFileName, 0, [&](const v1::ArtifactChunk& chunk) {
+        if (chunk.offset() != static_cast<int64_t>(signature.size()) ||
+            chunk.file_size() > (64 << 10)) {
+          return absl::DataLossError("manifest.json.sig: chunks out of order");
+        }
+        signature += chunk.data();
+        return absl::OkStatus();
+      });
+  if (signature_status.ok()) {
+    QUANT_RETURN_IF_ERROR(WriteFileAtomically(
+        JoinPath(partial, kManifestSignatureFileName), signature));
+  } else if (!absl::IsNotFound(signature_status)) {
+    return signature_status;
+  }
   FetchResult result;
+  result.signed_manifest = signature_status.ok();
   const auto damaged = [&](const std::string& what) {
     fs::remove_all(partial, error);
     return absl::DataLossError(
@@ -209,7 +228,12 @@ absl::Status RunFetch(const CommandInvocation& invocation) {
                                          HumanBytes(fetched.bytes_resumed),
                                          " of them resumed")
                           : std::string())
-                  << ", verified against manifest.json\n";
+                  << ", verified against manifest.json"
+                  << (fetched.signed_manifest
+                          ? "; signed (check with quantctl verify "
+                            "--public_key)"
+                          : "")
+                  << "\n";
   if (job.verdict() == v1::VERDICT_FAIL) {
     *invocation.err << "warning: job " << id
                     << " has verdict FAIL; the checkpoint must not ship\n";

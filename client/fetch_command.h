@@ -28,9 +28,10 @@ using ChunkSource = std::function<absl::Status(
     const std::function<absl::Status(const v1::ArtifactChunk&)>& on_chunk)>;
 
 struct FetchResult {
-  int files = 0;              // Listed in the manifest, all verified.
-  int64_t bytes = 0;          // Their total size.
-  int64_t bytes_resumed = 0;  // Already in DIR.partial from an earlier run.
+  int files = 0;                 // Listed in the manifest, all verified.
+  int64_t bytes = 0;             // Their total size.
+  int64_t bytes_resumed = 0;     // Already in DIR.partial from an earlier run.
+  bool signed_manifest = false;  // manifest.json.sig came with it.
 };
 
 // Downloads manifest.json and every file it lists into `dest`.partial (kept

@@ -14,6 +14,7 @@
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/strict_json.h"
+#include "core/pipeline/manifest_signature.h"
 #include "nlohmann/json.hpp"
 
 namespace quant::server {
@@ -87,6 +88,23 @@ absl::Status SendCheckpointFile(
           manifest_text.size(), " bytes)"));
     }
     return SendBytes(kManifest, manifest_text, Sha256Hex(manifest_text), offset,
+                     chunk_bytes, send);
+  }
+  if (file == kManifestSignatureFileName) {
+    const std::string path = JoinPath(checkpoint_dir, file);
+    if (!FileExists(path)) {
+      return absl::NotFoundError(
+          absl::StrCat("file \"", file,
+                       "\": the checkpoint is not signed (quantd "
+                       "--signing_key)"));
+    }
+    absl::StatusOr<std::string> signature = ReadFileToString(path, 64 << 10);
+    if (!signature.ok()) return signature.status();
+    if (offset > static_cast<int64_t>(signature->size())) {
+      return absl::OutOfRangeError(
+          absl::StrCat("offset: ", offset, " is past the end of ", file));
+    }
+    return SendBytes(file, *signature, Sha256Hex(*signature), offset,
                      chunk_bytes, send);
   }
   absl::StatusOr<std::string> sha256 = ListedSha256(manifest_text, file);

@@ -16,7 +16,8 @@ namespace quant::server {
 
 inline constexpr int64_t kArtifactChunkBytes = int64_t{1} << 20;
 
-// Sends `file` ("" or "manifest.json": `manifest_text` itself) of the
+// Sends `file` ("" or "manifest.json": `manifest_text` itself;
+// "manifest.json.sig": its signature, NotFound when not signed) of the
 // checkpoint in `checkpoint_dir`, whose manifest is `manifest_text`, from
 // `offset` in chunks of at most `chunk_bytes`. `send` returns false when the
 // client went away (Cancelled). NotFound for a name the manifest does not

@@ -12,6 +12,7 @@
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
+#include "core/pipeline/manifest_signature.h"
 #include "server/uri_policy.h"
 
 namespace quant::server {
@@ -109,6 +110,17 @@ absl::StatusOr<std::string> FileArtifactStore::ReadAudit(
 absl::StatusOr<std::string> FileArtifactStore::ReadManifest(
     const std::string& job_id) const {
   return ReadPublished(job_id, "manifest.json");
+}
+
+absl::Status FileArtifactStore::WriteManifestSignature(
+    const std::string& job_id, const std::string& text) {
+  const std::string dir =
+      JoinPath(JoinPath(JoinPath(root_dir_, "jobs"), job_id), "checkpoint");
+  if (!FileExists(JoinPath(dir, "manifest.json"))) {
+    return absl::NotFoundError(
+        absl::StrCat("job ", job_id, " has no published checkpoint to sign"));
+  }
+  return WriteFileAtomically(JoinPath(dir, kManifestSignatureFileName), text);
 }
 
 }  // namespace quant::server

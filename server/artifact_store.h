@@ -42,6 +42,10 @@ class ArtifactStore {
   // Its manifest.json, likewise.
   virtual absl::StatusOr<std::string> ReadManifest(
       const std::string& job_id) const = 0;
+  // Writes manifest.json.sig (core/pipeline/manifest_signature.h) beside
+  // the published manifest, atomically.
+  virtual absl::Status WriteManifestSignature(const std::string& job_id,
+                                              const std::string& text) = 0;
 };
 
 // Files under a directory: calib/<sha256>.jsonl, written atomically
@@ -66,6 +70,8 @@ class FileArtifactStore : public ArtifactStore {
       const std::string& job_id) const override;
   absl::StatusOr<std::string> ReadManifest(
       const std::string& job_id) const override;
+  absl::Status WriteManifestSignature(const std::string& job_id,
+                                      const std::string& text) override;
   const std::string& root_dir() const { return root_dir_; }
 
  private:

@@ -10,6 +10,7 @@
 #include "common/job_constants.h"
 #include "core/base/strict_json.h"
 #include "core/pipeline/finalize_task.h"
+#include "core/pipeline/manifest_signature.h"
 #include "nlohmann/json.hpp"
 #include "server/job_events.h"
 #include "server/job_spec.h"
@@ -93,6 +94,19 @@ absl::Status JobLifecycle::FinishJob(const std::string& job_id) {
     return FailJob(job_id, absl::StrCat("every task finished but the "
                                         "published audit is damaged: ",
                                         parsed.status().message()));
+  }
+  if (signer_ != nullptr) {
+    absl::StatusOr<std::string> manifest = artifacts_->ReadManifest(job_id);
+    absl::StatusOr<std::string> signature =
+        manifest.ok() ? signer_->Sign(*manifest) : manifest.status();
+    absl::Status written =
+        signature.ok() ? artifacts_->WriteManifestSignature(job_id, *signature)
+                       : signature.status();
+    if (!written.ok()) {
+      return FailJob(job_id, absl::StrCat("every task finished but signing "
+                                          "its manifest.json failed: ",
+                                          written.message()));
+    }
   }
   observer_->OnAudit(job_id, *parsed);
   absl::StatusOr<store::Job> job = store_->FinishJob(

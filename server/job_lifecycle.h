@@ -19,6 +19,10 @@
 #include "server/job_observer.h"
 #include "server/store/job_store.h"
 
+namespace quant {
+class ManifestSigner;
+}  // namespace quant
+
 namespace quant::server {
 
 class JobEta;
@@ -59,6 +63,9 @@ class JobLifecycle {
   JobObserver& observer() { return *observer_; }
   // Not owned; must outlive this. Null: jobs show no elapsed time or ETA.
   void set_eta(const JobEta* eta) { eta_ = eta; }
+  // Not owned; must outlive this. Set: every finished job's manifest.json
+  // is signed (manifest.json.sig) before the job is SUCCEEDED.
+  void set_signer(const ManifestSigner* signer) { signer_ = signer; }
   const JobEta* eta() const { return eta_; }
 
   ChangeSignal& signal() { return *signal_; }
@@ -75,6 +82,7 @@ class JobLifecycle {
   JobObserver no_observer_;
   JobObserver* observer_ = &no_observer_;
   const JobEta* eta_ = nullptr;
+  const ManifestSigner* signer_ = nullptr;
 };
 
 // What the job should warn about from its audit.json (each line begins

@@ -68,6 +68,10 @@ ABSL_FLAG(std::string, worker_token_file, "",
           "token).");
 ABSL_FLAG(std::string, tls_cert, "", "PEM certificate chain: serve TLS.");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key for --tls_cert.");
+ABSL_FLAG(std::string, signing_key, "",
+          "PEM Ed25519 private key (`openssl genpkey -algorithm ed25519`): "
+          "sign every finished job's manifest.json (manifest.json.sig beside "
+          "it; `quantctl verify --public_key` checks it).");
 ABSL_FLAG(double, lease_seconds, 30,
           "How long a task lease lasts without a heartbeat.");
 ABSL_FLAG(std::string, metrics_listen, "",
@@ -140,6 +144,7 @@ int main(int argc, char** argv) {
   options.worker_args = absl::GetFlag(FLAGS_worker_args);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.signing_key_file = absl::GetFlag(FLAGS_signing_key);
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.metrics_retention = absl::GetFlag(FLAGS_metrics_retention);
   if (options.metrics_retention < absl::ZeroDuration()) {

@@ -13,6 +13,7 @@
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
+#include "core/pipeline/manifest_signature.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
 #include "grpcpp/security/server_credentials.h"
@@ -130,6 +131,18 @@ absl::StatusOr<std::unique_ptr<QuantdServer>> QuantdServer::Start(
   QUANT_RETURN_IF_ERROR(CheckOptions(options));
   std::unique_ptr<QuantdServer> server(new QuantdServer());
   QUANT_RETURN_IF_ERROR(server->OpenState(options));
+  if (!options.signing_key_file.empty()) {
+    absl::StatusOr<std::string> pem =
+        ReadFileToString(options.signing_key_file, 64 << 10);
+    if (!pem.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--signing_key: ", pem.status().message()));
+    }
+    QUANT_ASSIGN_OR_RETURN(
+        server->signer_,
+        ManifestSigner::FromPem(
+            *pem, absl::StrCat("--signing_key ", options.signing_key_file)));
+  }
   QUANT_RETURN_IF_ERROR(server->StartMetrics(options));
   server->BuildServices(options);
   QUANT_RETURN_IF_ERROR(server->ServeMetrics(options));
@@ -231,6 +244,7 @@ void QuantdServer::BuildServices(const QuantdOptions& options) {
         return MedianRates(rates);
       });
   lifecycle_->set_eta(job_eta_.get());
+  lifecycle_->set_signer(signer_.get());
   JobLifecycle* lifecycle = lifecycle_.get();
   metrics_observer_->set_eta_source(
       [lifecycle](const std::string& job_id) -> std::optional<double> {

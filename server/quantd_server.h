@@ -33,6 +33,10 @@
 #include "server/uri_policy.h"
 #include "server/worker_service.h"
 
+namespace quant {
+class ManifestSigner;
+}  // namespace quant
+
 namespace quant::server {
 
 struct QuantdOptions {
@@ -49,6 +53,8 @@ struct QuantdOptions {
   // PEM files; both or neither. With them quantd serves TLS only.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // PEM Ed25519 private key: sign every finished job's manifest.json.
+  std::string signing_key_file;
   WorkerServiceOptions workers;
   std::chrono::milliseconds upkeep_interval{1000};
   // Local worker processes (binary: FindWorkerBinary) and extra flags for
@@ -120,6 +126,7 @@ class QuantdServer {
   ChangeSignal signal_;
   std::unique_ptr<metrics::QuantdMetrics> metrics_;
   std::unique_ptr<JobLifecycle> lifecycle_;
+  std::unique_ptr<ManifestSigner> signer_;
   std::unique_ptr<Authenticator> auth_;
   std::unique_ptr<QuantServiceImpl> service_;
   std::unique_ptr<WorkerServiceImpl> worker_service_;

@@ -11,6 +11,7 @@
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/base/strict_json.h"
+#include "core/pipeline/manifest_signature.h"
 
 namespace quant {
 namespace {
@@ -88,7 +89,11 @@ absl::StatusOr<ManifestVerification> VerifyCheckpointDirectory(
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
-    if (name == "manifest.json") continue;
+    // The manifest and its signature (manifest_signature.h) vouch for the
+    // rest; they are not listed in it.
+    if (name == "manifest.json" || name == kManifestSignatureFileName) {
+      continue;
+    }
     present.insert(name);
     if (listed.count(name) == 0) {
       result.problems.push_back(absl::StrCat(name, ": not in the manifest"));

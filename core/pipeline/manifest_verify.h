@@ -1,7 +1,8 @@
 // Checking a packed checkpoint directory against its manifest.json: every
 // file the manifest lists is there with its size and sha256, and nothing
-// else is (but manifest.json itself). `quantctl verify` and `quantctl fetch`
-// use it; a copy that does not verify is not a release.
+// else is (but manifest.json itself and its signature, manifest.json.sig).
+// `quantctl verify` and `quantctl fetch` use it; a copy that does not verify is
+// not a release.
 #ifndef QUANT_CORE_PIPELINE_MANIFEST_VERIFY_H_
 #define QUANT_CORE_PIPELINE_MANIFEST_VERIFY_H_
 

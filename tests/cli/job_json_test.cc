@@ -333,6 +333,9 @@ class FakeArtifact {
                   const std::function<absl::Status(const v1::ArtifactChunk&)>&
                       on_chunk) -> absl::Status {
       requests.push_back(absl::StrCat(file, "@", offset));
+      if (file != "manifest.json" && files_.count(file) == 0) {
+        return absl::NotFoundError(absl::StrCat(file, ": not served"));
+      }
       const std::string bytes =
           file == "manifest.json" ? manifest_ : files_.at(file);
       for (int64_t at = offset; at < static_cast<int64_t>(bytes.size());
@@ -401,9 +404,9 @@ TEST(FetchTest, InterruptedFetchResumesByOffset) {
   FakeArtifact healthy;
   auto second = FetchCheckpoint(healthy.Source(), dest, nullptr);
   ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_EQ(
-      healthy.requests,
-      (std::vector<std::string>{"manifest.json@0", "model.safetensors@2000"}));
+  EXPECT_EQ(healthy.requests,
+            (std::vector<std::string>{"manifest.json@0", "manifest.json.sig@0",
+                                      "model.safetensors@2000"}));
   EXPECT_EQ(second->bytes_resumed, 2 + 2000);
   EXPECT_EQ(*ReadFileToString(dest + "/model.safetensors"),
             healthy.file("model.safetensors"));

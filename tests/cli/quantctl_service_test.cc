@@ -23,6 +23,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "core/base/file_util.h"
+#include "core/pipeline/manifest_signature.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -463,7 +464,17 @@ TEST(QuantctlAuthTest, BearerTokenAndTls) {
 TEST(QuantctlServiceRunTest, VerdictsExitCodesReportAndFetch) {
   QUANT_REQUIRE_SHARED(CheckpointDir());
   QUANT_REQUIRE_SHARED(CalibrationFile());
-  Quantd quantd({"--local-workers=1"});
+  // quantd signs every finished job's manifest with this key.
+  const std::string keys = testing::MakeTempDir();
+  auto key_pair = GenerateSigningKeyPem();
+  ASSERT_TRUE(key_pair.ok()) << key_pair.status();
+  auto other_pair = GenerateSigningKeyPem();
+  ASSERT_TRUE(other_pair.ok()) << other_pair.status();
+  ASSERT_TRUE(WriteFileAtomically(keys + "/quantd.pem", key_pair->first).ok());
+  ASSERT_TRUE(WriteFileAtomically(keys + "/quantd.pub", key_pair->second).ok());
+  ASSERT_TRUE(
+      WriteFileAtomically(keys + "/other.pub", other_pair->second).ok());
+  Quantd quantd({"--local-workers=1", "--signing-key=" + keys + "/quantd.pem"});
   ASSERT_FALSE(quantd.address().empty()) << quantd.Log();
   const std::string addr = " --addr " + quantd.address();
   // The same recipe with a ppl-ratio gate no 4-bit model meets.
@@ -559,7 +570,33 @@ TEST(QuantctlServiceRunTest, VerdictsExitCodesReportAndFetch) {
               ReadFileToString(artifact.substr(7) + "/model.safetensors")
                   .value_or("b"));
     EXPECT_THAT(fetched.out, HasSubstr("verified against manifest.json"));
+    EXPECT_THAT(fetched.out, HasSubstr("signed"));
     EXPECT_EQ(RunQuantctl("verify " + copy).exit_code, 0);
+    // Signed provenance: quantd's key verifies the manifest, another does
+    // not, and a manifest changed after signing does not either.
+    const RunResult signed_ok =
+        RunQuantctl("verify " + copy + " --public_key " + keys + "/quantd.pub");
+    EXPECT_EQ(signed_ok.exit_code, 0) << signed_ok.out << signed_ok.err;
+    EXPECT_THAT(signed_ok.out, HasSubstr("ok       manifest.json.sig"));
+    const RunResult other_key =
+        RunQuantctl("verify " + copy + " --public_key " + keys + "/other.pub");
+    EXPECT_EQ(other_key.exit_code, 1) << other_key.out;
+    EXPECT_THAT(other_key.out, HasSubstr("another key"));
+    if (verdict == "FAIL") {
+      auto manifest = ReadFileToString(copy + "/manifest.json");
+      ASSERT_TRUE(manifest.ok());
+      ASSERT_TRUE(
+          WriteFileAtomically(copy + "/manifest.json", *manifest + " ").ok());
+      const RunResult changed = RunQuantctl(
+          "verify " + copy + " --public_key " + keys + "/quantd.pub");
+      EXPECT_EQ(changed.exit_code, 1) << changed.out;
+      EXPECT_THAT(changed.out, HasSubstr("does not verify"));
+      std::filesystem::remove(copy + "/manifest.json.sig");
+      const RunResult unsigned_copy = RunQuantctl(
+          "verify " + copy + " --public_key " + keys + "/quantd.pub");
+      EXPECT_EQ(unsigned_copy.exit_code, 1) << unsigned_copy.out;
+      EXPECT_THAT(unsigned_copy.out, HasSubstr("not signed"));
+    }
 
     // An artifact damaged after publishing is not fetched: nothing appears.
     if (verdict == "PASS") {

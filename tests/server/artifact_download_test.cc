@@ -98,6 +98,20 @@ TEST_F(ArtifactDownloadTest, TheManifestItself) {
   }
 }
 
+// The manifest's signature, when quantd signs; NotFound when it does not.
+TEST_F(ArtifactDownloadTest, TheSignatureWhenSigned) {
+  std::vector<v1::ArtifactChunk> chunks;
+  const absl::Status unsigned_status = Get("manifest.json.sig", 0, &chunks);
+  EXPECT_EQ(unsigned_status.code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(unsigned_status.message(), HasSubstr("not signed"));
+  ASSERT_TRUE(
+      WriteFileAtomically(dir_ + "/manifest.json.sig", "{\"sig\": 1}").ok());
+  ASSERT_TRUE(Get("manifest.json.sig", 0, &chunks).ok());
+  ASSERT_EQ(chunks.size(), 1u);
+  EXPECT_EQ(chunks[0].data(), "{\"sig\": 1}");
+  EXPECT_EQ(chunks[0].sha256(), Sha256Hex("{\"sig\": 1}"));
+}
+
 TEST_F(ArtifactDownloadTest, OnlyListedPlainRegularFiles) {
   std::vector<v1::ArtifactChunk> chunks;
   for (const char* name :

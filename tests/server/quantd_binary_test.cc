@@ -157,6 +157,15 @@ TEST(QuantdBinaryTest, BadTokenAndWorkerFlagsAreUsageErrors) {
   std::tie(code, output) = RunQuantd(temp, "--lease-seconds=0");
   EXPECT_EQ(code, 2) << output;
   EXPECT_NE(output.find("--lease_seconds"), std::string::npos) << output;
+
+  // A signing key that is missing or not an Ed25519 private key: quantd
+  // does not start (it would publish unsigned checkpoints).
+  for (const std::string& key : {temp + "/no-such-key.pem", temp + "/short"}) {
+    std::tie(code, output) =
+        RunQuantd(temp, "--listen=127.0.0.1:0 --signing-key=" + key);
+    EXPECT_NE(code, 0) << output;
+    EXPECT_NE(output.find("--signing_key"), std::string::npos) << output;
+  }
 }
 
 }  // namespace
