@@ -8,46 +8,54 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <utility>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
-#include "core/base/strict_json.h"
+#include "core/base/status_macros.h"
 #include "core/pipeline/manifest_signature.h"
-#include "nlohmann/json.hpp"
+#include "core/pipeline/manifest_verify.h"
 
 namespace quant::server {
 namespace {
 
 constexpr char kManifest[] = "manifest.json";
 
-// The manifest's entry for `file`: its sha256, or NotFound.
+// The manifest's entry for `file`: its sha256, or NotFound. A manifest that
+// ListManifestFiles refuses is damaged (DataLoss): quantd wrote it.
 absl::StatusOr<std::string> ListedSha256(const std::string& manifest_text,
                                          const std::string& file) {
-  const nlohmann::json manifest = ParseJsonOrDiscarded(manifest_text);
-  if (!manifest.is_object()) {
-    return absl::DataLossError("the published manifest.json is not JSON");
+  absl::StatusOr<std::vector<VerifiedFile>> listed =
+      ListManifestFiles(manifest_text, kManifest);
+  if (!listed.ok()) {
+    return absl::DataLossError(absl::StrCat(
+        "the published manifest.json is damaged: ", listed.status().message()));
   }
-  const auto output = manifest.find("output");
-  if (output != manifest.end() && output->is_object()) {
-    const auto files = output->find("files");
-    if (files != output->end() && files->is_array()) {
-      for (const nlohmann::json& entry : *files) {
-        if (!entry.is_object()) continue;
-        const auto name = entry.find("name");
-        const auto sha = entry.find("sha256");
-        if (name != entry.end() && name->is_string() && *name == file &&
-            sha != entry.end() && sha->is_string()) {
-          return sha->get<std::string>();
-        }
-      }
-    }
+  for (VerifiedFile& entry : *listed) {
+    if (entry.name == file) return std::move(entry.sha256);
   }
   return absl::NotFoundError(
       absl::StrCat("file \"", file.substr(0, 200),
                    "\": not a file of this checkpoint (manifest.json and the "
                    "files its output.files lists)"));
+}
+
+// Sends one chunk of `file` (`size` bytes whole, `sha256` its hash).
+absl::Status SendChunk(
+    const std::string& file, int64_t offset, std::string data, int64_t size,
+    const std::string& sha256,
+    const std::function<bool(const v1::ArtifactChunk&)>& send) {
+  v1::ArtifactChunk chunk;
+  chunk.set_file(file);
+  chunk.set_offset(offset);
+  chunk.set_data(std::move(data));
+  chunk.set_file_size(size);
+  chunk.set_sha256(sha256);
+  if (!send(chunk)) return absl::CancelledError("download: client went away");
+  return absl::OkStatus();
 }
 
 // Sends `bytes[offset..]` in chunks.
@@ -58,13 +66,8 @@ absl::Status SendBytes(
   const int64_t size = static_cast<int64_t>(bytes.size());
   do {
     const int64_t n = std::min(chunk_bytes, size - offset);
-    v1::ArtifactChunk chunk;
-    chunk.set_file(file);
-    chunk.set_offset(offset);
-    chunk.set_data(bytes.substr(offset, n));
-    chunk.set_file_size(size);
-    chunk.set_sha256(sha256);
-    if (!send(chunk)) return absl::CancelledError("download: client went away");
+    QUANT_RETURN_IF_ERROR(
+        SendChunk(file, offset, bytes.substr(offset, n), size, sha256, send));
     offset += n;
   } while (offset < size);
   return absl::OkStatus();
@@ -107,14 +110,10 @@ absl::Status SendCheckpointFile(
     return SendBytes(file, *signature, Sha256Hex(*signature), offset,
                      chunk_bytes, send);
   }
+  // ListManifestFiles admits plain names only, so `file` stays inside
+  // checkpoint_dir.
   absl::StatusOr<std::string> sha256 = ListedSha256(manifest_text, file);
   if (!sha256.ok()) return sha256.status();
-  // Manifest names are plain file names; anything else is refused even if
-  // a damaged manifest lists it.
-  if (file.find('/') != std::string::npos || file == "." || file == "..") {
-    return absl::NotFoundError(
-        absl::StrCat("file \"", file.substr(0, 200), "\": not a plain name"));
-  }
   const std::string path = JoinPath(checkpoint_dir, file);
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0) {
@@ -149,13 +148,7 @@ absl::Status SendCheckpointFile(
       }
       got += r;
     }
-    v1::ArtifactChunk chunk;
-    chunk.set_file(file);
-    chunk.set_offset(offset);
-    chunk.set_data(buffer);
-    chunk.set_file_size(size);
-    chunk.set_sha256(*sha256);
-    if (!send(chunk)) return absl::CancelledError("download: client went away");
+    QUANT_RETURN_IF_ERROR(SendChunk(file, offset, buffer, size, *sha256, send));
     offset += n;
   } while (offset < size);
   return absl::OkStatus();
