@@ -72,6 +72,23 @@ absl::Status DownloadFile(const ChunkSource& source, const std::string& file,
   return absl::OkStatus();
 }
 
+// A small file (the manifest or its signature) whole, through `source`;
+// DataLoss when it arrives out of order or claims more than `max_bytes`.
+absl::StatusOr<std::string> DownloadToString(const ChunkSource& source,
+                                             const std::string& file,
+                                             int64_t max_bytes) {
+  std::string bytes;
+  QUANT_RETURN_IF_ERROR(source(file, 0, [&](const v1::ArtifactChunk& chunk) {
+    if (chunk.offset() != static_cast<int64_t>(bytes.size()) ||
+        chunk.file_size() > max_bytes) {
+      return absl::DataLossError(absl::StrCat(file, ": chunks out of order"));
+    }
+    bytes += chunk.data();
+    return absl::OkStatus();
+  }));
+  return bytes;
+}
+
 int64_t SizeOr0(const std::string& path) {
   std::error_code error;
   const auto size = fs::file_size(path, error);
@@ -91,16 +108,9 @@ absl::StatusOr<FetchResult> FetchCheckpoint(const ChunkSource& source,
   const std::string partial =
       absl::StrCat(fs::path(dest).lexically_normal().string(), ".partial");
   // The manifest, whole, every time: it says what the rest must be.
-  std::string manifest;
-  QUANT_RETURN_IF_ERROR(
-      source(kManifest, 0, [&](const v1::ArtifactChunk& chunk) {
-        if (chunk.offset() != static_cast<int64_t>(manifest.size()) ||
-            chunk.file_size() > (int64_t{64} << 20)) {
-          return absl::DataLossError("manifest.json: chunks out of order");
-        }
-        manifest += chunk.data();
-        return absl::OkStatus();
-      }));
+  QUANT_ASSIGN_OR_RETURN(
+      const std::string manifest,
+      DownloadToString(source, kManifest, int64_t{64} << 20));
   QUANT_ASSIGN_OR_RETURN(const std::vector<VerifiedFile> files,
                          ListManifestFiles(manifest, "manifest.json"));
   // What an earlier fetch left is kept only if it was of this manifest.
@@ -117,19 +127,12 @@ absl::StatusOr<FetchResult> FetchCheckpoint(const ChunkSource& source,
   QUANT_RETURN_IF_ERROR(WriteFileAtomically(manifest_path, manifest));
 
   // Its signature, when quantd signs (`verify --public_key` checks it).
-  std::string signature;
-  const absl::Status signature_status = source(
-      kManifestSignatureFileName, 0, [&](const v1::ArtifactChunk& chunk) {
-        if (chunk.offset() != static_cast<int64_t>(signature.size()) ||
-            chunk.file_size() > (64 << 10)) {
-          return absl::DataLossError("manifest.json.sig: chunks out of order");
-        }
-        signature += chunk.data();
-        return absl::OkStatus();
-      });
+  const absl::StatusOr<std::string> signature =
+      DownloadToString(source, kManifestSignatureFileName, 64 << 10);
+  const absl::Status signature_status = signature.status();
   if (signature_status.ok()) {
     QUANT_RETURN_IF_ERROR(WriteFileAtomically(
-        JoinPath(partial, kManifestSignatureFileName), signature));
+        JoinPath(partial, kManifestSignatureFileName), *signature));
   } else if (!absl::IsNotFound(signature_status)) {
     return signature_status;
   }
