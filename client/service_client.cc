@@ -6,6 +6,8 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
+#include <memory>
 #include <utility>
 
 #include "absl/flags/flag.h"
@@ -48,6 +50,30 @@ std::string Getenv(const char* name) {
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
   return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+// Reads a server stream into `on_message` until it ends or the handler
+// fails; then cancels the call and drains it so that Finish returns. The
+// handler's error wins over the call's status.
+template <typename Message>
+absl::Status ReadStream(
+    grpc::ClientContext* context, grpc::ClientReader<Message>* reader,
+    const std::function<absl::Status(const Message&)>& on_message,
+    const std::string& address) {
+  Message message;
+  absl::Status handler_status;
+  while (reader->Read(&message)) {
+    handler_status = on_message(message);
+    if (!handler_status.ok()) {
+      context->TryCancel();
+      while (reader->Read(&message)) {
+      }
+      break;
+    }
+  }
+  const grpc::Status status = reader->Finish();
+  if (!handler_status.ok()) return handler_status;
+  return FromGrpcStatus(status, address);
 }
 
 }  // namespace
@@ -302,20 +328,7 @@ absl::Status ServiceClient::DownloadArtifact(
   request.set_offset(offset);
   std::unique_ptr<grpc::ClientReader<v1::ArtifactChunk>> reader =
       stub_->DownloadArtifact(&context, request);
-  v1::ArtifactChunk chunk;
-  absl::Status handler_status;
-  while (reader->Read(&chunk)) {
-    handler_status = on_chunk(chunk);
-    if (!handler_status.ok()) {
-      context.TryCancel();
-      while (reader->Read(&chunk)) {
-      }  // Drain, so that Finish returns.
-      break;
-    }
-  }
-  const grpc::Status status = reader->Finish();
-  if (!handler_status.ok()) return handler_status;
-  return FromGrpcStatus(status, options_.address);
+  return ReadStream(&context, reader.get(), on_chunk, options_.address);
 }
 
 absl::Status ServiceClient::WatchJob(
@@ -327,20 +340,7 @@ absl::Status ServiceClient::WatchJob(
   request.set_id(id);
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader =
       stub_->WatchJob(&context, request);
-  v1::JobEvent event;
-  absl::Status handler_status;
-  while (reader->Read(&event)) {
-    handler_status = on_event(event);
-    if (!handler_status.ok()) {
-      context.TryCancel();
-      while (reader->Read(&event)) {
-      }  // Drain, so that Finish returns.
-      break;
-    }
-  }
-  const grpc::Status status = reader->Finish();
-  if (!handler_status.ok()) return handler_status;
-  return FromGrpcStatus(status, options_.address);
+  return ReadStream(&context, reader.get(), on_event, options_.address);
 }
 
 }  // namespace quant
