@@ -61,13 +61,23 @@ void QuantdMetricsObserver::OnLayerFinished(const std::string& job_id,
 void QuantdMetricsObserver::OnProgress(const std::string& job_id) {
   absl::StatusOr<std::vector<store::Task>> tasks = store_->ListTasks(job_id);
   if (!tasks.ok()) return Report(tasks.status());
-  const BlockProgress counts = CountBlockProgress(*tasks);
+  absl::StatusOr<store::Job> job =
+      eta_ ? store_->GetJob(job_id)
+           : absl::StatusOr<store::Job>(absl::NotFoundError("no ETA source"));
+  if (eta_ && !job.ok()) Report(job.status());
+  PublishProgress(job_id, job.ok() ? &*job : nullptr, *tasks);
+}
+
+void QuantdMetricsObserver::PublishProgress(
+    const std::string& job_id, const store::Job* job,
+    const std::vector<store::Task>& tasks) {
+  const BlockProgress counts = CountBlockProgress(tasks);
   metrics::JobProgress progress;
   progress.blocks_total = counts.blocks_total;
   progress.blocks_done = counts.blocks_done;
   progress.layers_total = counts.layers_total;
   progress.layers_done = counts.layers_done;
-  if (eta_) progress.eta_seconds = eta_(job_id);
+  if (eta_ && job != nullptr) progress.eta_seconds = eta_(*job, tasks);
   Report(metrics_->SetJobProgress(job_id, progress));
 }
 
@@ -121,7 +131,14 @@ void QuantdMetricsObserver::OnUpkeep(const UpkeepResult& result) {
         store_->UnfinishedJobs();
     if (unfinished.ok()) {
       for (const store::Job& job : *unfinished) {
-        if (job.state == store::JobState::kRunning) OnProgress(job.id);
+        if (job.state != store::JobState::kRunning) continue;
+        absl::StatusOr<std::vector<store::Task>> tasks =
+            store_->ListTasks(job.id);
+        if (!tasks.ok()) {
+          Report(tasks.status());
+          continue;
+        }
+        PublishProgress(job.id, &job, *tasks);
       }
     } else {
       Report(unfinished.status());

@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "metrics/quantd_metrics.h"
 #include "server/job_lifecycle.h"
@@ -36,18 +37,23 @@ class QuantdMetricsObserver : public JobObserver {
   void OnAudit(const std::string& job_id, const PublishedAudit& audit) override;
   void OnUpkeep(const UpkeepResult& result) override;
 
-  // The job's predicted seconds left (quant_job_eta_seconds), set on every
-  // progress step and upkeep pass; none set: no ETA series.
-  void set_eta_source(
-      std::function<std::optional<double>(const std::string&)> eta) {
-    eta_ = std::move(eta);
-  }
+  // The job's predicted seconds left from its record and tasks
+  // (quant_job_eta_seconds), set on every progress step and upkeep pass;
+  // none set: no ETA series.
+  using EtaSource = std::function<std::optional<double>(
+      const store::Job&, const std::vector<store::Task>&)>;
+  void set_eta_source(EtaSource eta) { eta_ = std::move(eta); }
 
  private:
+  // Sets the job's progress series from its tasks; `job` (null when it
+  // could not be read) feeds the ETA.
+  void PublishProgress(const std::string& job_id, const store::Job* job,
+                       const std::vector<store::Task>& tasks);
+
   metrics::QuantdMetrics* metrics_;
   store::JobStore* store_;
   std::function<metrics::WorkerCounts()> workers_;
-  std::function<std::optional<double>(const std::string&)> eta_;
+  EtaSource eta_;
 };
 
 }  // namespace quant::server

@@ -3,9 +3,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
@@ -19,6 +21,8 @@
 #include "grpcpp/security/server_credentials.h"
 #include "grpcpp/server_builder.h"
 #include "server/data_dir_lock.h"
+#include "server/job_eta.h"
+#include "server/job_spec.h"
 #include "server/listen_address.h"
 #include "server/report_page.h"
 #include "server/rpc_metrics_interceptor.h"
@@ -245,14 +249,16 @@ void QuantdServer::BuildServices(const QuantdOptions& options) {
       });
   lifecycle_->set_eta(job_eta_.get());
   lifecycle_->set_signer(signer_.get());
-  JobLifecycle* lifecycle = lifecycle_.get();
+  const JobEta* eta = job_eta_.get();
   metrics_observer_->set_eta_source(
-      [lifecycle](const std::string& job_id) -> std::optional<double> {
-        absl::StatusOr<v1::Job> job = lifecycle->JobProto(job_id);
-        if (!job.ok() || !job->progress().has_eta_seconds()) {
-          return std::nullopt;
-        }
-        return job->progress().eta_seconds();
+      [eta](const store::Job& job,
+            const std::vector<store::Task>& tasks) -> std::optional<double> {
+        absl::StatusOr<JobSpec> spec = JobSpecFromJson(job.spec_json);
+        if (!spec.ok()) return std::nullopt;
+        v1::Progress progress;
+        eta->Fill(job, *spec, tasks, &progress);
+        if (!progress.has_eta_seconds()) return std::nullopt;
+        return progress.eta_seconds();
       });
   observers_ = std::make_unique<JobObserverList>(
       std::vector<JobObserver*>{job_eta_.get(), metrics_observer_.get()});
