@@ -35,14 +35,8 @@ namespace {
 
 using testing::SmallRecipe;
 
-class JobTasksTest : public ::testing::Test {
+class JobTasksTest : public testing::SharedModelTest {
  protected:
-  void SetUp() override {
-    QUANT_REQUIRE_SHARED(testing::Stories260KDir());
-    QUANT_REQUIRE_SHARED(testing::TinyStoriesPath());
-    temp_ = testing::MakeTempDir();
-  }
-
   JobTaskContext Context(const Recipe& recipe, const std::string& name) {
     JobTaskContext context;
     context.checkpoint_dir = testing::Stories260KDir();
@@ -65,8 +59,6 @@ class JobTasksTest : public ::testing::Test {
     EXPECT_TRUE(bytes.ok()) << bytes.status();
     return bytes.ok() ? *bytes : "";
   }
-
-  std::string temp_;
 };
 
 TEST_F(JobTasksTest, IndependentBlocksInAnyOrderEqualTheLocalRun) {

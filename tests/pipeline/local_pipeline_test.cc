@@ -46,14 +46,8 @@ json WithoutTimes(json audit) {
   return audit;
 }
 
-class LocalPipelineTest : public ::testing::Test {
+class LocalPipelineTest : public testing::SharedModelTest {
  protected:
-  void SetUp() override {
-    QUANT_REQUIRE_SHARED(testing::Stories260KDir());
-    QUANT_REQUIRE_SHARED(testing::TinyStoriesPath());
-    temp_ = testing::MakeTempDir();
-  }
-
   LocalQuantizeOptions Options(const Recipe& recipe, const std::string& name) {
     LocalQuantizeOptions options;
     options.checkpoint_dir = testing::Stories260KDir();
@@ -62,8 +56,6 @@ class LocalPipelineTest : public ::testing::Test {
     options.recipe = recipe;
     return options;
   }
-
-  std::string temp_;
 };
 
 TEST_F(LocalPipelineTest, GptqCheckpointReproducesItsAuditAndGates) {

@@ -29,12 +29,11 @@ using ::testing::HasSubstr;
 using ::quant::testing::CountingObserver;
 using ::quant::testing::ReadOrEmpty;
 
-class LocalRunFaultTest : public ::testing::Test {
+class LocalRunFaultTest : public testing::SharedModelTest {
  protected:
   void SetUp() override {
-    QUANT_REQUIRE_SHARED(testing::Stories260KDir());
-    QUANT_REQUIRE_SHARED(testing::TinyStoriesPath());
-    temp_ = testing::MakeTempDir();
+    SharedModelTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     out_parent_ = temp_ + "/out";
     ASSERT_TRUE(MakeDirectory(out_parent_).ok());
   }
@@ -64,7 +63,6 @@ class LocalRunFaultTest : public ::testing::Test {
     return weights;
   }
 
-  std::string temp_;
   std::string out_parent_;
 };
 

@@ -156,15 +156,7 @@ int64_t SafetensorsDataBytes(const std::string& path) {
   return static_cast<int64_t>(bytes.size() - 8 - header);
 }
 
-class PredictedOutputSizeTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    QUANT_REQUIRE_SHARED(testing::Stories260KDir());
-    QUANT_REQUIRE_SHARED(testing::TinyStoriesPath());
-    temp_ = testing::MakeTempDir();
-  }
-  std::string temp_;
-};
+class PredictedOutputSizeTest : public testing::SharedModelTest {};
 
 // What the plan predicts before anything runs is what real runs write,
 // byte for byte of tensor data, in each format and layout (layers a format

@@ -16,11 +16,27 @@
 #include "core/pipeline/local_pipeline.h"
 #include "core/recipe/recipe.h"
 #include "core/text/tokenizer.h"
+#include "gtest/gtest.h"
+#include "tests/support/test_env.h"
 
 namespace quant::testing {
 
 std::string Stories260KDir();   // .../models/stories260K/hf-f32
 std::string TinyStoriesPath();  // .../data/tinystories_val.txt
+
+// A test on stories260K and its calibration text: skips (fails under CI)
+// when ../shared lacks them, and gives each test a fresh temp_ directory.
+// A fixture that extends SetUp calls this one first and returns when
+// IsSkipped() or HasFatalFailure().
+class SharedModelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    QUANT_REQUIRE_SHARED(Stories260KDir());
+    QUANT_REQUIRE_SHARED(TinyStoriesPath());
+    temp_ = MakeTempDir();
+  }
+  std::string temp_;
+};
 
 // A recipe small enough for sanitizer builds: `samples` windows of
 // `seq_len` tokens, 10% of the documents held out.

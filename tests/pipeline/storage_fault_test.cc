@@ -43,12 +43,11 @@ bool Block0Published(const std::string& work_dir) {
   return FileExists(BlockOutputPrefix(work_dir, 0) + ".layers.json");
 }
 
-class StorageFaultTest : public ::testing::Test {
+class StorageFaultTest : public testing::SharedModelTest {
  protected:
   void SetUp() override {
-    QUANT_REQUIRE_SHARED(testing::Stories260KDir());
-    QUANT_REQUIRE_SHARED(testing::TinyStoriesPath());
-    temp_ = testing::MakeTempDir();
+    SharedModelTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     recipe_ = testing::SmallRecipe(QuantMethod::kGptq, 0,
                                    OutputFormat::kCompressedTensors,
                                    Propagation::kSequential);
@@ -125,7 +124,6 @@ class StorageFaultTest : public ::testing::Test {
   }
 
   Recipe recipe_;
-  std::string temp_;
   std::string artifacts_;  // Where faulted finalizes publish; starts empty.
 };
 
