@@ -189,6 +189,11 @@ absl::StatusOr<Recipe> RecipeFromProto(const v1::Recipe& proto) {
     if (gates.has_min_top1_agreement()) {
       recipe.gates.min_top1_agreement = gates.min_top1_agreement();
     }
+    recipe.gates.compare_to = gates.compare_to();
+    if (gates.has_max_ppl_ratio_vs_previous()) {
+      recipe.gates.max_ppl_ratio_vs_previous =
+          gates.max_ppl_ratio_vs_previous();
+    }
   }
   switch (proto.format()) {
     case v1::OUTPUT_FORMAT_UNSPECIFIED:
@@ -268,6 +273,11 @@ v1::Recipe RecipeToProto(const Recipe& recipe) {
     gates->set_max_mean_kl(*recipe.gates.max_mean_kl);
   if (recipe.gates.min_top1_agreement) {
     gates->set_min_top1_agreement(*recipe.gates.min_top1_agreement);
+  }
+  gates->set_compare_to(recipe.gates.compare_to);
+  if (recipe.gates.max_ppl_ratio_vs_previous) {
+    gates->set_max_ppl_ratio_vs_previous(
+        *recipe.gates.max_ppl_ratio_vs_previous);
   }
   proto.set_format(recipe.format == OutputFormat::kGptq
                        ? v1::OUTPUT_FORMAT_GPTQ

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <optional>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -20,6 +21,7 @@
 #include "core/pipeline/audit_report.h"
 #include "core/pipeline/layer_packing.h"
 #include "core/pipeline/output_size.h"
+#include "core/pipeline/previous_release.h"
 #include "core/report/report_html.h"
 
 #ifndef QUANT_VERSION
@@ -267,6 +269,21 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   if (fs == nullptr) {
     return absl::InvalidArgumentError("finalize: file_system is null");
   }
+  // Checked before anything is written: a previous release that is not
+  // what it claims fails the task with nothing left behind.
+  std::optional<PreviousRelease> previous;
+  if (!recipe.gates.compare_to.empty()) {
+    if (input.previous_dir.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gates.compare_to: \"", recipe.gates.compare_to,
+                       "\" was not resolved to a directory for this run"));
+    }
+    say("checking the previous release");
+    QUANT_ASSIGN_OR_RETURN(
+        previous,
+        OpenPreviousRelease(recipe.gates.compare_to, input.previous_dir,
+                            input.source->config(), fs));
+  }
   const std::string temp = absl::StrCat(out, ".partial-", ::getpid());
   QUANT_RETURN_IF_ERROR(RemoveTree(temp, fs));
   QUANT_RETURN_IF_ERROR(MakeDirectory(temp, fs));
@@ -317,7 +334,10 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   }
 
   // The gates run on the checkpoint as a runtime would read it.
-  say("evaluating gates on the packed checkpoint");
+  say(previous.has_value()
+          ? "evaluating gates on the packed checkpoint and the previous "
+            "release"
+          : "evaluating gates on the packed checkpoint");
   CheckpointOptions open_options;
   open_options.allow_packed = true;
   open_options.file_system = fs;
@@ -330,9 +350,11 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   ThreadPool eval_pool(input.threads);
   eval_options.pool = &eval_pool;
   QUANT_ASSIGN_OR_RETURN(
-      output.gates, EvaluateGates(*packed, *input.source, input.split->heldout,
-                                  recipe.gates, eval_options));
+      output.gates,
+      EvaluateGates(*packed, *input.source, input.split->heldout, recipe.gates,
+                    eval_options, previous.has_value() ? &*previous : nullptr));
   packed.reset();
+  previous.reset();
 
   say("writing audit and manifest");
   MarkLayerOutliers(&input.layers);
@@ -360,6 +382,12 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
         {"verdict", output.audit.at("verdict")},
         {"tensor_bytes", tensor_bytes},
         {"files", outputs.at("files")}}}};
+  if (output.gates.previous.has_value()) {
+    const PreviousComparison& p = *output.gates.previous;
+    output.manifest["compared_with"] = {{"compare_to", p.compare_to},
+                                        {"manifest_sha256", p.manifest_sha256},
+                                        {"job_id", p.job_id}};
+  }
   if (!input.job_id.empty()) {
     output.manifest["job"] = {{"id", input.job_id},
                               {"recipe_sha256", RecipeSha256(recipe)}};

@@ -55,6 +55,10 @@ struct FinalizeInput {
   // run. Recorded in the manifest ("job": id and RecipeSha256) so that the
   // coordinator can refuse a checkpoint that belongs to another job.
   std::string job_id;
+  // The previous release's packed checkpoint (recipe gates.compare_to
+  // resolved); evaluated on the same held-out windows. Required when
+  // compare_to is set, ignored when not.
+  std::string previous_dir;
   // Per block in order: its tensors and layer results.
   std::vector<std::vector<PackedTensor>> block_tensors;
   std::vector<LayerResult> layers;

@@ -1,6 +1,9 @@
 // Release gates on the held-out windows.
 #include "core/pipeline/gates.h"
 
+#include <limits>
+#include <utility>
+
 #include "core/base/status_macros.h"
 #include "core/eval/streamed_evaluation.h"
 
@@ -9,16 +12,32 @@ namespace quant {
 absl::StatusOr<GateReport> EvaluateGates(
     const Checkpoint& quantized, const Checkpoint& reference,
     const TokenWindows& heldout, const Gates& gates,
-    const StreamedEvaluationOptions& options) {
+    const StreamedEvaluationOptions& options, const PreviousRelease* previous) {
   QUANT_ASSIGN_OR_RETURN(
       const NextTokenMetrics metrics,
       EvaluateCheckpoints(quantized, reference, heldout, options));
-  return CheckGates(metrics, gates);
+  std::optional<PreviousComparison> comparison;
+  if (previous != nullptr) {
+    comparison.emplace();
+    comparison->compare_to = previous->compare_to;
+    comparison->manifest_sha256 = previous->manifest_sha256;
+    comparison->job_id = previous->job_id;
+    comparison->verdict = previous->verdict;
+    comparison->method = previous->method;
+    QUANT_ASSIGN_OR_RETURN(comparison->metrics,
+                           EvaluateCheckpoints(*previous->checkpoint, reference,
+                                               heldout, options));
+    comparison->ppl_ratio_vs_previous =
+        metrics.quantized_ppl / comparison->metrics.quantized_ppl;
+  }
+  return CheckGates(metrics, gates, std::move(comparison));
 }
 
-GateReport CheckGates(const NextTokenMetrics& metrics, const Gates& gates) {
+GateReport CheckGates(const NextTokenMetrics& metrics, const Gates& gates,
+                      std::optional<PreviousComparison> previous) {
   GateReport report;
   report.metrics = metrics;
+  report.previous = std::move(previous);
   const NextTokenMetrics& m = report.metrics;
   auto check = [&](const char* name, double threshold, double value,
                    bool passed) {
@@ -37,6 +56,13 @@ GateReport CheckGates(const NextTokenMetrics& metrics, const Gates& gates) {
     check("min_top1_agreement", *gates.min_top1_agreement, m.top1_agreement,
           m.top1_agreement >= *gates.min_top1_agreement);
   }
+  if (gates.max_ppl_ratio_vs_previous.has_value()) {
+    const double ratio = report.previous.has_value()
+                             ? report.previous->ppl_ratio_vs_previous
+                             : std::numeric_limits<double>::quiet_NaN();
+    check("max_ppl_ratio_vs_previous", *gates.max_ppl_ratio_vs_previous, ratio,
+          ratio <= *gates.max_ppl_ratio_vs_previous);
+  }
   return report;
 }
 
@@ -49,14 +75,28 @@ nlohmann::json GateReportToJson(const GateReport& report) {
                       {"passed", c.passed}});
   }
   const NextTokenMetrics& m = report.metrics;
-  return {{"perplexity", m.quantized_ppl},
-          {"reference_perplexity", m.reference_ppl},
-          {"ppl_ratio", m.ppl_ratio},
-          {"mean_kl", m.mean_kl},
-          {"top1_agreement", m.top1_agreement},
-          {"tokens", m.tokens},
-          {"checks", std::move(checks)},
-          {"verdict", report.passed ? "PASS" : "FAIL"}};
+  nlohmann::json out = {{"perplexity", m.quantized_ppl},
+                        {"reference_perplexity", m.reference_ppl},
+                        {"ppl_ratio", m.ppl_ratio},
+                        {"mean_kl", m.mean_kl},
+                        {"top1_agreement", m.top1_agreement},
+                        {"tokens", m.tokens},
+                        {"checks", std::move(checks)},
+                        {"verdict", report.passed ? "PASS" : "FAIL"}};
+  if (report.previous.has_value()) {
+    const PreviousComparison& p = *report.previous;
+    out["ppl_ratio_vs_previous"] = p.ppl_ratio_vs_previous;
+    out["previous"] = {{"compare_to", p.compare_to},
+                       {"manifest_sha256", p.manifest_sha256},
+                       {"job_id", p.job_id},
+                       {"verdict", p.verdict},
+                       {"method", p.method},
+                       {"perplexity", p.metrics.quantized_ppl},
+                       {"ppl_ratio", p.metrics.ppl_ratio},
+                       {"mean_kl", p.metrics.mean_kl},
+                       {"top1_agreement", p.metrics.top1_agreement}};
+  }
+  return out;
 }
 
 }  // namespace quant

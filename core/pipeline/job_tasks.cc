@@ -297,6 +297,7 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
   finalize.tokenizer_dir = inputs.tokenizer_dir;
   finalize.out_dir = artifact_dir;
   finalize.job_id = context.job_id;
+  finalize.previous_dir = context.previous_dir;
   finalize.max_shard_bytes = max_shard_bytes;
   finalize.eval_batch_windows = context.eval_batch_windows;
   finalize.threads = context.threads;

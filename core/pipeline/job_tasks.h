@@ -39,6 +39,9 @@ struct JobTaskContext {
   std::string tokenizer_dir;  // Empty: checkpoint_dir.
   std::string calibration_path;
   Recipe recipe;
+  // The previous release's directory (recipe gates.compare_to resolved by
+  // whoever planned the job); the finalize evaluates it.
+  std::string previous_dir;
   // Block outputs (task_io.h layout); shared by the job's tasks.
   std::string work_dir;
   // Block -> sha256 of its published layers.json as the coordinator

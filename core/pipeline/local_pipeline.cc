@@ -20,6 +20,7 @@
 #include "core/model/checkpoint.h"
 #include "core/pipeline/internal/job_inputs.h"
 #include "core/pipeline/job_tasks.h"
+#include "core/pipeline/previous_release.h"
 #include "core/pipeline/task_io.h"
 
 namespace quant {
@@ -173,6 +174,18 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
   // before anything is written.
   QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
                          OpenJobInputs(context, control));
+  // So is a previous release to compare with that is missing, damaged or of
+  // another model (the finalize checks it again before it evaluates).
+  if (!options.recipe.gates.compare_to.empty()) {
+    QUANT_ASSIGN_OR_RETURN(
+        context.previous_dir,
+        LocalPreviousReleaseDir(options.recipe.gates.compare_to));
+    QUANT_RETURN_IF_ERROR(OpenPreviousRelease(options.recipe.gates.compare_to,
+                                              context.previous_dir,
+                                              inputs.checkpoint->config(),
+                                              options.file_system)
+                              .status());
+  }
   WorkDirectory work(options.file_system);
   if (!options.work_dir.empty()) {
     QUANT_RETURN_IF_ERROR(work.UseGiven(

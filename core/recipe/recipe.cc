@@ -182,7 +182,9 @@ bool operator==(const LayerOverride& a, const LayerOverride& b) {
 
 bool operator==(const Gates& a, const Gates& b) {
   return a.max_ppl_ratio == b.max_ppl_ratio && a.max_mean_kl == b.max_mean_kl &&
-         a.min_top1_agreement == b.min_top1_agreement;
+         a.min_top1_agreement == b.min_top1_agreement &&
+         a.compare_to == b.compare_to &&
+         a.max_ppl_ratio_vs_previous == b.max_ppl_ratio_vs_previous;
 }
 
 bool operator==(const Recipe& a, const Recipe& b) {
@@ -233,6 +235,15 @@ std::string RecipeToJson(const Recipe& recipe) {
   gates_json["max_mean_kl"] = OptionalToJson(recipe.gates.max_mean_kl);
   gates_json["min_top1_agreement"] =
       OptionalToJson(recipe.gates.min_top1_agreement);
+  // Written only when set, so that recipes from before they existed keep
+  // their canonical form and hash.
+  if (!recipe.gates.compare_to.empty()) {
+    gates_json["compare_to"] = recipe.gates.compare_to;
+  }
+  if (recipe.gates.max_ppl_ratio_vs_previous.has_value()) {
+    gates_json["max_ppl_ratio_vs_previous"] =
+        OptionalToJson(recipe.gates.max_ppl_ratio_vs_previous);
+  }
 
   json["format"] = OutputFormatName(recipe.format);
   json["awq_alpha_grid"] = NumbersToJson(recipe.awq_alpha_grid);

@@ -22,7 +22,8 @@
 //   overrides:              # per-layer settings, see LayerOverride
 //     - match: "model\\.layers\\.0\\..*down_proj"
 //       bits: 8
-//   gates: {max_ppl_ratio, max_mean_kl, min_top1_agreement}
+//   gates: {max_ppl_ratio, max_mean_kl, min_top1_agreement, compare_to,
+//           max_ppl_ratio_vs_previous}
 //   format: gptq            # gptq | compressed-tensors
 //   awq_alpha_grid: [0, 0.05, ...]
 //   awq_clip_search: false
@@ -39,7 +40,9 @@
 // - calibration: samples and seq_len in [1, 2^20]; heldout_fraction in
 //   [0, 1); heldout_count, heldout_samples >= 0; a held-out split must exist
 //   (heldout_fraction > 0 or heldout_count > 0): the audit and gates need it.
-// - gates: max_ppl_ratio >= 1, max_mean_kl >= 0, min_top1_agreement in [0, 1].
+// - gates: max_ppl_ratio >= 1, max_mean_kl >= 0, min_top1_agreement in [0, 1];
+//   max_ppl_ratio_vs_previous > 0 and only with compare_to; compare_to at
+//   most 4096 bytes without control characters.
 // - ignore / overrides[i].match: non-empty PCRE2 patterns that compile.
 // - overrides: each must set something; keep_unquantized excludes the other
 //   settings.
@@ -124,6 +127,12 @@ struct Gates {
   std::optional<double> max_ppl_ratio;  // Held-out ppl quantized/unquantized.
   std::optional<double> max_mean_kl;    // Mean per-token KL(orig || quant).
   std::optional<double> min_top1_agreement;
+  // The previous release to evaluate on the same held-out windows: a
+  // quantd job id (JOB_ID, service runs) or its packed checkpoint's
+  // directory (a path or file:// URI). Empty: none.
+  std::string compare_to;
+  // This checkpoint's held-out perplexity over the previous release's.
+  std::optional<double> max_ppl_ratio_vs_previous;
 };
 
 struct Recipe {

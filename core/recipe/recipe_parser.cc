@@ -54,7 +54,8 @@ const std::vector<std::string>& OverrideKeys() {
 
 const std::vector<std::string>& GateKeys() {
   static const auto* keys = new std::vector<std::string>{
-      "max_ppl_ratio", "max_mean_kl", "min_top1_agreement"};
+      "max_ppl_ratio", "max_mean_kl", "min_top1_agreement", "compare_to",
+      "max_ppl_ratio_vs_previous"};
   return *keys;
 }
 
@@ -395,10 +396,15 @@ class RecipeReader {
       const std::string& key = key_value.first;
       const YamlNode& value = key_value.second;
       const std::string path = Child("gates", key);
+      if (key == "compare_to") {
+        QUANT_RETURN_IF_ERROR(ReadString(value, path, &gates.compare_to));
+        continue;
+      }
       std::optional<double>* target =
-          key == "max_ppl_ratio" ? &gates.max_ppl_ratio
-          : key == "max_mean_kl" ? &gates.max_mean_kl
-                                 : &gates.min_top1_agreement;
+          key == "max_ppl_ratio"        ? &gates.max_ppl_ratio
+          : key == "max_mean_kl"        ? &gates.max_mean_kl
+          : key == "min_top1_agreement" ? &gates.min_top1_agreement
+                                        : &gates.max_ppl_ratio_vs_previous;
       QUANT_RETURN_IF_ERROR(ReadOptional(value, target, [&](double* out) {
         return ReadDouble(value, path, out);
       }));

@@ -116,6 +116,30 @@ MaybeError CheckGates(const Gates& gates) {
         "gates.min_top1_agreement",
         absl::StrCat(*gates.min_top1_agreement, " is out of range [0, 1]"));
   }
+  if (gates.compare_to.size() > 4096) {
+    return Error("gates.compare_to",
+                 absl::StrCat(gates.compare_to.size(),
+                              " bytes; a job id or a path of at most 4096"));
+  }
+  for (const char c : gates.compare_to) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return Error("gates.compare_to",
+                   "holds a control character; a job id or a path");
+    }
+  }
+  if (gates.max_ppl_ratio_vs_previous.has_value()) {
+    if (!(std::isfinite(*gates.max_ppl_ratio_vs_previous) &&
+          *gates.max_ppl_ratio_vs_previous > 0.0)) {
+      return Error("gates.max_ppl_ratio_vs_previous",
+                   absl::StrCat(*gates.max_ppl_ratio_vs_previous,
+                                " is out of range (a ratio > 0)"));
+    }
+    if (gates.compare_to.empty()) {
+      return Error("gates.max_ppl_ratio_vs_previous",
+                   "needs gates.compare_to (the previous release to compare "
+                   "with)");
+    }
+  }
   return std::nullopt;
 }
 

@@ -128,6 +128,8 @@ Recipe EverythingSet() {
   recipe.overrides = {gptq_attention, wide_down, kept};
   recipe.gates.max_ppl_ratio = 1.5;
   recipe.gates.min_top1_agreement = 0.0;
+  recipe.gates.compare_to = "job-000041";
+  recipe.gates.max_ppl_ratio_vs_previous = 1.01;
   recipe.format = OutputFormat::kCompressedTensors;
   recipe.awq_alpha_grid = {0.0, 0.3, 1.0};
   recipe.awq_clip_search = true;
@@ -255,7 +257,7 @@ TEST(RecipeToJsonTest, EqualityNoticesEveryChange) {
   // Guards the round-trip test: a field missing from operator== would make
   // it pass vacuously.
   const Recipe base = EverythingSet();
-  std::vector<Recipe> changed(16, base);
+  std::vector<Recipe> changed(18, base);
   changed[0].method = QuantMethod::kRtn;
   changed[1].bits = 4;
   changed[2].group_size = 128;
@@ -272,6 +274,8 @@ TEST(RecipeToJsonTest, EqualityNoticesEveryChange) {
   changed[13].awq_alpha_grid[1] = 0.31;
   changed[14].awq_clip_search = false;
   changed[15].calibration.packing = CalibrationPacking::kConcatenate;
+  changed[16].gates.compare_to = "/srv/releases/week-48";
+  changed[17].gates.max_ppl_ratio_vs_previous = 1.0;
   for (size_t i = 0; i < changed.size(); ++i) {
     EXPECT_FALSE(changed[i] == base) << "change " << i;
     EXPECT_NE(RecipeToJson(changed[i]), RecipeToJson(base)) << "change " << i;
@@ -296,6 +300,49 @@ TEST(RecipeToJsonTest, KeysInSchemaOrderWithNullForUnsetOptionals) {
   EXPECT_TRUE(nlohmann::ordered_json::parse(
                   RecipeToJson(Recipe()))["gates"]["max_mean_kl"]
                   .is_null());
+  // The comparison's fields appear only when set: the recipes (and hashes)
+  // from before they existed are unchanged.
+  EXPECT_FALSE(json["gates"].contains("compare_to"));
+  EXPECT_FALSE(json["gates"].contains("max_ppl_ratio_vs_previous"));
+  EXPECT_EQ(nlohmann::ordered_json::parse(
+                RecipeToJson(EverythingSet()))["gates"]["compare_to"],
+            "job-000041");
+}
+
+TEST(ParseRecipeTest, CompareToAndItsGate) {
+  absl::StatusOr<Recipe> recipe = ParseRecipe(
+      "gates:\n  compare_to: file:///srv/releases/w48\n"
+      "  max_ppl_ratio_vs_previous: 1.0\n",
+      "r.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(recipe->gates.compare_to, "file:///srv/releases/w48");
+  EXPECT_EQ(recipe->gates.max_ppl_ratio_vs_previous, 1.0);
+
+  // The gate needs something to compare with, and a positive ratio.
+  absl::StatusOr<Recipe> alone =
+      ParseRecipe("gates: {max_ppl_ratio_vs_previous: 1.0}\n", "r.yaml");
+  ASSERT_FALSE(alone.ok());
+  EXPECT_THAT(alone.status().message(),
+              HasSubstr("gates.max_ppl_ratio_vs_previous: needs "
+                        "gates.compare_to"));
+  absl::StatusOr<Recipe> zero = ParseRecipe(
+      "gates: {compare_to: job-1, max_ppl_ratio_vs_previous: 0}\n", "r.yaml");
+  ASSERT_FALSE(zero.ok());
+  EXPECT_THAT(zero.status().message(),
+              HasSubstr("gates.max_ppl_ratio_vs_previous: 0 is out of range"));
+  absl::StatusOr<Recipe> number =
+      ParseRecipe("gates: {compare_to: [a]}\n", "r.yaml");
+  ASSERT_FALSE(number.ok());
+  EXPECT_THAT(number.status().message(), HasSubstr("gates.compare_to"));
+
+  Recipe control;
+  control.gates.compare_to = "a\nb";
+  EXPECT_THAT(ValidateRecipe(control).message(),
+              HasSubstr("gates.compare_to: holds a control character"));
+  Recipe long_one;
+  long_one.gates.compare_to = std::string(4097, 'a');
+  EXPECT_THAT(ValidateRecipe(long_one).message(),
+              HasSubstr("gates.compare_to: 4097 bytes"));
 }
 
 TEST(ParseRecipeTest, ErrorsGiveSourceLineAndColumn) {

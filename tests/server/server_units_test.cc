@@ -71,6 +71,8 @@ TEST(RecipeConvertTest, RoundTripsEveryField) {
   recipe.overrides.push_back(layer);
   recipe.gates.max_ppl_ratio = 1.05;
   recipe.gates.min_top1_agreement = 0.9;
+  recipe.gates.compare_to = "job-000007";
+  recipe.gates.max_ppl_ratio_vs_previous = 1.02;
   recipe.format = OutputFormat::kCompressedTensors;
   ASSERT_TRUE(ValidateRecipe(recipe).ok()) << ValidateRecipe(recipe);
   auto back = common::RecipeFromProto(common::RecipeToProto(recipe));

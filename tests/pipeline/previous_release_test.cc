@@ -1,0 +1,177 @@
+// gates.compare_to: a local run evaluates the previous release on its own
+// held-out windows. Checked with a release compared against itself (the
+// same numbers to the bit, a ratio of exactly 1), against another method,
+// and with previous releases that are missing, tampered with, of another
+// model, or named by a job id that only quantd resolves.
+#include "core/pipeline/previous_release.h"
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "core/base/file_util.h"
+#include "core/base/sha256.h"
+#include "core/pipeline/local_pipeline.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "tests/pipeline/pipeline_fixture.h"
+
+namespace quant {
+namespace {
+
+using ::testing::HasSubstr;
+using json = nlohmann::json;
+namespace fs = std::filesystem;
+
+class PreviousReleaseTest : public testing::SharedModelTest {
+ protected:
+  Recipe RtnRecipe() const {
+    return testing::SmallRecipe(QuantMethod::kRtn, 32,
+                                OutputFormat::kCompressedTensors,
+                                Propagation::kSequential);
+  }
+
+  absl::StatusOr<LocalQuantizeResult> Run(const Recipe& recipe,
+                                          const std::string& name) {
+    LocalQuantizeOptions options;
+    options.checkpoint_dir = testing::Stories260KDir();
+    options.calibration_path = testing::TinyStoriesPath();
+    options.out_dir = JoinPath(temp_, name);
+    options.recipe = recipe;
+    return RunLocalQuantization(options);
+  }
+
+  // The RTN release every test compares with, made once per test.
+  std::string MakeRelease() {
+    auto release = Run(RtnRecipe(), "release");
+    EXPECT_TRUE(release.ok()) << release.status();
+    return JoinPath(temp_, "release");
+  }
+};
+
+TEST_F(PreviousReleaseTest, ItselfOnTheSameWindowsGivesTheSameNumbers) {
+  const std::string release = MakeRelease();
+  auto first = ReadFileToString(JoinPath(release, "audit.json"));
+  ASSERT_TRUE(first.ok());
+  const json release_gates = json::parse(*first).at("gates");
+
+  Recipe again = RtnRecipe();
+  again.gates.compare_to = release;
+  again.gates.max_ppl_ratio_vs_previous = 1.0;
+  auto same = Run(again, "same");
+  ASSERT_TRUE(same.ok()) << same.status();
+  const json& gates = same->audit.at("gates");
+  ASSERT_TRUE(gates.contains("previous")) << gates.dump(2);
+  const json& previous = gates.at("previous");
+  // The same windows, the same arithmetic: the previous release's
+  // perplexity as this run measured it is the one it published.
+  EXPECT_EQ(previous.at("perplexity").get<double>(),
+            release_gates.at("perplexity").get<double>());
+  EXPECT_EQ(previous.at("mean_kl").get<double>(),
+            release_gates.at("mean_kl").get<double>());
+  EXPECT_EQ(gates.at("ppl_ratio_vs_previous").get<double>(), 1.0);
+  EXPECT_EQ(previous.at("method"), "rtn");
+  EXPECT_EQ(previous.at("compare_to"), release);
+  auto manifest = ReadFileToString(JoinPath(release, "manifest.json"));
+  ASSERT_TRUE(manifest.ok());
+  EXPECT_EQ(previous.at("manifest_sha256"), Sha256Hex(*manifest));
+  EXPECT_EQ(same->manifest.at("compared_with").at("manifest_sha256"),
+            Sha256Hex(*manifest));
+  EXPECT_TRUE(same->passed);
+  bool checked = false;
+  for (const json& check : gates.at("checks")) {
+    if (check.at("gate") == "max_ppl_ratio_vs_previous") {
+      checked = true;
+      EXPECT_TRUE(check.at("passed").get<bool>());
+    }
+  }
+  EXPECT_TRUE(checked) << gates.dump(2);
+
+  // Any improvement demanded of an identical checkpoint fails the gate.
+  again.gates.max_ppl_ratio_vs_previous = 0.999;
+  auto stricter = Run(again, "stricter");
+  ASSERT_TRUE(stricter.ok()) << stricter.status();
+  EXPECT_FALSE(stricter->passed);
+  EXPECT_EQ(stricter->audit.at("verdict"), "FAIL");
+}
+
+TEST_F(PreviousReleaseTest, AnotherMethodIsComparedOnTheSameWindows) {
+  const std::string release = MakeRelease();
+  Recipe gptq = testing::SmallRecipe(QuantMethod::kGptq, 32,
+                                     OutputFormat::kCompressedTensors,
+                                     Propagation::kSequential);
+  gptq.gates.compare_to = absl::StrCat("file://", release);
+  auto result = Run(gptq, "gptq");
+  ASSERT_TRUE(result.ok()) << result.status();
+  const json& gates = result->audit.at("gates");
+  const double ratio = gates.at("ppl_ratio_vs_previous").get<double>();
+  EXPECT_DOUBLE_EQ(ratio,
+                   gates.at("perplexity").get<double>() /
+                       gates.at("previous").at("perplexity").get<double>());
+  // Only the gates the recipe sets are checked.
+  for (const json& check : gates.at("checks")) {
+    EXPECT_NE(check.at("gate"), "max_ppl_ratio_vs_previous");
+  }
+}
+
+TEST_F(PreviousReleaseTest, ABadPreviousReleaseFailsBeforeAnythingIsWritten) {
+  const std::string release = MakeRelease();
+  // An unlisted file: not the release that shipped.
+  const std::string tampered = JoinPath(temp_, "tampered");
+  fs::copy(release, tampered, fs::copy_options::recursive);
+  std::ofstream(JoinPath(tampered, "extra.txt")) << "x";
+  // Another model: a config with another hidden size (its manifest
+  // rewritten so that only the architecture is wrong is not possible
+  // without re-hashing, so it has none, like a checkpoint from another tool).
+  const std::string other = JoinPath(temp_, "other");
+  fs::copy(release, other, fs::copy_options::recursive);
+  fs::remove(JoinPath(other, "manifest.json"));
+  auto config = ReadFileToString(JoinPath(other, "config.json"));
+  ASSERT_TRUE(config.ok());
+  json parsed = json::parse(*config);
+  parsed["num_hidden_layers"] = parsed.at("num_hidden_layers").get<int>() - 1;
+  ASSERT_TRUE(
+      WriteFileAtomically(JoinPath(other, "config.json"), parsed.dump()).ok());
+
+  struct Case {
+    std::string compare_to;
+    absl::StatusCode code;
+    std::string says;
+  };
+  const Case cases[] = {
+      {JoinPath(temp_, "missing"), absl::StatusCode::kNotFound, "no directory"},
+      {tampered, absl::StatusCode::kFailedPrecondition,
+       "does not match its manifest.json"},
+      {other, absl::StatusCode::kFailedPrecondition, "num_hidden_layers"},
+      {"job-000042", absl::StatusCode::kInvalidArgument, "only quantd"},
+      {"s3://bucket/release", absl::StatusCode::kInvalidArgument,
+       "file:/// URIs"},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.compare_to);
+    Recipe recipe = RtnRecipe();
+    recipe.gates.compare_to = c.compare_to;
+    const std::string name = absl::StrCat("out", i++);
+    auto result = Run(recipe, name);
+    ASSERT_FALSE(result.ok());
+    EXPECT_EQ(result.status().code(), c.code) << result.status();
+    EXPECT_THAT(result.status().message(), HasSubstr("gates.compare_to"));
+    EXPECT_THAT(result.status().message(), HasSubstr(c.says));
+    EXPECT_FALSE(fs::exists(JoinPath(temp_, name)));
+  }
+}
+
+TEST(IsJobIdTest, OnlyJobDashDigits) {
+  EXPECT_TRUE(IsJobId("job-000042"));
+  EXPECT_TRUE(IsJobId("job-1"));
+  EXPECT_FALSE(IsJobId("job-"));
+  EXPECT_FALSE(IsJobId("job-12a"));
+  EXPECT_FALSE(IsJobId("./job-12"));
+  EXPECT_FALSE(IsJobId("/srv/releases/job-12"));
+}
+
+}  // namespace
+}  // namespace quant
