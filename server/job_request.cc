@@ -15,6 +15,7 @@
 #include "core/estimate/work_model.h"
 #include "core/model/checkpoint.h"
 #include "core/pipeline/output_size.h"
+#include "core/pipeline/previous_release.h"
 #include "core/pipeline/quantization_plan.h"
 #include "core/recipe/recipe.h"
 
@@ -35,6 +36,48 @@ constexpr size_t kMaxRequestIdBytes = 128;
 
 absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
+}
+
+// recipe.gates.compare_to: a job of this quantd that SUCCEEDED (its
+// checkpoint is found in the artifact store when a task is leased), or a
+// file:// URI under an allowed root holding a packed checkpoint of the same
+// model. Its files are hashed against its manifest by the finalize, not
+// here: a submit answers in seconds.
+absl::Status ResolvePreviousRelease(const std::string& compare_to,
+                                    const UriPolicy& policy,
+                                    store::JobStore& store,
+                                    const ModelConfig& config, JobSpec* spec) {
+  constexpr char kField[] = "recipe.gates.compare_to";
+  if (IsJobId(compare_to)) {
+    absl::StatusOr<store::Job> job = store.GetJob(compare_to);
+    if (absl::IsNotFound(job.status())) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(kField, ": \"", compare_to, "\": no such job"));
+    }
+    if (!job.ok()) return job.status();
+    if (job->state != store::JobState::kSucceeded) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          kField, ": job ", compare_to, " is ", store::JobStateName(job->state),
+          "; only a SUCCEEDED job has a checkpoint to compare with"));
+    }
+    if (job->verdict == store::Verdict::kFail) {
+      spec->warnings.push_back(absl::StrCat(
+          kField, ": job ", compare_to,
+          " failed its own gates (verdict FAIL); it is compared with all "
+          "the same"));
+    }
+    spec->previous_job_id = compare_to;
+    return absl::OkStatus();
+  }
+  absl::StatusOr<std::string> path = policy.Resolve(compare_to, kField);
+  if (!path.ok()) return path.status();
+  PreviousReleaseCheck check;
+  check.verify_manifest = false;
+  absl::StatusOr<PreviousRelease> previous =
+      OpenPreviousRelease(compare_to, *path, config, check);
+  if (!previous.ok()) return Prefixed(previous.status(), "recipe.");
+  spec->previous_path = *path;
+  return absl::OkStatus();
 }
 
 absl::Status ResolveCalibration(const v1::CalibrationRef& ref,
@@ -166,6 +209,13 @@ absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
   spec.work = EstimateJobWork(config, *recipe, *plan);
   spec.recipe = *std::move(recipe);
   spec.warnings = plan->warnings;
+  if (!spec.recipe.gates.compare_to.empty()) {
+    if (absl::Status s = ResolvePreviousRelease(spec.recipe.gates.compare_to,
+                                                policy, store, config, &spec);
+        !s.ok()) {
+      return s;
+    }
+  }
 
   if (!request.has_calibration() && !calibration_optional) {
     return absl::InvalidArgumentError(

@@ -29,6 +29,10 @@ std::string JobSpecToJson(const JobSpec& spec) {
   json["labels"] = nlohmann::json::object();
   for (const auto& [key, value] : spec.labels) json["labels"][key] = value;
   if (!spec.warnings.empty()) json["warnings"] = spec.warnings;
+  if (!spec.previous_job_id.empty() || !spec.previous_path.empty()) {
+    json["previous"] = {{"job_id", spec.previous_job_id},
+                        {"path", spec.previous_path}};
+  }
   if (spec.work.has_value()) {
     const auto flops = [](const TaskWork& task) {
       return nlohmann::json::array(
@@ -140,6 +144,13 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
   QUANT_ASSIGN_OR_RETURN(spec.recipe,
                          ParseRecipe(recipe->dump(), "spec_json.recipe"));
   QUANT_ASSIGN_OR_RETURN(spec.work, ParseWork(json));
+  if (auto previous = json.find("previous"); previous != json.end()) {
+    QUANT_RETURN_IF_ERROR(fields::ExpectObject(*previous, "previous"));
+    QUANT_ASSIGN_OR_RETURN(spec.previous_job_id,
+                           fields::GetString(*previous, "job_id", "previous"));
+    QUANT_ASSIGN_OR_RETURN(spec.previous_path,
+                           fields::GetString(*previous, "path", "previous"));
+  }
   return spec;
 }
 

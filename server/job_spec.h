@@ -32,6 +32,11 @@ struct JobSpec {
   std::string calibration_sha256;
   std::string calibration_path;
   std::map<std::string, std::string> labels;
+  // recipe gates.compare_to resolved at submit: a job's id (its checkpoint
+  // in the artifact store, found when a task is leased) or a real path
+  // under an allowed root. Both empty: no comparison.
+  std::string previous_job_id;
+  std::string previous_path;
   // What the submitter should know but need not fix (an override that
   // matches no layer); shown on the job.
   std::vector<std::string> warnings;

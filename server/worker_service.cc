@@ -278,6 +278,11 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
   out.set_attempt_uri(
       artifacts.AttemptUri(task.job_id, task.index, task.attempts));
   out.set_artifact_uri(artifacts.CheckpointUri(task.job_id));
+  if (!spec->previous_job_id.empty()) {
+    out.set_previous_uri(artifacts.CheckpointUri(spec->previous_job_id));
+  } else if (!spec->previous_path.empty()) {
+    out.set_previous_uri(absl::StrCat("file://", spec->previous_path));
+  }
   out.set_isa(lease.job_isa);
   for (const std::string& root : options_.read_roots) out.add_read_roots(root);
   // What every finished block published, so that a reader can tell its

@@ -78,6 +78,11 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   path = PathOfFileUri(task.work_uri(), "work_uri");
   if (!path.ok()) return path.status();
   context.work_dir = *path;
+  if (!task.previous_uri().empty()) {
+    path = PathOfFileUri(task.previous_uri(), "previous_uri");
+    if (!path.ok()) return path.status();
+    context.previous_dir = *path;
+  }
   for (const auto& [block, sha256] : task.block_output_sha256()) {
     context.block_output_sha256[block] = sha256;
   }

@@ -170,9 +170,21 @@ std::string FormatAuditTable(const json& audit) {
           g.at("reference_perplexity").get<double>(),
           g.at("ppl_ratio").get<double>(), g.at("mean_kl").get<double>(),
           g.at("top1_agreement").get<double>(), g.at("tokens").get<int64_t>()));
+  if (const auto p = g.find("previous");
+      p != g.end() && p->is_object() && p->contains("perplexity")) {
+    absl::StrAppend(
+        &out, absl::StrFormat(
+                  "previous release %s: perplexity %.4f (ratio %.4f), mean KL "
+                  "%.5f, top-1 agreement %.4f on the same windows; this / "
+                  "previous %.4f\n",
+                  p->value("compare_to", std::string()),
+                  p->value("perplexity", 0.0), p->value("ppl_ratio", 0.0),
+                  p->value("mean_kl", 0.0), p->value("top1_agreement", 0.0),
+                  g.value("ppl_ratio_vs_previous", 0.0)));
+  }
   for (const json& c : g.at("checks")) {
     absl::StrAppend(
-        &out, absl::StrFormat("gate %-20s value %.5f threshold %.5f  %s\n",
+        &out, absl::StrFormat("gate %-25s value %.5f threshold %.5f  %s\n",
                               c.at("gate").get<std::string>(),
                               c.at("value").get<double>(),
                               c.at("threshold").get<double>(),

@@ -282,7 +282,7 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
     QUANT_ASSIGN_OR_RETURN(
         previous,
         OpenPreviousRelease(recipe.gates.compare_to, input.previous_dir,
-                            input.source->config(), fs));
+                            input.source->config(), {true, fs}));
   }
   const std::string temp = absl::StrCat(out, ".partial-", ::getpid());
   QUANT_RETURN_IF_ERROR(RemoveTree(temp, fs));

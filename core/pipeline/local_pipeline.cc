@@ -183,7 +183,7 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
     QUANT_RETURN_IF_ERROR(OpenPreviousRelease(options.recipe.gates.compare_to,
                                               context.previous_dir,
                                               inputs.checkpoint->config(),
-                                              options.file_system)
+                                              {true, options.file_system})
                               .status());
   }
   WorkDirectory work(options.file_system);

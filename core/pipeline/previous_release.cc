@@ -74,7 +74,7 @@ absl::StatusOr<std::string> LocalPreviousReleaseDir(
 
 absl::StatusOr<PreviousRelease> OpenPreviousRelease(
     const std::string& compare_to, const std::string& dir,
-    const ModelConfig& source, FileSystem* file_system) {
+    const ModelConfig& source, const PreviousReleaseCheck& check) {
   PreviousRelease previous;
   previous.compare_to = compare_to;
   previous.dir = dir;
@@ -86,7 +86,7 @@ absl::StatusOr<PreviousRelease> OpenPreviousRelease(
   // A checkpoint we published vouches for itself through its manifest: a
   // changed or added file means it is not the release that shipped.
   const std::string manifest_path = JoinPath(dir, "manifest.json");
-  if (FileExists(manifest_path)) {
+  if (check.verify_manifest && FileExists(manifest_path)) {
     QUANT_ASSIGN_OR_RETURN(const std::string manifest_text,
                            ReadFileToString(manifest_path, kMaxManifestBytes));
     absl::StatusOr<ManifestVerification> verified =
@@ -116,7 +116,7 @@ absl::StatusOr<PreviousRelease> OpenPreviousRelease(
   }
   CheckpointOptions options;
   options.allow_packed = true;
-  if (file_system != nullptr) options.file_system = file_system;
+  if (check.file_system != nullptr) options.file_system = check.file_system;
   absl::StatusOr<std::unique_ptr<Checkpoint>> checkpoint =
       Checkpoint::Open(dir, options);
   if (!checkpoint.ok()) {

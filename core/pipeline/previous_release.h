@@ -41,13 +41,21 @@ bool IsJobId(const std::string& compare_to);
 absl::StatusOr<std::string> LocalPreviousReleaseDir(
     const std::string& compare_to);
 
+struct PreviousReleaseCheck {
+  // Hash every file against manifest.json (as `quantctl verify`): a full
+  // read of the checkpoint. Off where only its shape matters now and the
+  // finalize verifies it later (quantd's submit, which must answer fast).
+  bool verify_manifest = true;
+  FileSystem* file_system = nullptr;  // Null: the default.
+};
+
 // Opens the previous release at `dir`. Errors name gates.compare_to:
 // FailedPrecondition when its files do not match its manifest.json or its
 // model is not `source`'s architecture (hidden size, layers, heads, MLP
 // width, vocabulary); the Checkpoint's errors when it cannot be opened.
 absl::StatusOr<PreviousRelease> OpenPreviousRelease(
     const std::string& compare_to, const std::string& dir,
-    const ModelConfig& source, FileSystem* file_system = nullptr);
+    const ModelConfig& source, const PreviousReleaseCheck& check = {});
 
 }  // namespace quant
 

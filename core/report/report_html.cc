@@ -6,6 +6,7 @@
 #include <initializer_list>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -174,8 +175,23 @@ struct GateCheck {
   bool passed = false;
 };
 
+// The previous release (gates.compare_to) on the same held-out windows.
+struct Previous {
+  std::string compare_to;
+  std::string job_id;
+  std::string manifest_sha256;
+  std::string verdict;
+  std::string method;
+  double perplexity = kNaN;
+  double ppl_ratio = kNaN;
+  double mean_kl = kNaN;
+  double top1_agreement = kNaN;
+  double ppl_ratio_vs_previous = kNaN;
+};
+
 struct Gates {
   std::string verdict;
+  std::optional<Previous> previous;
   std::vector<GateCheck> checks;
   double perplexity = kNaN;
   double reference_perplexity = kNaN;
@@ -208,6 +224,33 @@ absl::StatusOr<Gates> ReadGates(const json& audit) {
   }
   QUANT_ASSIGN_OR_RETURN(g.tokens,
                          json_fields::GetIntOr(*gates, "tokens", 0, path));
+  if (const auto it = gates->find("previous");
+      it != gates->end() && !it->is_null()) {
+    const std::string at = FieldPath(path, "previous");
+    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(*it, at));
+    Previous p;
+    for (auto [key, value] : std::map<const char*, std::string*>{
+             {"compare_to", &p.compare_to},
+             {"job_id", &p.job_id},
+             {"manifest_sha256", &p.manifest_sha256},
+             {"verdict", &p.verdict},
+             {"method", &p.method}}) {
+      QUANT_ASSIGN_OR_RETURN(*value,
+                             json_fields::GetStringOr(*it, key, "", at));
+    }
+    for (auto [key, value] : std::map<const char*, double*>{
+             {"perplexity", &p.perplexity},
+             {"ppl_ratio", &p.ppl_ratio},
+             {"mean_kl", &p.mean_kl},
+             {"top1_agreement", &p.top1_agreement}}) {
+      QUANT_ASSIGN_OR_RETURN(*value,
+                             json_fields::GetNumberOr(*it, key, kNaN, at));
+    }
+    QUANT_ASSIGN_OR_RETURN(
+        p.ppl_ratio_vs_previous,
+        json_fields::GetNumberOr(*gates, "ppl_ratio_vs_previous", kNaN, path));
+    g.previous = std::move(p);
+  }
   const auto checks = gates->find("checks");
   if (checks != gates->end() && !checks->is_null()) {
     const std::string at = FieldPath(path, "checks");
@@ -463,6 +506,59 @@ void AppendGates(std::string* html, const Gates& g) {
       ", top-1 agreement ", Fmt(g.top1_agreement, "%.5g"), ", over ", g.tokens,
       " held-out tokens, evaluated on the packed checkpoint as read back "
       "from disk.</p>\n</section>\n");
+}
+
+// This checkpoint and the previous release side by side, both measured
+// against the unquantized model on this job's held-out windows.
+void AppendPrevious(std::string* html, const Gates& g) {
+  if (!g.previous.has_value()) return;
+  const Previous& p = *g.previous;
+  const auto row = [&](const char* id, const char* name, double ours,
+                       double theirs) {
+    absl::StrAppend(html, "<tr data-metric=\"", id, "\"><td>", name,
+                    "</td><td class=\"n\">", Fmt(ours, "%.5g"),
+                    "</td><td class=\"n\">", Fmt(theirs, "%.5g"),
+                    "</td></tr>\n");
+  };
+  std::string source =
+      absl::StrCat("<code>", HtmlEscape(p.compare_to), "</code>");
+  if (!p.job_id.empty() && p.job_id != p.compare_to) {
+    absl::StrAppend(&source, " (job ", HtmlEscape(p.job_id), ")");
+  }
+  std::string facts;
+  if (!p.method.empty()) {
+    absl::StrAppend(&facts, " Its method: ", HtmlEscape(p.method), ".");
+  }
+  if (!p.verdict.empty()) {
+    absl::StrAppend(&facts, " Its own verdict: ", HtmlEscape(p.verdict), ".");
+  }
+  absl::StrAppend(
+      &facts,
+      p.manifest_sha256.empty()
+          ? std::string(" It has no manifest.json: its files were not checked.")
+          : absl::StrCat(" Its manifest.json (sha256 <code>",
+                         HtmlEscape(p.manifest_sha256),
+                         "</code>) verified every file."));
+  absl::StrAppend(
+      html,
+      "<section id=\"previous-section\">\n<h2>Against the previous "
+      "release</h2>\n<p class=\"sub\">The previous release ",
+      source,
+      ", evaluated on this job's held-out windows with the same "
+      "arithmetic.",
+      facts,
+      " Held-out perplexity this checkpoint / the previous release: <b "
+      "id=\"ppl-ratio-vs-previous\">",
+      Fmt(p.ppl_ratio_vs_previous, "%.5g"),
+      "</b>.</p>\n<table id=\"previous\"><thead><tr><th>held-out "
+      "metric</th><th>this checkpoint</th><th>previous "
+      "release</th></tr></thead><tbody>\n");
+  row("perplexity", "perplexity", g.perplexity, p.perplexity);
+  row("ppl_ratio", "perplexity / unquantized", g.ppl_ratio, p.ppl_ratio);
+  row("mean_kl", "mean KL to unquantized", g.mean_kl, p.mean_kl);
+  row("top1_agreement", "top-1 agreement with unquantized", g.top1_agreement,
+      p.top1_agreement);
+  absl::StrAppend(html, "</tbody></table>\n</section>\n");
 }
 
 void AppendSummary(std::string* html, const std::vector<Layer>& layers) {
@@ -815,6 +911,7 @@ absl::StatusOr<std::string> RenderReportHtml(const json& audit,
   Palette palette;
   AppendHeader(&html, manifest, gates);
   AppendGates(&html, gates);
+  AppendPrevious(&html, gates);
   AppendSummary(&html, layers);
   AppendErrorPlots(&html, layers, &palette);
   AppendHessian(&html, layers, &palette);

@@ -22,7 +22,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "core/base/directory_util.h"
 #include "core/base/file_util.h"
+#include "core/base/sha256.h"
 #include "core/pipeline/manifest_signature.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -611,6 +613,86 @@ TEST(QuantctlServiceRunTest, VerdictsExitCodesReportAndFetch) {
       EXPECT_THAT(refused.err, HasSubstr("audit.json: "));
       EXPECT_FALSE(std::filesystem::exists(second));
     }
+  }
+}
+
+// gates.compare_to through quantd: a job compared with an earlier job by
+// its id evaluates that job's checkpoint on its own held-out windows (the
+// same recipe, so the same numbers to the bit and a ratio of 1), and a
+// previous release quantd cannot use is refused at submit by field.
+TEST(QuantctlServiceRunTest, ComparesWithAnEarlierJob) {
+  QUANT_REQUIRE_SHARED(CheckpointDir());
+  QUANT_REQUIRE_SHARED(CalibrationFile());
+  Quantd quantd({"--local-workers=1"});
+  ASSERT_FALSE(quantd.address().empty()) << quantd.Log();
+  const std::string addr = " --addr " + quantd.address();
+  const auto submit = [&](const std::string& recipe) {
+    return RunQuantctl(
+        absl::StrCat("submit --checkpoint ", Quote(CheckpointDir()),
+                     " --recipe ", Quote(recipe), " --calibration ",
+                     Quote(CalibrationFile()), " --wait --json", addr));
+  };
+  const auto audit_of = [](const json& job) {
+    const std::string uri = job["artifact_uri"];
+    auto text = ReadFileToString(uri.substr(7) + "/audit.json");
+    EXPECT_TRUE(text.ok()) << text.status();
+    return json::parse(text.value_or("{}"), nullptr, false);
+  };
+  const RunResult first = submit(RecipeFile());
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err << quantd.Log();
+  const json first_job = json::parse(first.out, nullptr, false);
+  const std::string first_id = first_job["id"];
+  const json first_audit = audit_of(first_job);
+
+  auto recipe_text = ReadFileToString(RecipeFile());
+  ASSERT_TRUE(recipe_text.ok());
+  const auto with_compare_to = [&](const std::string& compare_to) {
+    const std::string path = absl::StrCat(quantd.temp(), "/compare-",
+                                          Sha256Hex(compare_to), ".yaml");
+    EXPECT_TRUE(
+        WriteFileAtomically(
+            path, absl::StrCat(*recipe_text, "  compare_to: ", compare_to,
+                               "\n  max_ppl_ratio_vs_previous: 1.0\n"))
+            .ok());
+    return path;
+  };
+  const RunResult second = submit(with_compare_to(first_id));
+  ASSERT_EQ(second.exit_code, 0) << second.out << second.err << quantd.Log();
+  const json second_audit = audit_of(json::parse(second.out, nullptr, false));
+  const json& gates = second_audit["gates"];
+  ASSERT_TRUE(gates.contains("previous")) << gates.dump(2);
+  EXPECT_EQ(gates["previous"]["job_id"], first_id);
+  EXPECT_EQ(gates["previous"]["perplexity"].get<double>(),
+            first_audit["gates"]["perplexity"].get<double>());
+  EXPECT_EQ(gates["ppl_ratio_vs_previous"].get<double>(), 1.0);
+  // The API carries it: `report --json` and the text report.
+  const std::string second_id = json::parse(second.out, nullptr, false)["id"];
+  const RunResult report =
+      RunQuantctl("report " + second_id + " --json" + addr);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const json reported = json::parse(report.out, nullptr, false);
+  EXPECT_EQ(reported["gates"]["previous"]["perplexity"].get<double>(),
+            gates["previous"]["perplexity"].get<double>())
+      << report.out;
+  EXPECT_EQ(reported["gates"]["previous"]["job_id"], first_id);
+  const RunResult text = RunQuantctl("report " + second_id + addr);
+  EXPECT_THAT(text.out, HasSubstr("previous release " + first_id));
+  EXPECT_THAT(text.out, HasSubstr("gate max_ppl_ratio_vs_previous"));
+
+  // Refused at submit, naming the field: a job that does not exist, a
+  // directory outside the allowed roots, one that holds no checkpoint.
+  const std::string empty_dir = quantd.temp() + "/not-a-release";
+  ASSERT_TRUE(MakeDirectory(empty_dir).ok());
+  for (const auto& [compare_to, says] :
+       {std::make_pair(std::string("job-999999"), std::string("no such job")),
+        std::make_pair(std::string("file:///etc"),
+                       std::string("outside the allowed roots")),
+        std::make_pair("file://" + empty_dir, std::string("config.json"))}) {
+    SCOPED_TRACE(compare_to);
+    const RunResult refused = submit(with_compare_to(compare_to));
+    EXPECT_NE(refused.exit_code, 0) << refused.out;
+    EXPECT_THAT(refused.err, HasSubstr("recipe.gates.compare_to"));
+    EXPECT_THAT(refused.err, HasSubstr(says));
   }
 }
 

@@ -235,6 +235,45 @@ TEST(ReportHtmlTest, NamesFromTheCheckpointAreEscaped) {
   EXPECT_EQ(Count(*html, "<script>"), 1);  // the page's own sorter
 }
 
+// gates.compare_to: the previous release's held-out numbers beside this
+// checkpoint's, with where it came from; no section without one.
+TEST(ReportHtmlTest, ThePreviousReleaseSideBySide) {
+  json audit = Audit(1);
+  auto plain = RenderReportHtml(audit, Manifest());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_THAT(*plain, Not(HasSubstr("previous-section")));
+
+  audit["gates"]["ppl_ratio_vs_previous"] = 0.9876;
+  audit["gates"]["previous"] = {{"compare_to", "job-000041"},
+                                {"job_id", "job-000041"},
+                                {"manifest_sha256", std::string(64, 'a')},
+                                {"verdict", "PASS"},
+                                {"method", "<rtn>"},
+                                {"perplexity", 6.2777},
+                                {"ppl_ratio", 1.0641},
+                                {"mean_kl", 0.0333},
+                                {"top1_agreement", 0.9111}};
+  auto html = RenderReportHtml(audit, Manifest());
+  ASSERT_TRUE(html.ok()) << html.status();
+  EXPECT_THAT(*html, HasSubstr("id=\"previous-section\""));
+  EXPECT_THAT(*html, HasSubstr("<code>job-000041</code>"));
+  EXPECT_THAT(*html, HasSubstr(std::string(64, 'a')));
+  EXPECT_THAT(*html, HasSubstr("&lt;rtn&gt;"));
+  EXPECT_THAT(*html, HasSubstr(">0.9876</b>"));
+  // Each metric's row: this checkpoint's value, then the previous one's.
+  EXPECT_THAT(*html, HasSubstr("<tr data-metric=\"perplexity\"><td>perplexity"
+                               "</td><td class=\"n\">6.2</td><td "
+                               "class=\"n\">6.2777</td></tr>"));
+  EXPECT_THAT(*html, HasSubstr("class=\"n\">0.93</td><td "
+                               "class=\"n\">0.9111</td>"));
+
+  audit["gates"]["previous"]["perplexity"] = "6.3";
+  auto bad = RenderReportHtml(audit, Manifest());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("audit.json: gates.previous.perplexity"));
+}
+
 // An MoE block has many layers of a type (its experts): one point per block,
 // their mean.
 TEST(ReportHtmlTest, ExpertsOfABlockAreOnePointTheirMean) {
