@@ -104,6 +104,10 @@ json LayerResultToJson(const LayerResult& layer) {
   if (!layer.absorbed_awq_scales_of.empty()) {
     j["absorbed_awq_scales_of"] = layer.absorbed_awq_scales_of;
   }
+  if (a.previous_heldout.has_value()) {
+    j["previous_rel_output_error_heldout"] = a.previous_heldout->relative_error;
+    j["previous_output_mse_heldout"] = a.previous_heldout->output_mse;
+  }
   j["seconds"] = a.seconds;
   j["flags"] = Flags(a);
   return j;

@@ -393,9 +393,11 @@ BlockRunner::GroupPlan BlockRunner::PlanGroup(
   for (const LayerType type : types) {
     const LayerResult* result = Result(type);
     if (!result->reason.empty()) continue;
+    const auto previous = input_.previous.find(type);
     plan.layers.push_back(
         {result->name, result->settings,
-         ConstRowMatrixRef(input_.weights.Linear(type).weight)});
+         ConstRowMatrixRef(input_.weights.Linear(type).weight),
+         previous == input_.previous.end() ? nullptr : &previous->second});
     plan.quantized_types.push_back(type);
   }
   plan.options.recipe = &recipe_;

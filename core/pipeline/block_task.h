@@ -87,6 +87,10 @@ struct BlockTaskInput {
   const ModelConfig* config = nullptr;
   const Recipe* recipe = nullptr;
   BlockWeights weights;  // Unquantized, float32.
+  // The previous release's layers of this block in the source's units
+  // (PreviousLayersInSourceUnits; recipe gates.compare_to): each quantized
+  // layer listed here is audited for it too on the same held-out inputs.
+  std::map<LayerType, RowMatrixF> previous;
   // Settings of the block's layers by layer type.
   std::map<LayerType, LayerSettings> settings;
   // The stored dtype of each of the block's source tensors by full name;

@@ -236,8 +236,21 @@ absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
                                        &calibration, &heldout));
   QUANT_ASSIGN_OR_RETURN(BlockWeights weights,
                          LoadCheckedBlock(*inputs.checkpoint, block));
+  std::map<LayerType, RowMatrixF> previous;
+  if (inputs.previous.has_value()) {
+    absl::StatusOr<BlockWeights> theirs =
+        LoadBlockWeights(*inputs.previous->checkpoint, block);
+    if (!theirs.ok()) {
+      return absl::Status(
+          theirs.status().code(),
+          absl::StrCat("gates.compare_to: ", theirs.status().message()));
+    }
+    previous = PreviousLayersInSourceUnits(weights, *theirs,
+                                           !inputs.previous->used_awq);
+  }
   BlockTaskInput input =
       MakeBlockTaskInput(inputs, context.recipe, block, std::move(weights));
+  input.previous = std::move(previous);
   input.calibration_source = calibration.get();
   input.heldout_source = heldout.get();
   input.threads = context.threads;

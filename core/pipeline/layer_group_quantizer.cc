@@ -281,7 +281,8 @@ absl::Status AuditGroupLayer(const GroupLayerInput& input,
                           out->choices.damp_used,
                           out->choices.damp_retries,
                           &stats.diagnostics,
-                          pool};
+                          pool,
+                          input.previous};
   QUANT_ASSIGN_OR_RETURN(out->audit, AuditLayer(audit));
   out->audit.seconds = seconds;
   return absl::OkStatus();

@@ -36,6 +36,9 @@ struct GroupLayerInput {
   std::string name;  // "model.layers.0.self_attn.q_proj"
   LayerSettings settings;
   ConstRowMatrixRef weight;  // W [N, K]
+  // The previous release's layer in W's units (gates.compare_to), audited
+  // on the same held-out inputs; null: none.
+  const RowMatrixF* previous = nullptr;
 };
 
 struct GroupQuantizeOptions {

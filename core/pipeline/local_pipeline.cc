@@ -172,14 +172,16 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
 
   // Opened once for every task; a bad recipe or calibration set fails here,
   // before anything is written.
-  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
-                         OpenJobInputs(context, control));
   // So is a previous release to compare with that is missing, damaged or of
   // another model (the finalize checks it again before it evaluates).
   if (!options.recipe.gates.compare_to.empty()) {
     QUANT_ASSIGN_OR_RETURN(
         context.previous_dir,
         LocalPreviousReleaseDir(options.recipe.gates.compare_to));
+  }
+  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
+                         OpenJobInputs(context, control));
+  if (!options.recipe.gates.compare_to.empty()) {
     QUANT_RETURN_IF_ERROR(OpenPreviousRelease(options.recipe.gates.compare_to,
                                               context.previous_dir,
                                               inputs.checkpoint->config(),

@@ -34,6 +34,40 @@ std::string StringField(const nlohmann::json& object, const char* key) {
 
 }  // namespace
 
+std::map<LayerType, RowMatrixF> PreviousLayersInSourceUnits(
+    const BlockWeights& source, const BlockWeights& previous, bool linear_fed) {
+  // previous / source per channel; 1 where the source's norm is 0 (those
+  // inputs are 0 whatever the weight).
+  const auto ratio = [](const Eigen::VectorXf& theirs,
+                        const Eigen::VectorXf& ours) {
+    Eigen::VectorXf r = Eigen::VectorXf::Ones(ours.size());
+    for (Eigen::Index i = 0; i < ours.size() && i < theirs.size(); ++i) {
+      if (ours[i] != 0.0f) r[i] = theirs[i] / ours[i];
+    }
+    return r;
+  };
+  const Eigen::VectorXf attention =
+      ratio(previous.input_norm, source.input_norm);
+  const Eigen::VectorXf mlp =
+      ratio(previous.post_attention_norm, source.post_attention_norm);
+  std::map<LayerType, RowMatrixF> out;
+  for (const auto& [type, linear] : previous.linear) {
+    switch (InputGroupOf(type)) {
+      case InputGroup::kAttnIn:
+        out[type] = linear.weight * attention.asDiagonal();
+        break;
+      case InputGroup::kMlpIn:
+        out[type] = linear.weight * mlp.asDiagonal();
+        break;
+      case InputGroup::kAttnOut:
+      case InputGroup::kMlpOut:
+        if (linear_fed) out[type] = linear.weight;
+        break;
+    }
+  }
+  return out;
+}
+
 bool IsJobId(const std::string& compare_to) {
   if (!absl::StartsWith(compare_to, "job-") || compare_to.size() == 4) {
     return false;
@@ -86,24 +120,27 @@ absl::StatusOr<PreviousRelease> OpenPreviousRelease(
   // A checkpoint we published vouches for itself through its manifest: a
   // changed or added file means it is not the release that shipped.
   const std::string manifest_path = JoinPath(dir, "manifest.json");
-  if (check.verify_manifest && FileExists(manifest_path)) {
+  if (FileExists(manifest_path)) {
     QUANT_ASSIGN_OR_RETURN(const std::string manifest_text,
                            ReadFileToString(manifest_path, kMaxManifestBytes));
-    absl::StatusOr<ManifestVerification> verified =
-        VerifyCheckpointDirectory(dir);
-    if (!verified.ok()) {
-      return Refused(compare_to, std::string(verified.status().message()));
-    }
-    if (!verified->ok()) {
-      return Refused(
-          compare_to,
-          absl::StrCat(
-              "does not match its manifest.json (", verified->problems.front(),
-              verified->problems.size() > 1
-                  ? absl::StrCat(" and ", verified->problems.size() - 1,
-                                 " more")
-                  : std::string(),
-              "): not the release that shipped"));
+    if (check.verify_manifest) {
+      absl::StatusOr<ManifestVerification> verified =
+          VerifyCheckpointDirectory(dir);
+      if (!verified.ok()) {
+        return Refused(compare_to, std::string(verified.status().message()));
+      }
+      if (!verified->ok()) {
+        return Refused(
+            compare_to,
+            absl::StrCat(
+                "does not match its manifest.json (",
+                verified->problems.front(),
+                verified->problems.size() > 1
+                    ? absl::StrCat(" and ", verified->problems.size() - 1,
+                                   " more")
+                    : std::string(),
+                "): not the release that shipped"));
+      }
     }
     previous.manifest_sha256 = Sha256Hex(manifest_text);
     const nlohmann::json manifest = ParseJsonOrDiscarded(manifest_text);
@@ -111,8 +148,15 @@ absl::StatusOr<PreviousRelease> OpenPreviousRelease(
         StringField(manifest.value("job", nlohmann::json()), "id");
     previous.verdict =
         StringField(manifest.value("output", nlohmann::json()), "verdict");
-    previous.method =
-        StringField(manifest.value("recipe", nlohmann::json()), "method");
+    const nlohmann::json recipe = manifest.value("recipe", nlohmann::json());
+    previous.method = StringField(recipe, "method");
+    previous.used_awq = previous.method == "awq";
+    if (recipe.is_object() && recipe.contains("overrides") &&
+        recipe["overrides"].is_array()) {
+      for (const nlohmann::json& entry : recipe["overrides"]) {
+        previous.used_awq |= StringField(entry, "method") == "awq";
+      }
+    }
   }
   CheckpointOptions options;
   options.allow_packed = true;

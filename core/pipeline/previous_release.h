@@ -7,12 +7,15 @@
 #ifndef QUANT_CORE_PIPELINE_PREVIOUS_RELEASE_H_
 #define QUANT_CORE_PIPELINE_PREVIOUS_RELEASE_H_
 
+#include <map>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "core/base/file_system.h"
+#include "core/forward/block_weights.h"
 #include "core/model/checkpoint.h"
+#include "core/model/linear_layers.h"
 #include "core/model/model_config.h"
 #include "nlohmann/json.hpp"
 
@@ -27,8 +30,23 @@ struct PreviousRelease {
   std::string job_id;   // Its manifest's job.id; empty when none.
   std::string verdict;  // Its manifest's output.verdict; empty when none.
   std::string method;   // Its manifest's recipe.method; empty when none.
+  // Its manifest's recipe uses AWQ (method or an override): the scales of
+  // layers fed by another linear layer (o_proj, down_proj) were folded into
+  // that layer (v_proj, up_proj) and cannot be read back, so those layers
+  // are not compared one by one.
+  bool used_awq = false;
   std::unique_ptr<Checkpoint> checkpoint;  // Opened with allow_packed.
 };
+
+// The previous release's linear layers of one block in the source's units,
+// for the per-layer comparison on the same inputs: a layer that reads a norm
+// the previous release rescaled (AWQ folds 1/s into input_layernorm or
+// post_attention_layernorm) is multiplied back by previous / source norm per
+// input channel, so that X·Wᵀ on the source's normalized inputs is what the
+// previous model computes. Layers fed by another linear layer are left out
+// when `linear_fed` is false (PreviousRelease::used_awq).
+std::map<LayerType, RowMatrixF> PreviousLayersInSourceUnits(
+    const BlockWeights& source, const BlockWeights& previous, bool linear_fed);
 
 // Whether `compare_to` names a quantd job ("job-000042") rather than a
 // directory.

@@ -91,6 +91,9 @@ class FieldReader {
       out->push_back(item.get<int>());
     }
   }
+  bool Has(const char* key) const {
+    return status_.ok() && object_.contains(key);
+  }
   // A nested object's reader.
   FieldReader Object(const char* key) {
     const json* v = Field(key);
@@ -195,6 +198,9 @@ json LayerResultToTaskJson(const LayerResult& l) {
               {"damp_used", h.damp_used},
               {"damp_retries", h.damp_retries}}},
             {"seconds", a.seconds},
+            {"previous_heldout", a.previous_heldout.has_value()
+                                     ? SplitToJson(*a.previous_heldout)
+                                     : json()},
             {"worse_than_rtn_heldout", a.worse_than_rtn_heldout},
             {"overfit", a.overfit},
             {"rank_deficient", a.rank_deficient},
@@ -265,6 +271,9 @@ absl::StatusOr<LayerResult> LayerResultFromTaskJson(const json& j) {
   hr.Get("damp_retries", &a.hessian.damp_retries);
   ar.Absorb(hr);
   ar.Get("seconds", &a.seconds);
+  if (ar.Has("previous_heldout") && !ar.Field("previous_heldout")->is_null()) {
+    ReadSplit(ar, "previous_heldout", &a.previous_heldout.emplace());
+  }
   ar.Get("worse_than_rtn_heldout", &a.worse_than_rtn_heldout);
   ar.Get("overfit", &a.overfit);
   ar.Get("rank_deficient", &a.rank_deficient);

@@ -169,6 +169,20 @@ absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& in,
                                        in.quantized, rtn.dequantized, in.pool);
   const SplitPair heldout =
       Errors(*in.heldout, in.weights, in.quantized, rtn.dequantized, in.pool);
+  if (in.previous != nullptr) {
+    if (in.previous->rows() != in.weights.rows() || in.previous->cols() != k) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "audit of layer '", in.layer, "': the previous release's layer is ",
+          in.previous->rows(), "x", in.previous->cols(), ", W is ",
+          in.weights.rows(), "x", k));
+    }
+    const double ref = in.heldout->SquaredNorm(in.weights, in.pool);
+    const double count = static_cast<double>(in.heldout->token_count()) *
+                         static_cast<double>(in.weights.rows());
+    a.previous_heldout = FromSquares(
+        ref, in.heldout->SquaredError(in.weights, *in.previous, in.pool),
+        count);
+  }
   a.method_calibration = calibration.method;
   a.rtn_calibration = calibration.rtn;
   a.method_heldout = heldout.method;

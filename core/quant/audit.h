@@ -14,6 +14,7 @@
 #define QUANT_CORE_QUANT_AUDIT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,6 +56,9 @@ struct LayerAudit {
   double flattery = 0.0;
   double bits_per_weight = 0.0;
   HessianDiagnostics hessian;
+  // The previous release's layer (recipe gates.compare_to) on the same
+  // held-out activations; set when the caller gave one.
+  std::optional<SplitErrors> previous_heldout;
   double seconds = 0.0;  // Filled by the caller (quantization time).
   bool worse_than_rtn_heldout = false;
   bool overfit = false;         // flattery > AuditOptions::overfit_flattery
@@ -86,6 +90,9 @@ struct AuditInputs {
   // Spreads the output errors' row tiles (inline when null; the same result
   // on any thread count).
   ThreadPool* pool = nullptr;
+  // The previous release's effective weight [N, K] in W's units; its
+  // held-out error is measured too (LayerAudit::previous_heldout).
+  const RowMatrixF* previous = nullptr;
 };
 
 // T, K, T/K, dead channels and rho_rms of the calibration split's H (damping

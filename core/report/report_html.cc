@@ -56,6 +56,7 @@ struct Layer {
   int64_t dead_channels = 0;
   double damp = kNaN;
   double seconds = kNaN;
+  double previous_error_heldout = kNaN;  // gates.compare_to's layer
   std::vector<std::string> flags;
 
   bool HasFlag(const std::string& flag) const {
@@ -132,16 +133,17 @@ absl::StatusOr<Layer> ReadLayer(const json& row, const std::string& path) {
   QUANT_ASSIGN_OR_RETURN(l.bits, json_fields::GetIntOr(row, "bits", 0, path));
   QUANT_ASSIGN_OR_RETURN(l.group_size,
                          json_fields::GetIntOr(row, "group_size", 0, path));
-  QUANT_RETURN_IF_ERROR(
-      ReadNumbers(row, path,
-                  {{"bits_per_weight", &l.bits_per_weight},
-                   {"rel_output_error_heldout", &l.error_heldout},
-                   {"rtn_rel_output_error_heldout", &l.rtn_error_heldout},
-                   {"rel_output_error_cal", &l.error_cal},
-                   {"rtn_rel_output_error_cal", &l.rtn_error_cal},
-                   {"gain_heldout", &l.gain_heldout},
-                   {"flattery", &l.flattery},
-                   {"seconds", &l.seconds}}));
+  QUANT_RETURN_IF_ERROR(ReadNumbers(
+      row, path,
+      {{"bits_per_weight", &l.bits_per_weight},
+       {"rel_output_error_heldout", &l.error_heldout},
+       {"rtn_rel_output_error_heldout", &l.rtn_error_heldout},
+       {"rel_output_error_cal", &l.error_cal},
+       {"rtn_rel_output_error_cal", &l.rtn_error_cal},
+       {"gain_heldout", &l.gain_heldout},
+       {"flattery", &l.flattery},
+       {"seconds", &l.seconds},
+       {"previous_rel_output_error_heldout", &l.previous_error_heldout}}));
   QUANT_ASSIGN_OR_RETURN(const json* hessian,
                          OptionalObject(row, "hessian", path));
   if (hessian != nullptr) {
@@ -508,59 +510,6 @@ void AppendGates(std::string* html, const Gates& g) {
       "from disk.</p>\n</section>\n");
 }
 
-// This checkpoint and the previous release side by side, both measured
-// against the unquantized model on this job's held-out windows.
-void AppendPrevious(std::string* html, const Gates& g) {
-  if (!g.previous.has_value()) return;
-  const Previous& p = *g.previous;
-  const auto row = [&](const char* id, const char* name, double ours,
-                       double theirs) {
-    absl::StrAppend(html, "<tr data-metric=\"", id, "\"><td>", name,
-                    "</td><td class=\"n\">", Fmt(ours, "%.5g"),
-                    "</td><td class=\"n\">", Fmt(theirs, "%.5g"),
-                    "</td></tr>\n");
-  };
-  std::string source =
-      absl::StrCat("<code>", HtmlEscape(p.compare_to), "</code>");
-  if (!p.job_id.empty() && p.job_id != p.compare_to) {
-    absl::StrAppend(&source, " (job ", HtmlEscape(p.job_id), ")");
-  }
-  std::string facts;
-  if (!p.method.empty()) {
-    absl::StrAppend(&facts, " Its method: ", HtmlEscape(p.method), ".");
-  }
-  if (!p.verdict.empty()) {
-    absl::StrAppend(&facts, " Its own verdict: ", HtmlEscape(p.verdict), ".");
-  }
-  absl::StrAppend(
-      &facts,
-      p.manifest_sha256.empty()
-          ? std::string(" It has no manifest.json: its files were not checked.")
-          : absl::StrCat(" Its manifest.json (sha256 <code>",
-                         HtmlEscape(p.manifest_sha256),
-                         "</code>) verified every file."));
-  absl::StrAppend(
-      html,
-      "<section id=\"previous-section\">\n<h2>Against the previous "
-      "release</h2>\n<p class=\"sub\">The previous release ",
-      source,
-      ", evaluated on this job's held-out windows with the same "
-      "arithmetic.",
-      facts,
-      " Held-out perplexity this checkpoint / the previous release: <b "
-      "id=\"ppl-ratio-vs-previous\">",
-      Fmt(p.ppl_ratio_vs_previous, "%.5g"),
-      "</b>.</p>\n<table id=\"previous\"><thead><tr><th>held-out "
-      "metric</th><th>this checkpoint</th><th>previous "
-      "release</th></tr></thead><tbody>\n");
-  row("perplexity", "perplexity", g.perplexity, p.perplexity);
-  row("ppl_ratio", "perplexity / unquantized", g.ppl_ratio, p.ppl_ratio);
-  row("mean_kl", "mean KL to unquantized", g.mean_kl, p.mean_kl);
-  row("top1_agreement", "top-1 agreement with unquantized", g.top1_agreement,
-      p.top1_agreement);
-  absl::StrAppend(html, "</tbody></table>\n</section>\n");
-}
-
 void AppendSummary(std::string* html, const std::vector<Layer>& layers) {
   int packed = 0;
   int better = 0;
@@ -646,6 +595,92 @@ void AppendErrorPlots(std::string* html, const std::vector<Layer>& layers,
                       "flattery"),
           flattery, {{1.0, "no flattery"}}),
       "</section>\n");
+}
+
+// This checkpoint and the previous release side by side, both measured
+// against the unquantized model on this job's held-out windows.
+void AppendPrevious(std::string* html, const Gates& g,
+                    const std::vector<Layer>& layers, Palette* palette) {
+  if (!g.previous.has_value()) return;
+  const Previous& p = *g.previous;
+  const auto row = [&](const char* id, const char* name, double ours,
+                       double theirs) {
+    absl::StrAppend(html, "<tr data-metric=\"", id, "\"><td>", name,
+                    "</td><td class=\"n\">", Fmt(ours, "%.5g"),
+                    "</td><td class=\"n\">", Fmt(theirs, "%.5g"),
+                    "</td></tr>\n");
+  };
+  std::string source =
+      absl::StrCat("<code>", HtmlEscape(p.compare_to), "</code>");
+  if (!p.job_id.empty() && p.job_id != p.compare_to) {
+    absl::StrAppend(&source, " (job ", HtmlEscape(p.job_id), ")");
+  }
+  std::string facts;
+  if (!p.method.empty()) {
+    absl::StrAppend(&facts, " Its method: ", HtmlEscape(p.method), ".");
+  }
+  if (!p.verdict.empty()) {
+    absl::StrAppend(&facts, " Its own verdict: ", HtmlEscape(p.verdict), ".");
+  }
+  absl::StrAppend(
+      &facts,
+      p.manifest_sha256.empty()
+          ? std::string(" It has no manifest.json: its files were not checked.")
+          : absl::StrCat(" Its manifest.json (sha256 <code>",
+                         HtmlEscape(p.manifest_sha256),
+                         "</code>) verified every file."));
+  absl::StrAppend(
+      html,
+      "<section id=\"previous-section\">\n<h2>Against the previous "
+      "release</h2>\n<p class=\"sub\">The previous release ",
+      source,
+      ", evaluated on this job's held-out windows with the same "
+      "arithmetic.",
+      facts,
+      " Held-out perplexity this checkpoint / the previous release: <b "
+      "id=\"ppl-ratio-vs-previous\">",
+      Fmt(p.ppl_ratio_vs_previous, "%.5g"),
+      "</b>.</p>\n<table id=\"previous\"><thead><tr><th>held-out "
+      "metric</th><th>this checkpoint</th><th>previous "
+      "release</th></tr></thead><tbody>\n");
+  row("perplexity", "perplexity", g.perplexity, p.perplexity);
+  row("ppl_ratio", "perplexity / unquantized", g.ppl_ratio, p.ppl_ratio);
+  row("mean_kl", "mean KL to unquantized", g.mean_kl, p.mean_kl);
+  row("top1_agreement", "top-1 agreement with unquantized", g.top1_agreement,
+      p.top1_agreement);
+  absl::StrAppend(html, "</tbody></table>\n");
+  // Layer by layer, on this job's held-out inputs to each layer.
+  std::vector<PlotSeries> errors;
+  for (const auto& [type, blocks] : GroupPacked(layers, TypeOf)) {
+    PlotSeries theirs = Series(type + "/previous", type + " previous", "", true,
+                               blocks, &Layer::previous_error_heldout);
+    bool any = false;
+    for (const PlotPoint& point : theirs.points) {
+      any = any || std::isfinite(point.y);
+    }
+    if (!any) continue;
+    const std::string color = palette->ColorOf(type);
+    theirs.color = color;
+    errors.push_back(Series(type + "/this", type + " this", color, false,
+                            blocks, &Layer::error_heldout));
+    errors.push_back(std::move(theirs));
+  }
+  if (!errors.empty()) {
+    absl::StrAppend(
+        html,
+        "<p class=\"sub\">Held-out relative output error of each layer, "
+        "this checkpoint solid and the previous release dashed, both on the "
+        "inputs this job's layers saw. Layers that read a norm are compared "
+        "in the source's units (an AWQ release's folded scales undone); "
+        "o_proj and down_proj of an AWQ release are left out (their scales "
+        "live in v_proj and up_proj).</p>\n",
+        RenderLinePlot(ByDepthPlot("rel_error_vs_previous",
+                                   "Held-out relative output error: this "
+                                   "checkpoint and the previous release",
+                                   "relative output error"),
+                       errors));
+  }
+  absl::StrAppend(html, "</section>\n");
 }
 
 void AppendHessian(std::string* html, const std::vector<Layer>& layers,
@@ -911,7 +946,7 @@ absl::StatusOr<std::string> RenderReportHtml(const json& audit,
   Palette palette;
   AppendHeader(&html, manifest, gates);
   AppendGates(&html, gates);
-  AppendPrevious(&html, gates);
+  AppendPrevious(&html, gates, layers, &palette);
   AppendSummary(&html, layers);
   AppendErrorPlots(&html, layers, &palette);
   AppendHessian(&html, layers, &palette);

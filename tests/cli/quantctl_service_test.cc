@@ -675,6 +675,17 @@ TEST(QuantctlServiceRunTest, ComparesWithAnEarlierJob) {
             gates["previous"]["perplexity"].get<double>())
       << report.out;
   EXPECT_EQ(reported["gates"]["previous"]["job_id"], first_id);
+  // Layer by layer: the earlier job's layer has this job's error.
+  int compared = 0;
+  for (const json& layer : reported["layers"]) {
+    if (!layer.contains("previous_rel_output_error_heldout")) continue;
+    EXPECT_NEAR(layer["previous_rel_output_error_heldout"].get<double>(),
+                layer["rel_output_error_heldout"].get<double>(),
+                1e-6 * layer["rel_output_error_heldout"].get<double>())
+        << layer.dump();
+    ++compared;
+  }
+  EXPECT_GT(compared, 0) << report.out;
   const RunResult text = RunQuantctl("report " + second_id + addr);
   EXPECT_THAT(text.out, HasSubstr("previous release " + first_id));
   EXPECT_THAT(text.out, HasSubstr("gate max_ppl_ratio_vs_previous"));

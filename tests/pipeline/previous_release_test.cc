@@ -88,6 +88,19 @@ TEST_F(PreviousReleaseTest, ItselfOnTheSameWindowsGivesTheSameNumbers) {
     }
   }
   EXPECT_TRUE(checked) << gates.dump(2);
+  // Layer by layer too: on the same inputs, the previous release's packed
+  // layer has the error this run's layer has.
+  int compared = 0;
+  for (const json& layer : same->audit.at("layers")) {
+    if (!layer.at("packed").get<bool>()) continue;
+    SCOPED_TRACE(layer.at("name").get<std::string>());
+    ASSERT_TRUE(layer.contains("previous_rel_output_error_heldout"));
+    EXPECT_NEAR(layer.at("previous_rel_output_error_heldout").get<double>(),
+                layer.at("rel_output_error_heldout").get<double>(),
+                1e-6 * layer.at("rel_output_error_heldout").get<double>());
+    ++compared;
+  }
+  EXPECT_EQ(compared, 30);  // down_proj (K = 172) is kept at g32
 
   // Any improvement demanded of an identical checkpoint fails the gate.
   again.gates.max_ppl_ratio_vs_previous = 0.999;
@@ -114,6 +127,37 @@ TEST_F(PreviousReleaseTest, AnotherMethodIsComparedOnTheSameWindows) {
   for (const json& check : gates.at("checks")) {
     EXPECT_NE(check.at("gate"), "max_ppl_ratio_vs_previous");
   }
+}
+
+// An AWQ release folded its scales into the norms and into v_proj/up_proj:
+// the layers reading a norm are compared in the source's units (the same
+// errors as its own audit's), those reading another layer's output are
+// left out, and the rest of the rows say nothing of them.
+TEST_F(PreviousReleaseTest, AnAwqReleaseIsComparedWhereItsScalesCanBeUndone) {
+  Recipe awq = testing::SmallRecipe(QuantMethod::kAwq, 32,
+                                    OutputFormat::kCompressedTensors,
+                                    Propagation::kSequential);
+  auto release = Run(awq, "awq");
+  ASSERT_TRUE(release.ok()) << release.status();
+  awq.gates.compare_to = JoinPath(temp_, "awq");
+  auto again = Run(awq, "again");
+  ASSERT_TRUE(again.ok()) << again.status();
+  int norm_fed = 0;
+  for (const json& layer : again->audit.at("layers")) {
+    if (!layer.at("packed").get<bool>()) continue;
+    const std::string type = layer.at("type");
+    SCOPED_TRACE(layer.at("name").get<std::string>());
+    if (type == "o_proj" || type == "down_proj") {
+      EXPECT_FALSE(layer.contains("previous_rel_output_error_heldout"));
+      continue;
+    }
+    ASSERT_TRUE(layer.contains("previous_rel_output_error_heldout"));
+    EXPECT_NEAR(layer.at("previous_rel_output_error_heldout").get<double>(),
+                layer.at("rel_output_error_heldout").get<double>(),
+                1e-3 * layer.at("rel_output_error_heldout").get<double>());
+    ++norm_fed;
+  }
+  EXPECT_EQ(norm_fed, 25);  // q, k, v, gate, up of 5 blocks
 }
 
 TEST_F(PreviousReleaseTest, ABadPreviousReleaseFailsBeforeAnythingIsWritten) {

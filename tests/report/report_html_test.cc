@@ -267,6 +267,24 @@ TEST(ReportHtmlTest, ThePreviousReleaseSideBySide) {
   EXPECT_THAT(*html, HasSubstr("class=\"n\">0.93</td><td "
                                "class=\"n\">0.9111</td>"));
 
+  EXPECT_THAT(*html, Not(HasSubstr("rel_error_vs_previous")));
+  // The per-layer plot, when layers were compared: one dashed line per
+  // compared type, one point per block.
+  audit = Audit(2);
+  audit["gates"]["previous"] = {{"compare_to", "/releases/w48"},
+                                {"perplexity", 6.3}};
+  for (json& layer : audit["layers"]) {
+    if (layer["type"] == "q_proj") {
+      layer["previous_rel_output_error_heldout"] = 0.5;
+    }
+  }
+  html = RenderReportHtml(audit, Manifest());
+  ASSERT_TRUE(html.ok()) << html.status();
+  EXPECT_THAT(*html, HasSubstr("rel_error_vs_previous"));
+  EXPECT_THAT(*html, HasSubstr("q_proj previous"));
+  EXPECT_THAT(*html, Not(HasSubstr("k_proj previous")));
+  EXPECT_THAT(*html, HasSubstr("It has no manifest.json"));
+
   audit["gates"]["previous"]["perplexity"] = "6.3";
   auto bad = RenderReportHtml(audit, Manifest());
   ASSERT_FALSE(bad.ok());

@@ -111,6 +111,18 @@ absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
   QUANT_ASSIGN_OR_RETURN(
       inputs.plan,
       PlanQuantization(inputs.checkpoint->config(), context.recipe));
+  if (!context.recipe.gates.compare_to.empty() &&
+      !context.previous_dir.empty()) {
+    if (control.on_stage) control.on_stage("opening the previous release");
+    PreviousReleaseCheck check;
+    check.verify_manifest = false;
+    check.file_system = context.file_system;
+    QUANT_ASSIGN_OR_RETURN(
+        inputs.previous,
+        OpenPreviousRelease(context.recipe.gates.compare_to,
+                            context.previous_dir, inputs.checkpoint->config(),
+                            check));
+  }
 
   if (control.on_stage) control.on_stage("tokenizing the calibration set");
   inputs.tokenizer_dir = context.tokenizer_dir.empty() ? context.checkpoint_dir

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -19,6 +20,7 @@
 #include "core/pipeline/block_task.h"
 #include "core/pipeline/hidden_state_stream.h"
 #include "core/pipeline/job_tasks.h"
+#include "core/pipeline/previous_release.h"
 #include "core/pipeline/quantization_plan.h"
 #include "core/recipe/recipe.h"
 
@@ -33,6 +35,9 @@ struct JobInputs {
   QuantizationPlan plan;
   std::string tokenizer_dir;
   CalibrationSplit split;
+  // The previous release (context.previous_dir), opened and checked to be
+  // the same model; its files are verified by whoever resolved it.
+  std::optional<PreviousRelease> previous;
 };
 absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
                                         const TaskControl& control);
