@@ -182,6 +182,26 @@ std::vector<BadInputCase> RecipeCases() {
        "INVALID_ARGUMENT",
        {"recipe.gates.min_top1_agreement"}},
       [](v1::Recipe& r) { r.mutable_gates()->set_min_top1_agreement(1.5); }));
+  cases.push_back(RecipeCase(
+      "recipe/gate_vs_previous_alone",
+      "recipe.gates.max_ppl_ratio_vs_previous = 1.0 without compare_to",
+      {Stage::kCreateJob,
+       "INVALID_ARGUMENT",
+       {"recipe.gates.max_ppl_ratio_vs_previous", "compare_to"}},
+      [](v1::Recipe& r) {
+        r.mutable_gates()->set_max_ppl_ratio_vs_previous(1.0);
+      }));
+  cases.push_back(RecipeCase(
+      "recipe/compare_to_unknown_job", "recipe.gates.compare_to = job-999999",
+      {Stage::kCreateJob,
+       "INVALID_ARGUMENT",
+       {"recipe.gates.compare_to", "no such job"}},
+      [](v1::Recipe& r) { r.mutable_gates()->set_compare_to("job-999999"); }));
+  cases.push_back(RecipeCase(
+      "recipe/compare_to_outside_roots",
+      "recipe.gates.compare_to = file:///etc (outside the allowed roots)",
+      {Stage::kCreateJob, "PERMISSION_DENIED", {"recipe.gates.compare_to"}},
+      [](v1::Recipe& r) { r.mutable_gates()->set_compare_to("file:///etc"); }));
   {
     BadInputCase c;
     c.name = "recipe/override_matches_nothing";
