@@ -77,9 +77,13 @@ class ProgressPrinter : public PipelineObserver {
       *err_ << absl::StrFormat("  %-36s kept: %s\n", l.name, l.reason);
     } else {
       *err_ << absl::StrFormat(
-          "  %-36s %-4s held-out rel. error %.5f (rtn %.5f) gain %.3f\n",
+          "  %-36s %-4s held-out rel. error %.5f (rtn %.5f) gain %.3f%s\n",
           l.name, l.audit.method, l.audit.method_heldout.relative_error,
-          l.audit.rtn_heldout.relative_error, l.audit.gain_heldout);
+          l.audit.rtn_heldout.relative_error, l.audit.gain_heldout,
+          l.audit.previous_heldout.has_value()
+              ? absl::StrFormat(", previous release %.5f",
+                                l.audit.previous_heldout->relative_error)
+              : std::string());
     }
     *err_ << std::flush;
   }

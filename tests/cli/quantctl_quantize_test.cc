@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -60,6 +61,25 @@ class QuantizeCommandTest : public ::testing::Test {
   std::string text_;
   std::string temp_;
 };
+
+// gates.compare_to from the command line: the previous release's numbers
+// per layer (stderr) and end to end (stdout), and a regression against it
+// exits 3 like any failed gate.
+TEST_F(QuantizeCommandTest, ComparesWithThePreviousRelease) {
+  const std::string previous = temp_ + "/previous";
+  const RunResult first = Quantize(WriteRecipe("r.yaml", kRecipe), previous);
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const std::string recipe = WriteRecipe(
+      "vs.yaml", absl::StrCat(kRecipe, "gates:\n  compare_to: ", previous,
+                              "\n  max_ppl_ratio_vs_previous: 0.999\n"));
+  const RunResult run = Quantize(recipe, temp_ + "/again");
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  EXPECT_THAT(run.err, HasSubstr(", previous release 0."));
+  EXPECT_THAT(run.out, HasSubstr("previous release " + previous));
+  EXPECT_THAT(run.out, HasSubstr("this / previous 1.0000"));
+  EXPECT_THAT(run.out, HasSubstr("gate max_ppl_ratio_vs_previous"));
+  EXPECT_THAT(run.out, HasSubstr("verdict: FAIL"));
+}
 
 TEST_F(QuantizeCommandTest, PassPrintsTheAuditTableAndExitsZero) {
   const std::string recipe = WriteRecipe(

@@ -123,6 +123,18 @@ TEST_F(PreviousReleaseTest, AnotherMethodIsComparedOnTheSameWindows) {
   EXPECT_DOUBLE_EQ(ratio,
                    gates.at("perplexity").get<double>() /
                        gates.at("previous").at("perplexity").get<double>());
+  // Layer by layer: the previous release is RTN on the grid this job's
+  // audit uses for its RTN baseline, and its layers are measured on this
+  // job's inputs, so each layer's previous error is that baseline exactly.
+  int compared = 0;
+  for (const json& layer : result->audit.at("layers")) {
+    if (!layer.at("packed").get<bool>()) continue;
+    SCOPED_TRACE(layer.at("name").get<std::string>());
+    EXPECT_EQ(layer.at("previous_rel_output_error_heldout").get<double>(),
+              layer.at("rtn_rel_output_error_heldout").get<double>());
+    ++compared;
+  }
+  EXPECT_EQ(compared, 30);
   // Only the gates the recipe sets are checked.
   for (const json& check : gates.at("checks")) {
     EXPECT_NE(check.at("gate"), "max_ppl_ratio_vs_previous");
