@@ -1,23 +1,96 @@
-// `quantctl calib upload`; see calib_command.h.
+// `quantctl calib upload` and `quantctl calib inspect`; see calib_command.h.
 #include "client/calib_command.h"
 
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "client/common_flags.h"
 #include "client/service_client.h"
 #include "core/base/status_macros.h"
+#include "core/calib/calibration_inspection.h"
+#include "core/model/linear_layers.h"
+#include "core/model/model_config.h"
+#include "core/pipeline/quantization_plan.h"
+#include "core/recipe/recipe.h"
+#include "core/text/tokenizer.h"
 #include "nlohmann/json.hpp"
+
+ABSL_DECLARE_FLAG(std::string, tokenizer);
+ABSL_DECLARE_FLAG(std::string, recipe);
 
 namespace quant {
 namespace {
 
+// `calib inspect FILE --checkpoint DIR [--recipe R]`: no service needed.
+absl::Status RunInspect(const CommandInvocation& invocation) {
+  const std::string& path = invocation.args[1];
+  const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  std::string tokenizer_dir = absl::GetFlag(FLAGS_tokenizer);
+  if (checkpoint.empty() && tokenizer_dir.empty()) {
+    return UsageError(
+        "calib inspect: give --checkpoint DIR (its tokenizer and layer "
+        "widths) or --tokenizer DIR");
+  }
+  if (tokenizer_dir.empty()) tokenizer_dir = checkpoint;
+  const std::string recipe_path = absl::GetFlag(FLAGS_recipe);
+  if (!recipe_path.empty() && checkpoint.empty()) {
+    return UsageError(
+        "calib inspect: --recipe needs --checkpoint DIR (the layer widths "
+        "its rank arithmetic uses)");
+  }
+  QUANT_ASSIGN_OR_RETURN(const CalibrationFile file, LoadCalibrationFile(path));
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
+                         Tokenizer::LoadFromDirectory(tokenizer_dir));
+  Recipe recipe;  // The defaults, unless a recipe is given.
+  if (!recipe_path.empty()) {
+    QUANT_ASSIGN_OR_RETURN(recipe, LoadRecipe(recipe_path));
+  }
+  const CalibrationSplitOptions options = SplitOptionsFromRecipe(recipe);
+  QUANT_ASSIGN_OR_RETURN(CalibrationInspection inspection,
+                         InspectCalibration(file, *tokenizer, options.add_bos));
+  if (!checkpoint.empty()) {
+    QUANT_ASSIGN_OR_RETURN(const ModelConfig config,
+                           LoadModelConfig(checkpoint));
+    QUANT_ASSIGN_OR_RETURN(const CalibrationSplit split,
+                           BuildCalibrationSplit(file, *tokenizer, options));
+    std::map<int64_t, std::vector<std::string>> layers_by_inputs;
+    for (const LinearLayerSpec& spec : ListLinearLayers(config, 0)) {
+      std::vector<std::string>& types = layers_by_inputs[spec.in_features];
+      types.push_back(spec.type_name());
+    }
+    AddSplitInspection(split, layers_by_inputs, &inspection);
+  }
+  if (absl::GetFlag(FLAGS_json)) {
+    nlohmann::json out = CalibrationInspectionToJson(inspection);
+    out["file"] = path;
+    out["recipe"] =
+        recipe_path.empty() ? nlohmann::json() : nlohmann::json(recipe_path);
+    *invocation.out << out.dump(2) << "\n";
+    return absl::OkStatus();
+  }
+  *invocation.out << path << "\n" << FormatCalibrationInspection(inspection);
+  if (!checkpoint.empty()) {
+    *invocation.out << "(split: "
+                    << (recipe_path.empty()
+                            ? std::string("the default recipe's calibration "
+                                          "settings; --recipe for a job's")
+                            : absl::StrCat("the calibration settings of ",
+                                           recipe_path))
+                    << ")\n";
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunCalib(const CommandInvocation& invocation) {
+  if (invocation.args[0] == "inspect") return RunInspect(invocation);
   if (invocation.args[0] != "upload") {
     return UsageError(absl::StrCat("unknown calib action \"",
-                                   invocation.args[0], "\" (known: upload)"));
+                                   invocation.args[0],
+                                   "\" (known: upload, inspect)"));
   }
   const std::string& path = invocation.args[1];
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<ServiceClient> client,
@@ -48,10 +121,23 @@ absl::Status RunCalib(const CommandInvocation& invocation) {
 Command CalibCommand() {
   Command command;
   command.name = "calib";
-  command.summary = "Upload a calibration set to quantd and print its sha256.";
-  command.usage = "calib upload FILE [--json] [connection flags]";
+  command.summary =
+      "Upload a calibration set to quantd, or inspect one before a job uses "
+      "it.";
+  command.usage =
+      "calib upload FILE [--json] [connection flags]\n"
+      "       calib inspect FILE --checkpoint DIR [--recipe R] [--tokenizer "
+      "DIR] [--json]";
   command.description =
-      "Streams FILE (JSONL with {\"text\": ...} or {\"input_ids\": [...]} "
+      "inspect (no service needed) tokenizes every document of FILE with the "
+      "checkpoint's tokenizer (or --tokenizer) and prints its documents, "
+      "tokens and the distribution of document lengths; with --checkpoint "
+      "it also builds the split the recipe (--recipe, else the default "
+      "recipe) would build and prints the calibration and held-out windows "
+      "and the rank arithmetic: calibration tokens T per input width K of "
+      "each layer type, T < K marking a rank-deficient Hessian.\n\n"
+      "upload streams FILE (JSONL with {\"text\": ...} or {\"input_ids\": "
+      "[...]} "
       "per line, or plain text with documents separated by empty lines) to "
       "quantd in 1 MiB chunks. quantd checks that it parses and stores it "
       "under its sha256, which is what `quantctl submit --calibration "
@@ -59,7 +145,10 @@ Command CalibCommand() {
       "\"SHA256  FILE  N documents, B bytes\".";
   command.example =
       "quantctl calib upload tinystories_val.txt --addr 127.0.0.1:50051";
-  command.flags = {&absl::GetFlagReflectionHandle(FLAGS_json)};
+  command.flags = {&absl::GetFlagReflectionHandle(FLAGS_json),
+                   &absl::GetFlagReflectionHandle(FLAGS_checkpoint),
+                   &absl::GetFlagReflectionHandle(FLAGS_tokenizer),
+                   &absl::GetFlagReflectionHandle(FLAGS_recipe)};
   for (const absl::CommandLineFlag* flag : ServiceFlags()) {
     command.flags.push_back(flag);
   }

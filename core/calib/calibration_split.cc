@@ -47,36 +47,6 @@ absl::Status CheckOptions(const CalibrationSplitOptions& o) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int32_t>> DocumentTokens(
-    const CalibrationDocument& doc, const Tokenizer& tokenizer, bool add_bos) {
-  if (doc.input_ids.has_value()) {
-    const std::vector<int32_t>& ids = *doc.input_ids;
-    for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] >= tokenizer.vocab_size()) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            "line ", doc.line, ": \"input_ids\"[", i, "] = ", ids[i],
-            " is outside the vocabulary [0, ", tokenizer.vocab_size(), ")"));
-      }
-    }
-    return ids;
-  }
-  std::vector<int32_t> ids;
-  if (add_bos && tokenizer.bos_id().has_value()) {
-    ids.push_back(*tokenizer.bos_id());
-  }
-  // Stripped like the evaluation's documents (core/eval/evaluate.h), so a
-  // trailing space never becomes a lone token to calibrate on.
-  absl::StatusOr<std::vector<int32_t>> body = tokenizer.Encode(
-      absl::StripAsciiWhitespace(doc.text), /*add_special_tokens=*/false);
-  if (!body.ok()) {
-    return absl::Status(body.status().code(),
-                        absl::StrCat("line ", doc.line, ": cannot tokenize: ",
-                                     body.status().message()));
-  }
-  ids.insert(ids.end(), body->begin(), body->end());
-  return ids;
-}
-
 // Builds up to `wanted` windows from `documents` (in order).
 absl::StatusOr<TokenWindows> MakeWindows(
     const std::vector<std::vector<int32_t>>& documents, int wanted,
@@ -129,6 +99,36 @@ absl::StatusOr<TokenWindows> MakeWindows(
 
 }  // namespace
 
+absl::StatusOr<std::vector<int32_t>> CalibrationDocumentTokens(
+    const CalibrationDocument& doc, const Tokenizer& tokenizer, bool add_bos) {
+  if (doc.input_ids.has_value()) {
+    const std::vector<int32_t>& ids = *doc.input_ids;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] >= tokenizer.vocab_size()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "line ", doc.line, ": \"input_ids\"[", i, "] = ", ids[i],
+            " is outside the vocabulary [0, ", tokenizer.vocab_size(), ")"));
+      }
+    }
+    return ids;
+  }
+  std::vector<int32_t> ids;
+  if (add_bos && tokenizer.bos_id().has_value()) {
+    ids.push_back(*tokenizer.bos_id());
+  }
+  // Stripped like the evaluation's documents (core/eval/evaluate.h), so a
+  // trailing space never becomes a lone token to calibrate on.
+  absl::StatusOr<std::vector<int32_t>> body = tokenizer.Encode(
+      absl::StripAsciiWhitespace(doc.text), /*add_special_tokens=*/false);
+  if (!body.ok()) {
+    return absl::Status(body.status().code(),
+                        absl::StrCat("line ", doc.line, ": cannot tokenize: ",
+                                     body.status().message()));
+  }
+  ids.insert(ids.end(), body->begin(), body->end());
+  return ids;
+}
+
 int64_t TokenWindows::RealTokens() const {
   return std::accumulate(lengths.begin(), lengths.end(), int64_t{0});
 }
@@ -167,7 +167,8 @@ absl::StatusOr<CalibrationSplit> BuildCalibrationSplit(
     for (int index : indices) {
       QUANT_ASSIGN_OR_RETURN(
           std::vector<int32_t> ids,
-          DocumentTokens(file.documents[index], tokenizer, options.add_bos));
+          CalibrationDocumentTokens(file.documents[index], tokenizer,
+                                    options.add_bos));
       docs.push_back(std::move(ids));
     }
     return docs;

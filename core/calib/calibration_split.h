@@ -60,6 +60,12 @@ struct CalibrationSplit {
   TokenWindows heldout;
 };
 
+// A document's tokens as the split uses them: input_ids as given (each
+// checked against the vocabulary, naming the line and index), text stripped
+// of surrounding whitespace and encoded, after BOS when `add_bos`.
+absl::StatusOr<std::vector<int32_t>> CalibrationDocumentTokens(
+    const CalibrationDocument& doc, const Tokenizer& tokenizer, bool add_bos);
+
 // Errors (InvalidArgument, naming the problem): options out of range, an
 // input_ids document with an id outside the tokenizer's vocabulary (naming
 // its line and index), and a split with fewer tokens than one window.
