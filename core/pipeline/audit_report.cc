@@ -174,17 +174,19 @@ std::string FormatAuditTable(const json& audit) {
           g.at("reference_perplexity").get<double>(),
           g.at("ppl_ratio").get<double>(), g.at("mean_kl").get<double>(),
           g.at("top1_agreement").get<double>(), g.at("tokens").get<int64_t>()));
-  if (const auto p = g.find("previous");
-      p != g.end() && p->is_object() && p->contains("perplexity")) {
+  // Checked by CheckAuditTableFields when present.
+  if (const auto p = g.find("previous"); p != g.end() && p->is_object()) {
     absl::StrAppend(
-        &out, absl::StrFormat(
-                  "previous release %s: perplexity %.4f (ratio %.4f), mean KL "
-                  "%.5f, top-1 agreement %.4f on the same windows; this / "
-                  "previous %.4f\n",
-                  p->value("compare_to", std::string()),
-                  p->value("perplexity", 0.0), p->value("ppl_ratio", 0.0),
-                  p->value("mean_kl", 0.0), p->value("top1_agreement", 0.0),
-                  g.value("ppl_ratio_vs_previous", 0.0)));
+        &out,
+        absl::StrFormat(
+            "previous release %s: perplexity %.4f (ratio %.4f), mean KL "
+            "%.5f, top-1 agreement %.4f on the same windows; this / "
+            "previous %.4f\n",
+            p->at("compare_to").get<std::string>(),
+            p->at("perplexity").get<double>(), p->at("ppl_ratio").get<double>(),
+            p->at("mean_kl").get<double>(),
+            p->at("top1_agreement").get<double>(),
+            g.at("ppl_ratio_vs_previous").get<double>()));
   }
   for (const json& c : g.at("checks")) {
     absl::StrAppend(
@@ -239,6 +241,20 @@ absl::Status CheckAuditTableFields(const json& audit) {
   }
   QUANT_RETURN_IF_ERROR(jf::GetInt(*gates, "tokens", gates_at).status());
   QUANT_RETURN_IF_ERROR(jf::GetString(*gates, "verdict", gates_at).status());
+  // The previous release (gates.compare_to), when compared: all of what
+  // FormatAuditTable prints of it.
+  if (const auto previous = gates->find("previous");
+      previous != gates->end() && !previous->is_null()) {
+    const std::string at = gates_at + ".previous";
+    QUANT_RETURN_IF_ERROR(jf::ExpectObject(*previous, at));
+    QUANT_RETURN_IF_ERROR(jf::GetString(*previous, "compare_to", at).status());
+    for (const char* key :
+         {"perplexity", "ppl_ratio", "mean_kl", "top1_agreement"}) {
+      QUANT_RETURN_IF_ERROR(jf::GetNumber(*previous, key, at).status());
+    }
+    QUANT_RETURN_IF_ERROR(
+        jf::GetNumber(*gates, "ppl_ratio_vs_previous", gates_at).status());
+  }
   QUANT_ASSIGN_OR_RETURN(const json* checks,
                          jf::GetArray(*gates, "checks", gates_at));
   for (size_t i = 0; i < checks->size(); ++i) {

@@ -25,6 +25,15 @@ absl::Status Refused(const std::string& compare_to, const std::string& why) {
       absl::StrCat(kField, ": \"", compare_to, "\": ", why));
 }
 
+// `object`'s member `key`, or null when `object` is not an object (a
+// manifest that is not JSON, or not an object, is read as having nothing).
+const nlohmann::json& Member(const nlohmann::json& object, const char* key) {
+  static const nlohmann::json* const kNull = new nlohmann::json();
+  if (!object.is_object()) return *kNull;
+  const auto it = object.find(key);
+  return it == object.end() ? *kNull : *it;
+}
+
 // A string field of `object` at `key`, or "".
 std::string StringField(const nlohmann::json& object, const char* key) {
   if (!object.is_object()) return "";
@@ -144,16 +153,14 @@ absl::StatusOr<PreviousRelease> OpenPreviousRelease(
     }
     previous.manifest_sha256 = Sha256Hex(manifest_text);
     const nlohmann::json manifest = ParseJsonOrDiscarded(manifest_text);
-    previous.job_id =
-        StringField(manifest.value("job", nlohmann::json()), "id");
-    previous.verdict =
-        StringField(manifest.value("output", nlohmann::json()), "verdict");
-    const nlohmann::json recipe = manifest.value("recipe", nlohmann::json());
+    previous.job_id = StringField(Member(manifest, "job"), "id");
+    previous.verdict = StringField(Member(manifest, "output"), "verdict");
+    const nlohmann::json& recipe = Member(manifest, "recipe");
     previous.method = StringField(recipe, "method");
     previous.used_awq = previous.method == "awq";
-    if (recipe.is_object() && recipe.contains("overrides") &&
-        recipe["overrides"].is_array()) {
-      for (const nlohmann::json& entry : recipe["overrides"]) {
+    const nlohmann::json& overrides = Member(recipe, "overrides");
+    if (overrides.is_array()) {
+      for (const nlohmann::json& entry : overrides) {
         previous.used_awq |= StringField(entry, "method") == "awq";
       }
     }

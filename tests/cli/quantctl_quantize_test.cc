@@ -79,6 +79,20 @@ TEST_F(QuantizeCommandTest, ComparesWithThePreviousRelease) {
   EXPECT_THAT(run.out, HasSubstr("this / previous 1.0000"));
   EXPECT_THAT(run.out, HasSubstr("gate max_ppl_ratio_vs_previous"));
   EXPECT_THAT(run.out, HasSubstr("verdict: FAIL"));
+
+  // `report DIR` prints the same, and a damaged previous block is named.
+  const std::string again = temp_ + "/again";
+  RunResult report = RunQuantctl("report " + Quote(again));
+  EXPECT_EQ(report.exit_code, 3) << report.err;
+  EXPECT_THAT(report.out, HasSubstr("this / previous 1.0000"));
+  auto text = ReadFileToString(again + "/audit.json");
+  ASSERT_TRUE(text.ok());
+  nlohmann::json audit = nlohmann::json::parse(*text);
+  audit["gates"]["previous"]["perplexity"] = "6.5";
+  ASSERT_TRUE(WriteFileAtomically(again + "/audit.json", audit.dump()).ok());
+  report = RunQuantctl("report " + Quote(again));
+  EXPECT_EQ(report.exit_code, 1) << report.out;
+  EXPECT_THAT(report.err, HasSubstr("gates.previous.perplexity"));
 }
 
 TEST_F(QuantizeCommandTest, PassPrintsTheAuditTableAndExitsZero) {

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
+#include "core/model/model_config.h"
 #include "core/pipeline/local_pipeline.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -218,6 +219,37 @@ TEST_F(PreviousReleaseTest, ABadPreviousReleaseFailsBeforeAnythingIsWritten) {
     EXPECT_THAT(result.status().message(), HasSubstr(c.says));
     EXPECT_FALSE(fs::exists(JoinPath(temp_, name)));
   }
+}
+
+// Without the hash check (quantd's submit, the block tasks), a manifest of
+// any shape is read as far as it goes and never stops the checkpoint from
+// being opened or crashes the reader.
+TEST_F(PreviousReleaseTest, ManifestsOfAnyShapeAreReadWithoutTheHashCheck) {
+  const std::string release = MakeRelease();
+  auto config = LoadModelConfig(testing::Stories260KDir());
+  ASSERT_TRUE(config.ok()) << config.status();
+  PreviousReleaseCheck check;
+  check.verify_manifest = false;
+  for (const char* manifest :
+       {"not json", "[1, 2]", "{\"job\": 3, \"recipe\": []}",
+        "{\"recipe\": {\"method\": \"awq\", \"overrides\": 5}}",
+        "{\"recipe\": {\"overrides\": [1, {\"method\": \"awq\"}]}}"}) {
+    SCOPED_TRACE(manifest);
+    ASSERT_TRUE(
+        WriteFileAtomically(JoinPath(release, "manifest.json"), manifest).ok());
+    auto previous = OpenPreviousRelease(release, release, *config, check);
+    ASSERT_TRUE(previous.ok()) << previous.status();
+    EXPECT_EQ(previous->manifest_sha256, Sha256Hex(manifest));
+    EXPECT_TRUE(previous->job_id.empty());
+  }
+  // The last one names AWQ in an override.
+  auto awq = OpenPreviousRelease(release, release, *config, check);
+  ASSERT_TRUE(awq.ok());
+  EXPECT_TRUE(awq->used_awq);
+  // With the check, the changed manifest is refused by field.
+  auto verified = OpenPreviousRelease(release, release, *config);
+  ASSERT_FALSE(verified.ok());
+  EXPECT_THAT(verified.status().message(), HasSubstr("gates.compare_to"));
 }
 
 TEST(IsJobIdTest, OnlyJobDashDigits) {
