@@ -171,5 +171,17 @@ absl::Status Unsupported(absl::string_view kind, absl::string_view type,
       absl::StrCat(path, ": unsupported ", kind, " type '", type, "'"));
 }
 
+const Json& MemberOrNull(const Json& object, absl::string_view key) {
+  static const Json* const kNull = new Json();
+  if (!object.is_object()) return *kNull;
+  const auto it = object.find(std::string(key));
+  return it == object.end() ? *kNull : *it;
+}
+
+std::string StringOrEmpty(const Json& object, absl::string_view key) {
+  const Json& member = MemberOrNull(object, key);
+  return member.is_string() ? member.get<std::string>() : "";
+}
+
 }  // namespace json_fields
 }  // namespace quant

@@ -62,6 +62,13 @@ absl::StatusOr<std::string> GetStringOr(const Json& object,
 absl::StatusOr<std::vector<std::string>> GetStringArrayOr(
     const Json& object, absl::string_view key, absl::string_view path);
 
+// Lenient readers for documents that are read, not trusted (a manifest of
+// any shape still renders): a member of `object`, or null when `object` is
+// not an object or lacks it; a string member, or "" when it is absent or not
+// a string.
+const Json& MemberOrNull(const Json& object, absl::string_view key);
+std::string StringOrEmpty(const Json& object, absl::string_view key);
+
 // An unsupported component: "path: unsupported <kind> type 'Name'".
 absl::Status Unsupported(absl::string_view kind, absl::string_view type,
                          absl::string_view path);

@@ -25,6 +25,8 @@ namespace {
 
 using json_fields::FieldPath;
 using json_fields::IndexPath;
+using json_fields::MemberOrNull;
+using json_fields::StringOrEmpty;
 using nlohmann::json;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -440,21 +442,6 @@ document.querySelectorAll('table.sortable').forEach(function (table) {
 });
 )js";
 
-// A member of a manifest object; null when `object` is not an object or
-// lacks it (the manifest is read, not trusted: any shape renders).
-json Member(const json& object, const char* key) {
-  if (!object.is_object()) return json();
-  auto it = object.find(key);
-  return it == object.end() ? json() : *it;
-}
-
-// A string field of a manifest object, "" when absent or not a string.
-std::string Text(const json& object, const char* key) {
-  if (!object.is_object()) return "";
-  auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
-}
-
 // A scalar field of a manifest object as text, "—" when absent.
 std::string ScalarText(const json& object, const char* key) {
   if (!object.is_object()) return "—";
@@ -467,24 +454,24 @@ std::string ScalarText(const json& object, const char* key) {
 }
 
 void AppendHeader(std::string* html, const json& manifest, const Gates& g) {
-  const json source = Member(manifest, "source");
-  const std::string model = Text(source, "path");
-  const json job = Member(manifest, "job");
+  const json source = MemberOrNull(manifest, "source");
+  const std::string model = StringOrEmpty(source, "path");
+  const json job = MemberOrNull(manifest, "job");
   const std::string lower = g.verdict == "PASS" ? "pass" : "fail";
-  absl::StrAppend(html,
-                  "<header>\n<h1>Quantization report</h1>\n<p class=\"sub\">",
-                  model.empty() ? std::string("checkpoint") : HtmlEscape(model),
-                  Text(job, "id").empty()
-                      ? std::string()
-                      : absl::StrCat(" · job <code>",
-                                     HtmlEscape(Text(job, "id")), "</code>"),
-                  " · ", HtmlEscape(Text(manifest, "tool")), "</p>\n",
-                  "<p>Verdict: <span id=\"verdict\" class=\"verdict ", lower,
-                  "\" data-verdict=\"", g.verdict, "\">", g.verdict, "</span> ",
-                  g.verdict == "PASS"
-                      ? "every release gate passed: the checkpoint may ship."
-                      : "a release gate failed: the checkpoint must not ship.",
-                  "</p>\n</header>\n");
+  absl::StrAppend(
+      html, "<header>\n<h1>Quantization report</h1>\n<p class=\"sub\">",
+      model.empty() ? std::string("checkpoint") : HtmlEscape(model),
+      StringOrEmpty(job, "id").empty()
+          ? std::string()
+          : absl::StrCat(" · job <code>", HtmlEscape(StringOrEmpty(job, "id")),
+                         "</code>"),
+      " · ", HtmlEscape(StringOrEmpty(manifest, "tool")), "</p>\n",
+      "<p>Verdict: <span id=\"verdict\" class=\"verdict ", lower,
+      "\" data-verdict=\"", g.verdict, "\">", g.verdict, "</span> ",
+      g.verdict == "PASS"
+          ? "every release gate passed: the checkpoint may ship."
+          : "a release gate failed: the checkpoint must not ship.",
+      "</p>\n</header>\n");
 }
 
 void AppendGates(std::string* html, const Gates& g) {
@@ -788,10 +775,10 @@ void AppendFlags(std::string* html, const std::vector<Layer>& layers) {
 }
 
 void AppendProvenance(std::string* html, const json& manifest) {
-  const json calibration = Member(manifest, "calibration");
-  const json source = Member(manifest, "source");
-  const json kernels = Member(manifest, "kernels");
-  const json output = Member(manifest, "output");
+  const json calibration = MemberOrNull(manifest, "calibration");
+  const json source = MemberOrNull(manifest, "source");
+  const json kernels = MemberOrNull(manifest, "kernels");
+  const json output = MemberOrNull(manifest, "output");
   absl::StrAppend(
       html,
       "<section id=\"provenance\">\n<h2>Recipe, calibration and provenance"
@@ -811,21 +798,24 @@ void AppendProvenance(std::string* html, const json& manifest) {
                     HtmlEscape(ScalarText(calibration, key)),
                     "</code></td></tr>\n");
   }
-  absl::StrAppend(
-      html, "<tr><th>source checkpoint</th><td><code>",
-      HtmlEscape(Text(source, "path")), "</code></td></tr>\n",
-      "<tr><th>source fingerprint</th><td><code>",
-      HtmlEscape(Text(source, "fingerprint")), "</code></td></tr>\n",
-      "<tr><th>kernels</th><td>", HtmlEscape(Text(kernels, "description")),
-      "</td></tr>\n<tr><th>tool</th><td>", HtmlEscape(Text(manifest, "tool")),
-      "</td></tr>\n<tr><th>output format</th><td>",
-      HtmlEscape(Text(output, "format")), "</td></tr>\n");
-  const json job = Member(manifest, "job");
-  if (!Text(job, "id").empty()) {
-    absl::StrAppend(
-        html, "<tr><th>job</th><td><code>", HtmlEscape(Text(job, "id")),
-        "</code> (recipe sha256 <code>", HtmlEscape(Text(job, "recipe_sha256")),
-        "</code>)</td></tr>\n");
+  absl::StrAppend(html, "<tr><th>source checkpoint</th><td><code>",
+                  HtmlEscape(StringOrEmpty(source, "path")),
+                  "</code></td></tr>\n",
+                  "<tr><th>source fingerprint</th><td><code>",
+                  HtmlEscape(StringOrEmpty(source, "fingerprint")),
+                  "</code></td></tr>\n", "<tr><th>kernels</th><td>",
+                  HtmlEscape(StringOrEmpty(kernels, "description")),
+                  "</td></tr>\n<tr><th>tool</th><td>",
+                  HtmlEscape(StringOrEmpty(manifest, "tool")),
+                  "</td></tr>\n<tr><th>output format</th><td>",
+                  HtmlEscape(StringOrEmpty(output, "format")), "</td></tr>\n");
+  const json job = MemberOrNull(manifest, "job");
+  if (!StringOrEmpty(job, "id").empty()) {
+    absl::StrAppend(html, "<tr><th>job</th><td><code>",
+                    HtmlEscape(StringOrEmpty(job, "id")),
+                    "</code> (recipe sha256 <code>",
+                    HtmlEscape(StringOrEmpty(job, "recipe_sha256")),
+                    "</code>)</td></tr>\n");
   }
   absl::StrAppend(html, "</tbody></table>\n");
 
@@ -835,7 +825,7 @@ void AppendProvenance(std::string* html, const json& manifest) {
                     "</tr></thead><tbody>\n");
     if (files.is_array()) {
       for (const json& f : files) {
-        const std::string name = Text(f, "name");
+        const std::string name = StringOrEmpty(f, "name");
         // The page does not list itself: it is rendered before its own
         // hash exists, and re-rendering from the final manifest must give
         // the same bytes.
@@ -843,17 +833,18 @@ void AppendProvenance(std::string* html, const json& manifest) {
         absl::StrAppend(html, "<tr><td><code>", HtmlEscape(name),
                         "</code></td><td class=\"n\">",
                         HtmlEscape(ScalarText(f, "bytes")), "</td><td><code>",
-                        HtmlEscape(Text(f, "sha256")), "</code></td></tr>\n");
+                        HtmlEscape(StringOrEmpty(f, "sha256")),
+                        "</code></td></tr>\n");
       }
     }
     absl::StrAppend(html, "</tbody></table>\n");
   };
   absl::StrAppend(html, "<h3>Source files</h3>\n");
-  file_table("source-files", Member(source, "files"));
+  file_table("source-files", MemberOrNull(source, "files"));
   absl::StrAppend(html, "<h3>Packed files</h3>\n");
-  file_table("output-files", Member(output, "files"));
+  file_table("output-files", MemberOrNull(output, "files"));
   absl::StrAppend(html, "<h3>Recipe</h3>\n<pre id=\"recipe\">",
-                  HtmlEscape(Member(manifest, "recipe").dump(2)),
+                  HtmlEscape(MemberOrNull(manifest, "recipe").dump(2)),
                   "</pre>\n</section>\n");
 }
 
@@ -934,7 +925,8 @@ absl::StatusOr<std::string> RenderReportHtml(const json& audit,
     layers.push_back(std::move(layer));
   }
 
-  const std::string model = Text(Member(manifest, "source"), "path");
+  const std::string model =
+      StringOrEmpty(MemberOrNull(manifest, "source"), "path");
   std::string html = absl::StrCat(
       "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
       "<meta name=\"viewport\" content=\"width=device-width, "
