@@ -10,6 +10,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/directory_util.h"
+#include "core/base/file_uri.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/pipeline/manifest_signature.h"

@@ -6,6 +6,7 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/file_uri.h"
 #include "core/calib/calibration_file.h"
 #include "core/estimate/plan_estimate.h"
 #include "nlohmann/json.hpp"

@@ -13,19 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/base/file_uri.h"
 
 namespace quant::server {
 namespace {
-
-constexpr absl::string_view kFileScheme = "file://";
-
-// `uri` quoted for an error message, cut to a few hundred characters.
-std::string Echo(absl::string_view uri) {
-  constexpr size_t kMax = 256;
-  if (uri.size() <= kMax) return absl::StrCat("\"", uri, "\"");
-  return absl::StrCat("\"", uri.substr(0, kMax), "...\" (", uri.size(),
-                      " characters)");
-}
 
 // Collapses "//", "." and ".." without touching the file system.
 std::string LexicallyNormal(absl::string_view path) {
@@ -55,30 +46,6 @@ bool UnderAny(const std::string& path, const std::vector<std::string>& roots) {
 
 }  // namespace
 
-absl::StatusOr<std::string> FileUriPath(absl::string_view uri,
-                                        absl::string_view field) {
-  if (uri.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(field, ": required"));
-  }
-  if (!absl::StartsWith(uri, kFileScheme)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": ", Echo(uri),
-                     " is not a file:// URI (file:///ABSOLUTE/PATH)"));
-  }
-  absl::string_view path = uri.substr(kFileScheme.size());
-  if (!absl::StartsWith(path, "/")) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(field, ": ", Echo(uri),
-                     " must be file:///ABSOLUTE/PATH (no host part)"));
-  }
-  if (path.find_first_of("?#") != absl::string_view::npos ||
-      path.find('\0') != absl::string_view::npos) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": ", Echo(uri), " has a query, fragment or NUL character"));
-  }
-  return std::string(path);
-}
-
 absl::StatusOr<UriPolicy> UriPolicy::Create(
     const std::vector<std::string>& roots) {
   std::vector<std::string> real_roots;
@@ -105,9 +72,9 @@ absl::StatusOr<std::string> UriPolicy::Resolve(absl::string_view uri,
   absl::StatusOr<std::string> path = FileUriPath(uri, field);
   if (!path.ok()) return path.status();
   const auto denied = [&] {
-    return absl::PermissionDeniedError(
-        absl::StrCat(field, ": ", Echo(uri), " is outside the allowed roots (",
-                     absl::StrJoin(roots_, ", "), ")"));
+    return absl::PermissionDeniedError(absl::StrCat(
+        field, ": ", QuotedUri(uri), " is outside the allowed roots (",
+        absl::StrJoin(roots_, ", "), ")"));
   };
   // Lexically outside: refused before the file system is asked, so the
   // answer says nothing about what exists elsewhere.
@@ -117,10 +84,11 @@ absl::StatusOr<std::string> UriPolicy::Resolve(absl::string_view uri,
     const int err = errno;
     if (err == ENOENT || err == ENOTDIR) {
       return absl::NotFoundError(
-          absl::StrCat(field, ": ", Echo(uri), " does not exist"));
+          absl::StrCat(field, ": ", QuotedUri(uri), " does not exist"));
     }
-    return absl::PermissionDeniedError(absl::StrCat(
-        field, ": ", Echo(uri), " cannot be resolved: ", std::strerror(err)));
+    return absl::PermissionDeniedError(
+        absl::StrCat(field, ": ", QuotedUri(uri),
+                     " cannot be resolved: ", std::strerror(err)));
   }
   std::string real(buffer);
   if (!UnderAny(real, roots_)) return denied();

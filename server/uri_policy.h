@@ -12,11 +12,6 @@
 
 namespace quant::server {
 
-// The absolute path of a "file:///ABS/PATH" URI (no host, no query; no
-// percent-decoding). InvalidArgument "<field>: ..." otherwise.
-absl::StatusOr<std::string> FileUriPath(absl::string_view uri,
-                                        absl::string_view field);
-
 class UriPolicy {
  public:
   // Every root must be an existing directory; it is kept as its real path.

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/recipe_convert.h"
+#include "core/base/file_uri.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"

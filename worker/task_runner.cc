@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/recipe_convert.h"
 #include "core/base/directory_util.h"
+#include "core/base/file_uri.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/pipeline/audit_report.h"
@@ -41,16 +42,6 @@ absl::StatusOr<v1::LayerAudit> AuditProto(const LayerResult& layer) {
 
 }  // namespace
 
-absl::StatusOr<std::string> PathOfFileUri(const std::string& uri,
-                                          const std::string& field) {
-  constexpr char kScheme[] = "file://";
-  if (!absl::StartsWith(uri, kScheme) || uri.size() <= 7 || uri[7] != '/') {
-    return absl::InvalidArgumentError(absl::StrCat(
-        field, ": \"", uri, "\" is not a file:///absolute/path URI"));
-  }
-  return uri.substr(7);
-}
-
 bool IsRetryable(const absl::Status& status) {
   // ResourceExhausted is a full disk or a file-size limit on a write:
   // another attempt on the same artifact store fails the same way, after
@@ -69,17 +60,17 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   context.max_activation_bytes = limits.max_activation_bytes;
   context.threads = limits.threads;
   absl::StatusOr<std::string> path =
-      PathOfFileUri(task.checkpoint_uri(), "checkpoint_uri");
+      FileUriPath(task.checkpoint_uri(), "checkpoint_uri");
   if (!path.ok()) return path.status();
   context.checkpoint_dir = *path;
-  path = PathOfFileUri(task.calibration_uri(), "calibration_uri");
+  path = FileUriPath(task.calibration_uri(), "calibration_uri");
   if (!path.ok()) return path.status();
   context.calibration_path = *path;
-  path = PathOfFileUri(task.work_uri(), "work_uri");
+  path = FileUriPath(task.work_uri(), "work_uri");
   if (!path.ok()) return path.status();
   context.work_dir = *path;
   if (!task.previous_uri().empty()) {
-    path = PathOfFileUri(task.previous_uri(), "previous_uri");
+    path = FileUriPath(task.previous_uri(), "previous_uri");
     if (!path.ok()) return path.status();
     context.previous_dir = *path;
   }
@@ -121,7 +112,7 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   TaskOutcome outcome;
   if (task.kind() == v1::TASK_KIND_BLOCK) {
     absl::StatusOr<std::string> attempt =
-        PathOfFileUri(task.attempt_uri(), "attempt_uri");
+        FileUriPath(task.attempt_uri(), "attempt_uri");
     if (!attempt.ok()) return attempt.status();
     if (absl::Status s = MakeDirectories(*attempt); !s.ok()) return s;
     if (absl::Status s =
@@ -142,7 +133,7 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   }
   if (task.kind() == v1::TASK_KIND_FINALIZE) {
     absl::StatusOr<std::string> artifact =
-        PathOfFileUri(task.artifact_uri(), "artifact_uri");
+        FileUriPath(task.artifact_uri(), "artifact_uri");
     if (!artifact.ok()) return artifact.status();
     if (absl::Status s = MakeDirectories(ParentDirectory(*artifact)); !s.ok()) {
       return s;

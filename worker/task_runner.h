@@ -53,10 +53,6 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
 // Whether another attempt could succeed where this one failed.
 bool IsRetryable(const absl::Status& status);
 
-// "/abs/path" of "file:///abs/path"; InvalidArgument naming `field`.
-absl::StatusOr<std::string> PathOfFileUri(const std::string& uri,
-                                          const std::string& field);
-
 }  // namespace quant::worker
 
 #endif  // QUANT_WORKER_TASK_RUNNER_H_

@@ -8,7 +8,9 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/file_uri.h"
 #include "core/base/file_util.h"
+#include "core/base/json_fields.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/base/strict_json.h"
@@ -23,22 +25,6 @@ constexpr size_t kMaxManifestBytes = size_t{64} << 20;
 absl::Status Refused(const std::string& compare_to, const std::string& why) {
   return absl::FailedPreconditionError(
       absl::StrCat(kField, ": \"", compare_to, "\": ", why));
-}
-
-// `object`'s member `key`, or null when `object` is not an object (a
-// manifest that is not JSON, or not an object, is read as having nothing).
-const nlohmann::json& Member(const nlohmann::json& object, const char* key) {
-  static const nlohmann::json* const kNull = new nlohmann::json();
-  if (!object.is_object()) return *kNull;
-  const auto it = object.find(key);
-  return it == object.end() ? *kNull : *it;
-}
-
-// A string field of `object` at `key`, or "".
-std::string StringField(const nlohmann::json& object, const char* key) {
-  if (!object.is_object()) return "";
-  const auto it = object.find(key);
-  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
 }
 
 }  // namespace
@@ -100,12 +86,8 @@ absl::StatusOr<std::string> LocalPreviousReleaseDir(
         "\" is a job id, which only quantd resolves; a local run compares "
         "with a directory (fetch the job's checkpoint with quantctl fetch)"));
   }
-  if (absl::StartsWith(compare_to, "file://")) {
-    if (compare_to.size() <= 7 || compare_to[7] != '/') {
-      return absl::InvalidArgumentError(absl::StrCat(
-          kField, ": \"", compare_to, "\" is not a file:///absolute/path URI"));
-    }
-    return compare_to.substr(7);
+  if (absl::StartsWith(compare_to, kFileUriScheme)) {
+    return FileUriPath(compare_to, kField);
   }
   if (absl::StrContains(compare_to, "://")) {
     return absl::InvalidArgumentError(
@@ -153,15 +135,20 @@ absl::StatusOr<PreviousRelease> OpenPreviousRelease(
     }
     previous.manifest_sha256 = Sha256Hex(manifest_text);
     const nlohmann::json manifest = ParseJsonOrDiscarded(manifest_text);
-    previous.job_id = StringField(Member(manifest, "job"), "id");
-    previous.verdict = StringField(Member(manifest, "output"), "verdict");
-    const nlohmann::json& recipe = Member(manifest, "recipe");
-    previous.method = StringField(recipe, "method");
+    previous.job_id = json_fields::StringOrEmpty(
+        json_fields::MemberOrNull(manifest, "job"), "id");
+    previous.verdict = json_fields::StringOrEmpty(
+        json_fields::MemberOrNull(manifest, "output"), "verdict");
+    const nlohmann::json& recipe =
+        json_fields::MemberOrNull(manifest, "recipe");
+    previous.method = json_fields::StringOrEmpty(recipe, "method");
     previous.used_awq = previous.method == "awq";
-    const nlohmann::json& overrides = Member(recipe, "overrides");
+    const nlohmann::json& overrides =
+        json_fields::MemberOrNull(recipe, "overrides");
     if (overrides.is_array()) {
       for (const nlohmann::json& entry : overrides) {
-        previous.used_awq |= StringField(entry, "method") == "awq";
+        previous.used_awq |=
+            json_fields::StringOrEmpty(entry, "method") == "awq";
       }
     }
   }
