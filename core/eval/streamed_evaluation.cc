@@ -16,27 +16,43 @@ namespace quant {
 absl::StatusOr<NextTokenMetrics> EvaluateCheckpoints(
     const Checkpoint& model, const Checkpoint& reference,
     const TokenWindows& windows, const StreamedEvaluationOptions& options) {
+  QUANT_ASSIGN_OR_RETURN(
+      std::vector<NextTokenMetrics> metrics,
+      EvaluateCheckpointsTogether({&model}, reference, windows, options));
+  return std::move(metrics.front());
+}
+
+absl::StatusOr<std::vector<NextTokenMetrics>> EvaluateCheckpointsTogether(
+    const std::vector<const Checkpoint*>& models, const Checkpoint& reference,
+    const TokenWindows& windows, const StreamedEvaluationOptions& options) {
+  if (models.empty()) {
+    return absl::InvalidArgumentError("no checkpoint to evaluate");
+  }
   if (options.max_hidden_bytes < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "max_hidden_bytes must be positive, got ", options.max_hidden_bytes));
   }
-  QUANT_RETURN_IF_ERROR(CheckEvaluationInputs(
-      windows, options.batch_windows, model.config(), &reference.config()));
-  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<StreamedModel> quantized,
-                         StreamedModel::Open(model));
+  int64_t hidden_widths = reference.config().hidden_size;
+  std::vector<std::unique_ptr<StreamedModel>> streamed;
+  for (const Checkpoint* model : models) {
+    QUANT_RETURN_IF_ERROR(CheckEvaluationInputs(
+        windows, options.batch_windows, model->config(), &reference.config()));
+    QUANT_ASSIGN_OR_RETURN(std::unique_ptr<StreamedModel> opened,
+                           StreamedModel::Open(*model));
+    streamed.push_back(std::move(opened));
+    hidden_widths += model->config().hidden_size;
+  }
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<StreamedModel> unquantized,
                          StreamedModel::Open(reference));
   const std::vector<EvaluationBatch> batches =
       PlanEvaluationBatches(windows, options.batch_windows);
-  // Both models' hidden states for one batch.
+  // Every model's hidden states for one batch.
   auto batch_bytes = [&](const EvaluationBatch& batch) {
     const int64_t rows = static_cast<int64_t>(batch.targets.size());
-    return rows *
-           (model.config().hidden_size + reference.config().hidden_size) *
-           static_cast<int64_t>(sizeof(float));
+    return rows * hidden_widths * static_cast<int64_t>(sizeof(float));
   };
 
-  NextTokenMetricsAccumulator metrics;
+  std::vector<NextTokenMetricsAccumulator> metrics(models.size());
   const int total = static_cast<int>(windows.sequences.size());
   int reported = 0;
   for (size_t start = 0; start < batches.size();) {
@@ -52,23 +68,33 @@ absl::StatusOr<NextTokenMetrics> EvaluateCheckpoints(
     }
     QUANT_ASSIGN_OR_RETURN(const std::vector<RowMatrixF> reference_hidden,
                            unquantized->FinalHidden(inputs, options.pool));
-    QUANT_ASSIGN_OR_RETURN(const std::vector<RowMatrixF> hidden,
-                           quantized->FinalHidden(inputs, options.pool));
+    std::vector<std::vector<RowMatrixF>> hidden;
+    for (const std::unique_ptr<StreamedModel>& model : streamed) {
+      QUANT_ASSIGN_OR_RETURN(std::vector<RowMatrixF> model_hidden,
+                             model->FinalHidden(inputs, options.pool));
+      hidden.push_back(std::move(model_hidden));
+    }
     // The logits one batch at a time: each is [rows, vocab], too large to
     // hold several of (and a few percent of the work).
     for (size_t i = start; i < end; ++i) {
       const RowMatrixF reference_logits =
           unquantized->Logits(reference_hidden[i - start]);
-      const RowMatrixF logits = quantized->Logits(hidden[i - start]);
-      QUANT_RETURN_IF_ERROR(
-          metrics.Add(reference_logits, logits, batches[i].targets));
+      for (size_t m = 0; m < streamed.size(); ++m) {
+        const RowMatrixF logits = streamed[m]->Logits(hidden[m][i - start]);
+        QUANT_RETURN_IF_ERROR(
+            metrics[m].Add(reference_logits, logits, batches[i].targets));
+      }
     }
     reported = batches[end - 1].windows_done;
     if (options.progress) options.progress(reported, total);
     start = end;
   }
   if (options.progress && reported < total) options.progress(total, total);
-  return metrics.Result();
+  std::vector<NextTokenMetrics> results;
+  for (NextTokenMetricsAccumulator& accumulator : metrics) {
+    results.push_back(accumulator.Result());
+  }
+  return results;
 }
 
 }  // namespace quant

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/base/thread_pool.h"
@@ -40,6 +41,16 @@ struct StreamedEvaluationOptions {
 // weights cannot be read, max_hidden_bytes < 1.
 absl::StatusOr<NextTokenMetrics> EvaluateCheckpoints(
     const Checkpoint& model, const Checkpoint& reference,
+    const TokenWindows& windows, const StreamedEvaluationOptions& options);
+
+// Scores every one of `models` against `reference` in one pass: the
+// reference's forward runs once for all of them (a release compared with
+// the previous one scores both). Result i is models[i]'s, equal to
+// EvaluateCheckpoints(*models[i], ...) bit for bit. The hidden-state bound
+// counts the reference's and every model's. Errors as EvaluateCheckpoints;
+// an empty `models` is InvalidArgument.
+absl::StatusOr<std::vector<NextTokenMetrics>> EvaluateCheckpointsTogether(
+    const std::vector<const Checkpoint*>& models, const Checkpoint& reference,
     const TokenWindows& windows, const StreamedEvaluationOptions& options);
 
 }  // namespace quant

@@ -3,6 +3,7 @@
 
 #include <limits>
 #include <utility>
+#include <vector>
 
 #include "core/base/status_macros.h"
 #include "core/eval/streamed_evaluation.h"
@@ -13,9 +14,14 @@ absl::StatusOr<GateReport> EvaluateGates(
     const Checkpoint& quantized, const Checkpoint& reference,
     const TokenWindows& heldout, const Gates& gates,
     const StreamedEvaluationOptions& options, const PreviousRelease* previous) {
+  // A previous release is scored in the same pass: the reference's forward
+  // runs once for both.
+  std::vector<const Checkpoint*> models = {&quantized};
+  if (previous != nullptr) models.push_back(previous->checkpoint.get());
   QUANT_ASSIGN_OR_RETURN(
-      const NextTokenMetrics metrics,
-      EvaluateCheckpoints(quantized, reference, heldout, options));
+      std::vector<NextTokenMetrics> scored,
+      EvaluateCheckpointsTogether(models, reference, heldout, options));
+  const NextTokenMetrics& metrics = scored.front();
   std::optional<PreviousComparison> comparison;
   if (previous != nullptr) {
     comparison.emplace();
@@ -24,9 +30,7 @@ absl::StatusOr<GateReport> EvaluateGates(
     comparison->job_id = previous->job_id;
     comparison->verdict = previous->verdict;
     comparison->method = previous->method;
-    QUANT_ASSIGN_OR_RETURN(comparison->metrics,
-                           EvaluateCheckpoints(*previous->checkpoint, reference,
-                                               heldout, options));
+    comparison->metrics = scored.back();
     comparison->ppl_ratio_vs_previous =
         metrics.quantized_ppl / comparison->metrics.quantized_ppl;
   }

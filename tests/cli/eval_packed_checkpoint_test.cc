@@ -228,7 +228,26 @@ class EvalPackedCheckpointTest : public ::testing::Test {
       EXPECT_EQ(calls.size(), bound == 1 ? 4u : 1u);
       ASSERT_FALSE(calls.empty());
       EXPECT_EQ(calls.back(), std::make_pair(11, 11));
+
+      // Scored together with the reference itself (what a previous release
+      // is scored beside): the packed model's numbers unchanged, and the
+      // reference against itself exactly even.
+      absl::StatusOr<std::vector<NextTokenMetrics>> together =
+          EvaluateCheckpointsTogether({&packed, source_checkpoint_.get()},
+                                      *source_checkpoint_, windows, options);
+      ASSERT_TRUE(together.ok()) << together.status();
+      ASSERT_EQ(together->size(), 2u);
+      EXPECT_EQ((*together)[0].quantized_nll, whole->quantized_nll);
+      EXPECT_EQ((*together)[0].mean_kl, whole->mean_kl);
+      EXPECT_EQ((*together)[0].top1_agreement, whole->top1_agreement);
+      EXPECT_EQ((*together)[1].reference_nll, whole->reference_nll);
+      EXPECT_EQ((*together)[1].quantized_nll, whole->reference_nll);
+      EXPECT_EQ((*together)[1].ppl_ratio, 1.0);
+      EXPECT_EQ((*together)[1].top1_agreement, 1.0);
     }
+    EXPECT_FALSE(EvaluateCheckpointsTogether({}, *source_checkpoint_, windows,
+                                             StreamedEvaluationOptions())
+                     .ok());
   }
 
   // `quantctl eval` of `dir` against the float model, as JSON and text.
