@@ -280,9 +280,9 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
     }
     say("checking the previous release");
     QUANT_ASSIGN_OR_RETURN(
-        previous,
-        OpenPreviousRelease(recipe.gates.compare_to, input.previous_dir,
-                            input.source->config(), {true, fs}));
+        previous, OpenPreviousRelease(
+                      recipe.gates.compare_to, input.previous_dir,
+                      input.source->config(), {!input.previous_verified, fs}));
   }
   const std::string temp = absl::StrCat(out, ".partial-", ::getpid());
   QUANT_RETURN_IF_ERROR(RemoveTree(temp, fs));

@@ -59,6 +59,9 @@ struct FinalizeInput {
   // resolved); evaluated on the same held-out windows. Required when
   // compare_to is set, ignored when not.
   std::string previous_dir;
+  // Its files were already hashed against its manifest.json in this run
+  // (JobTaskContext::verify_previous_at_open); only its shape is checked.
+  bool previous_verified = false;
   // Per block in order: its tensors and layer results.
   std::vector<std::vector<PackedTensor>> block_tensors;
   std::vector<LayerResult> layers;

@@ -311,6 +311,7 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
   finalize.out_dir = artifact_dir;
   finalize.job_id = context.job_id;
   finalize.previous_dir = context.previous_dir;
+  finalize.previous_verified = context.verify_previous_at_open;
   finalize.max_shard_bytes = max_shard_bytes;
   finalize.eval_batch_windows = context.eval_batch_windows;
   finalize.threads = context.threads;

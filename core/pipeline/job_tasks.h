@@ -42,6 +42,11 @@ struct JobTaskContext {
   // The previous release's directory (recipe gates.compare_to resolved by
   // whoever planned the job); the finalize evaluates it.
   std::string previous_dir;
+  // Hash the previous release's files against its manifest.json when the
+  // job's inputs are opened, and not again in the finalize: a local run,
+  // which opens them once for all its tasks and should fail before hours
+  // of work. Off in quantd's tasks, whose finalize hashes it.
+  bool verify_previous_at_open = false;
   // Block outputs (task_io.h layout); shared by the job's tasks.
   std::string work_dir;
   // Block -> sha256 of its published layers.json as the coordinator

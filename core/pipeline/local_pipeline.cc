@@ -171,23 +171,17 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
   control.announce_block_steps = false;
 
   // Opened once for every task; a bad recipe or calibration set fails here,
-  // before anything is written.
-  // So is a previous release to compare with that is missing, damaged or of
-  // another model (the finalize checks it again before it evaluates).
+  // before anything is written. So is a previous release to compare with
+  // that is missing, damaged (its files are hashed here, once for the run)
+  // or of another model.
   if (!options.recipe.gates.compare_to.empty()) {
     QUANT_ASSIGN_OR_RETURN(
         context.previous_dir,
         LocalPreviousReleaseDir(options.recipe.gates.compare_to));
+    context.verify_previous_at_open = true;
   }
   QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
                          OpenJobInputs(context, control));
-  if (!options.recipe.gates.compare_to.empty()) {
-    QUANT_RETURN_IF_ERROR(OpenPreviousRelease(options.recipe.gates.compare_to,
-                                              context.previous_dir,
-                                              inputs.checkpoint->config(),
-                                              {true, options.file_system})
-                              .status());
-  }
   WorkDirectory work(options.file_system);
   if (!options.work_dir.empty()) {
     QUANT_RETURN_IF_ERROR(work.UseGiven(

@@ -115,7 +115,7 @@ absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
       !context.previous_dir.empty()) {
     if (control.on_stage) control.on_stage("opening the previous release");
     PreviousReleaseCheck check;
-    check.verify_manifest = false;
+    check.verify_manifest = context.verify_previous_at_open;
     check.file_system = context.file_system;
     QUANT_ASSIGN_OR_RETURN(
         inputs.previous,
