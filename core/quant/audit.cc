@@ -19,6 +19,10 @@ namespace {
 struct SplitPair {
   SplitErrors method;
   SplitErrors rtn;
+  // The sums they were made from: ||W X||^2 over the split's tokens and
+  // the element count, for any other candidate on the same split.
+  double reference_squares = 0.0;
+  double count = 0.0;
 };
 
 SplitErrors FromSquares(double ref, double err, double count) {
@@ -35,7 +39,7 @@ SplitPair Errors(const OutputErrorEvaluator& eval, const ConstRowMatrixRef& w,
   const double count =
       static_cast<double>(eval.token_count()) * static_cast<double>(w.rows());
   return {FromSquares(ref, eval.SquaredError(w, q, pool), count),
-          FromSquares(ref, eval.SquaredError(w, rtn, pool), count)};
+          FromSquares(ref, eval.SquaredError(w, rtn, pool), count), ref, count};
 }
 
 double Ratio(double num, double den) {
@@ -176,12 +180,10 @@ absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& in,
           in.previous->rows(), "x", in.previous->cols(), ", W is ",
           in.weights.rows(), "x", k));
     }
-    const double ref = in.heldout->SquaredNorm(in.weights, in.pool);
-    const double count = static_cast<double>(in.heldout->token_count()) *
-                         static_cast<double>(in.weights.rows());
-    a.previous_heldout = FromSquares(
-        ref, in.heldout->SquaredError(in.weights, *in.previous, in.pool),
-        count);
+    a.previous_heldout =
+        FromSquares(heldout.reference_squares,
+                    in.heldout->SquaredError(in.weights, *in.previous, in.pool),
+                    heldout.count);
   }
   a.method_calibration = calibration.method;
   a.rtn_calibration = calibration.rtn;
