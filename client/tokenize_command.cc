@@ -7,6 +7,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -14,6 +15,7 @@
 #include "client/common_flags.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
+#include "core/calib/chat_rendering.h"
 #include "core/text/tokenizer.h"
 #include "nlohmann/json.hpp"
 
@@ -35,11 +37,29 @@ ABSL_FLAG(bool, no_special, false,
           "post-processor).");
 ABSL_FLAG(bool, skip_special, false,
           "With --decode: leave special tokens (e.g. <s>) out of the text.");
+ABSL_FLAG(std::string, messages, "",
+          "Render this conversation file with the chat template and encode "
+          "the result: a JSON object {\"messages\": [{\"role\", "
+          "\"content\"}, ...], \"tools\": [...]?}, or a JSON array of "
+          "messages.");
+ABSL_FLAG(std::string, chat_template, "auto",
+          "With --messages: \"auto\" (the tokenizer's chat template) or a "
+          "template file, as the recipe's calibration.chat_template.");
+ABSL_FLAG(std::string, system_prompt, "",
+          "With --messages: a system message put first when the "
+          "conversation has none (recipe calibration.system_prompt).");
+ABSL_FLAG(bool, add_generation_prompt, false,
+          "With --messages: end with the template's prompt for the "
+          "assistant's reply (recipe calibration.add_generation_prompt).");
 
 namespace quant {
 namespace {
 
 using nlohmann::json;
+
+// A conversation file is one conversation; chat logs belong in a
+// calibration set.
+constexpr size_t kMaxConversationBytes = size_t{16} << 20;
 
 // Tokens and decoded text may hold invalid UTF-8 (byte-fallback pieces);
 // replace it rather than let json::dump throw.
@@ -76,20 +96,77 @@ absl::Status RunDecode(const Tokenizer& tokenizer,
   return absl::OkStatus();
 }
 
-absl::Status RunEncode(const Tokenizer& tokenizer,
+// The conversation in --messages rendered with the chat template, as
+// calibration renders its conversation documents.
+absl::StatusOr<std::string> RenderMessages(const std::string& tokenizer_dir) {
+  if (absl::GetFlag(FLAGS_no_special)) {
+    return UsageError(
+        "--no_special does not apply to --messages: the chat template "
+        "writes the special tokens itself");
+  }
+  QUANT_ASSIGN_OR_RETURN(
+      std::string conversation,
+      ReadFileToString(absl::GetFlag(FLAGS_messages), kMaxConversationBytes));
+  // A bare list of messages is the common form of a single conversation.
+  const absl::string_view first =
+      absl::StripLeadingAsciiWhitespace(conversation);
+  if (!first.empty() && first.front() == '[') {
+    conversation = absl::StrCat("{\"messages\": ", conversation, "}");
+  }
+  ChatTemplateChoice choice;
+  choice.chat_template = absl::GetFlag(FLAGS_chat_template);
+  if (choice.chat_template.empty() || choice.chat_template == "none") {
+    return UsageError(
+        "--chat_template: give \"auto\" or a template file with --messages");
+  }
+  if (!absl::GetFlag(FLAGS_system_prompt).empty()) {
+    choice.system_prompt = absl::GetFlag(FLAGS_system_prompt);
+  }
+  choice.add_generation_prompt = absl::GetFlag(FLAGS_add_generation_prompt);
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<ChatRenderer> renderer,
+                         ChatRenderer::Load(tokenizer_dir, choice));
+  if (renderer == nullptr) {
+    return absl::NotFoundError(absl::StrCat(
+        "the tokenizer in ", tokenizer_dir,
+        " has no chat template (tokenizer_config.json chat_template or "
+        "chat_template.jinja); name one with --chat_template FILE"));
+  }
+  absl::StatusOr<std::string> text = renderer->Render(conversation);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        absl::StrCat(absl::GetFlag(FLAGS_messages), ": ",
+                                     text.status().message()));
+  }
+  return text;
+}
+
+absl::Status RunEncode(const Tokenizer& tokenizer, const std::string& dir,
                        const CommandInvocation& invocation) {
   if (absl::GetFlag(FLAGS_skip_special)) {
     return UsageError("--skip_special applies to --decode only");
+  }
+  const bool templated = !absl::GetFlag(FLAGS_messages).empty();
+  if (!templated && (absl::GetFlag(FLAGS_chat_template) != "auto" ||
+                     !absl::GetFlag(FLAGS_system_prompt).empty() ||
+                     absl::GetFlag(FLAGS_add_generation_prompt))) {
+    return UsageError(
+        "--chat_template, --system_prompt and --add_generation_prompt "
+        "apply to --messages only");
   }
   std::string text = absl::GetFlag(FLAGS_text);
   const std::string file = absl::GetFlag(FLAGS_file);
   if (!file.empty()) {
     QUANT_ASSIGN_OR_RETURN(text, ReadFileToString(file));
   }
-  QUANT_ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
-                         tokenizer.Encode(text,
-                                          /*add_special_tokens=*/!absl::GetFlag(
-                                              FLAGS_no_special)));
+  if (templated) {
+    QUANT_ASSIGN_OR_RETURN(text, RenderMessages(dir));
+  }
+  // Rendered text carries its special tokens already (apply_chat_template
+  // encodes it without adding any).
+  QUANT_ASSIGN_OR_RETURN(
+      const std::vector<int32_t> ids,
+      tokenizer.Encode(text, /*add_special_tokens=*/!templated &&
+                                 !absl::GetFlag(FLAGS_no_special)));
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
   for (int32_t id : ids) {
@@ -97,11 +174,17 @@ absl::Status RunEncode(const Tokenizer& tokenizer,
   }
   if (absl::GetFlag(FLAGS_json)) {
     json result = json::object();
+    if (templated) result["text"] = text;
     result["ids"] = ids;
     result["tokens"] = tokens;
     result["count"] = ids.size();
     *invocation.out << DumpJson(result) << "\n";
     return absl::OkStatus();
+  }
+  if (templated) {
+    *invocation.out << "rendered text (" << text.size() << " bytes):\n"
+                    << text << (absl::EndsWith(text, "\n") ? "" : "\n")
+                    << "tokens (" << ids.size() << "):\n";
   }
   for (size_t i = 0; i < ids.size(); ++i) {
     *invocation.out << ids[i] << "\t" << EscapeTokenForDisplay(tokens[i])
@@ -117,20 +200,22 @@ absl::Status RunTokenize(const CommandInvocation& invocation) {
   }
   const int inputs = !absl::GetFlag(FLAGS_text).empty() +
                      !absl::GetFlag(FLAGS_file).empty() +
+                     !absl::GetFlag(FLAGS_messages).empty() +
                      !absl::GetFlag(FLAGS_decode).empty();
   if (inputs == 0) {
-    return UsageError("give one of --text, --file or --decode");
+    return UsageError("give one of --text, --file, --messages or --decode");
   }
   if (inputs > 1) {
     return UsageError(
-        "--text, --file and --decode exclude each other; give one");
+        "--text, --file, --messages and --decode exclude each other; give "
+        "one");
   }
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
                          Tokenizer::LoadFromDirectory(dir));
   if (!absl::GetFlag(FLAGS_decode).empty()) {
     return RunDecode(*tokenizer, invocation);
   }
-  return RunEncode(*tokenizer, invocation);
+  return RunEncode(*tokenizer, dir, invocation);
 }
 
 }  // namespace
@@ -194,8 +279,9 @@ Command TokenizeCommand() {
       "Encode text to token ids with a checkpoint's tokenizer, or decode ids "
       "back to text.";
   command.usage =
-      "tokenize --tokenizer DIR (--text STR | --file F | --decode IDS) "
-      "[--no_special] [--skip_special] [--json]";
+      "tokenize --tokenizer DIR (--text STR | --file F | --decode IDS | "
+      "--messages FILE.json [--chat_template auto|FILE] [--system_prompt S] "
+      "[--add_generation_prompt]) [--no_special] [--skip_special] [--json]";
   command.description =
       "Loads DIR/tokenizer.json (and tokenizer_config.json) and encodes\n"
       "--text or the contents of --file the way the Hugging Face tokenizers\n"
@@ -205,7 +291,15 @@ Command TokenizeCommand() {
       "--json: {\"ids\": [...], \"tokens\": [...], \"count\": N}.\n"
       "With --decode IDS it prints the decoded text instead (--json:\n"
       "{\"text\": \"...\"}); --skip_special drops special tokens. Ids outside\n"
-      "the vocabulary are an error. Runs locally; no server.";
+      "the vocabulary are an error.\n"
+      "With --messages FILE.json it renders the conversation with the\n"
+      "tokenizer's chat template (or --chat_template FILE) the way\n"
+      "calibration renders conversation documents (and transformers'\n"
+      "apply_chat_template): --system_prompt first when the conversation has\n"
+      "no system message, --add_generation_prompt at the end, strftime_now\n"
+      "fixed at 2026-01-01. It prints the rendered text and then its tokens,\n"
+      "encoded without adding special tokens (the template writes them);\n"
+      "--json adds \"text\". Runs locally; no server.";
   command.example =
       "quantctl tokenize --tokenizer ../shared/models/stories260K/hf-f32 "
       "--text \"Once upon a time\" --json";
@@ -215,6 +309,10 @@ Command TokenizeCommand() {
                    &absl::GetFlagReflectionHandle(FLAGS_decode),
                    &absl::GetFlagReflectionHandle(FLAGS_no_special),
                    &absl::GetFlagReflectionHandle(FLAGS_skip_special),
+                   &absl::GetFlagReflectionHandle(FLAGS_messages),
+                   &absl::GetFlagReflectionHandle(FLAGS_chat_template),
+                   &absl::GetFlagReflectionHandle(FLAGS_system_prompt),
+                   &absl::GetFlagReflectionHandle(FLAGS_add_generation_prompt),
                    &absl::GetFlagReflectionHandle(FLAGS_json)};
   command.min_args = 0;
   command.max_args = 0;

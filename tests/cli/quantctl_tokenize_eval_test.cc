@@ -495,5 +495,137 @@ TEST_F(QuantctlTokenizeEvalTest, HelpListsCommandsAndFlags) {
   EXPECT_THAT(result.out, ::testing::Not(HasSubstr("--tokenizer")));
 }
 
+// --messages renders a conversation with the tokenizer's chat template as
+// @huggingface/jinja does (tests/fixtures/template/reference.json, made with
+// the same Qwen3 template) and encodes it with the template's special
+// tokens parsed as special and none added.
+TEST_F(QuantctlTokenizeEvalTest, MessagesRenderLikeTheReferenceTemplate) {
+  const std::string qwen3 = quant::testing::SharedPath("tokenizers/qwen3");
+  QUANT_REQUIRE_SHARED(qwen3);
+  const std::string fixtures = quant::testing::FixturesDir() + "/template";
+  absl::StatusOr<std::string> conversations_text =
+      ReadFileToString(fixtures + "/conversations.json");
+  absl::StatusOr<std::string> reference_text =
+      ReadFileToString(fixtures + "/reference.json");
+  ASSERT_TRUE(conversations_text.ok()) << conversations_text.status();
+  ASSERT_TRUE(reference_text.ok()) << reference_text.status();
+  const nlohmann::ordered_json conversations =
+      nlohmann::ordered_json::parse(*conversations_text);
+  const json reference = ParseJson(*reference_text);
+  int compared = 0;
+  int refused = 0;
+  for (const json& c : reference.at("cases")) {
+    if (c.at("template") != "qwen3") continue;
+    // Each run loads Qwen3's 150k-token vocabulary: every conversation with
+    // the generation prompt, one without.
+    if (!c.at("add_generation_prompt").get<bool>() &&
+        c.at("conversation") != "plain") {
+      continue;
+    }
+    nlohmann::ordered_json conversation;
+    for (const auto& candidate : conversations.at("conversations")) {
+      if (candidate.at("name").get<std::string>() ==
+          c.at("conversation").get<std::string>()) {
+        conversation = candidate;
+      }
+    }
+    ASSERT_FALSE(conversation.is_null()) << c.dump();
+    conversation.erase("name");
+    const std::string file =
+        WriteTemp("conversation.json", conversation.dump());
+    const bool prompt = c.at("add_generation_prompt").get<bool>();
+    const RunResult result = RunQuantctl(
+        "tokenize --tokenizer " + Quote(qwen3) + " --messages " + Quote(file) +
+        (prompt ? " --add_generation_prompt" : "") + " --json");
+    SCOPED_TRACE(c.dump());
+    if (c.contains("error")) {
+      EXPECT_EQ(result.exit_code, 1) << result.out;
+      ++refused;
+      continue;
+    }
+    ASSERT_EQ(result.exit_code, 0) << result.err;
+    const json output = ParseJson(result.out);
+    ASSERT_FALSE(output.is_discarded()) << result.out;
+    EXPECT_EQ(output.at("text"), c.at("output"));
+    // <|im_start|> is one special token, not its characters; nothing added.
+    ASSERT_FALSE(output.at("ids").empty());
+    EXPECT_EQ(output.at("ids")[0], 151644);
+    EXPECT_EQ(output.at("count"), output.at("ids").size());
+    ++compared;
+  }
+  EXPECT_GE(compared, 10);
+  EXPECT_GE(refused, 1);
+}
+
+TEST_F(QuantctlTokenizeEvalTest, MessagesOptionsAndErrors) {
+  const std::string qwen3 = quant::testing::SharedPath("tokenizers/qwen3");
+  QUANT_REQUIRE_SHARED(qwen3);
+  const std::string list = WriteTemp(
+      "list.json", R"([{"role": "user", "content": "Once upon a time"}])");
+  // A bare list of messages; a system prompt goes first; the text form
+  // prints the rendering and then one token per line.
+  RunResult result =
+      RunQuantctl("tokenize --tokenizer " + Quote(qwen3) + " --messages " +
+                  Quote(list) + " --system_prompt 'Tell stories.'");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_THAT(result.out,
+              HasSubstr("<|im_start|>system\nTell stories.<|im_end|>\n"
+                        "<|im_start|>user\nOnce upon a time<|im_end|>\n"));
+  EXPECT_THAT(result.out, HasSubstr("tokens ("));
+  EXPECT_THAT(result.out, HasSubstr("151644\t<|im_start|>\n"));
+  EXPECT_THAT(result.out, Not(HasSubstr("<|im_start|>assistant")));
+
+  // A template file of our own, with a line:column error in another.
+  const std::string own = WriteTemp(
+      "own.jinja",
+      "{% for m in messages %}[{{ m.role | upper }}] {{ m.content }}\n"
+      "{% endfor %}");
+  result =
+      RunQuantctl("tokenize --tokenizer " + Quote(qwen3) + " --messages " +
+                  Quote(list) + " --chat_template " + Quote(own) + " --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  EXPECT_EQ(ParseJson(result.out).at("text"), "[USER] Once upon a time\n");
+  const std::string broken =
+      WriteTemp("broken.jinja", "{{ messages }}\n{{ messages | shout }}");
+  result = RunQuantctl("tokenize --tokenizer " + Quote(qwen3) + " --messages " +
+                       Quote(list) + " --chat_template " + Quote(broken));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("2:"));
+  EXPECT_THAT(result.err, HasSubstr("shout"));
+
+  // A conversation that is not one names the message and field.
+  const std::string robot = WriteTemp(
+      "robot.json",
+      R"({"messages": [{"role": "user", "content": "a"}, {"role": "robot", "content": "b"}]})");
+  result = RunQuantctl("tokenize --tokenizer " + Quote(qwen3) + " --messages " +
+                       Quote(robot));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("messages[1].role"));
+  const std::string not_json = WriteTemp("bad.json", "{\"messages\": [");
+  result = RunQuantctl("tokenize --tokenizer " + Quote(qwen3) + " --messages " +
+                       Quote(not_json));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("not valid JSON"));
+
+  // stories260K has no chat template.
+  const std::string stories =
+      quant::testing::SharedPath("models/stories260K/hf-f32");
+  result = RunQuantctl("tokenize --tokenizer " + Quote(stories) +
+                       " --messages " + Quote(list));
+  EXPECT_EQ(result.exit_code, 1);
+  EXPECT_THAT(result.err, HasSubstr("has no chat template"));
+
+  // Usage: the template options without --messages, two inputs at once.
+  for (const std::string& flags :
+       {std::string("--text hi --add_generation_prompt"),
+        std::string("--text hi --system_prompt x"),
+        "--text hi --messages " + Quote(list),
+        "--messages " + Quote(list) + " --no_special",
+        "--messages " + Quote(list) + " --chat_template none"}) {
+    result = RunQuantctl("tokenize --tokenizer " + Quote(qwen3) + " " + flags);
+    EXPECT_EQ(result.exit_code, 2) << flags << "\n" << result.err;
+  }
+}
+
 }  // namespace
 }  // namespace quant
