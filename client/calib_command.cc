@@ -12,6 +12,7 @@
 #include "client/service_client.h"
 #include "core/base/status_macros.h"
 #include "core/calib/calibration_inspection.h"
+#include "core/calib/chat_rendering.h"
 #include "core/model/linear_layers.h"
 #include "core/model/model_config.h"
 #include "core/pipeline/quantization_plan.h"
@@ -49,9 +50,14 @@ absl::Status RunInspect(const CommandInvocation& invocation) {
   if (!recipe_path.empty()) {
     QUANT_ASSIGN_OR_RETURN(recipe, LoadRecipe(recipe_path));
   }
-  const CalibrationSplitOptions options = SplitOptionsFromRecipe(recipe);
-  QUANT_ASSIGN_OR_RETURN(CalibrationInspection inspection,
-                         InspectCalibration(file, *tokenizer, options.add_bos));
+  QUANT_ASSIGN_OR_RETURN(
+      const std::unique_ptr<ChatRenderer> chat,
+      ChatRenderer::Load(tokenizer_dir, ChatChoiceFromRecipe(recipe)));
+  CalibrationSplitOptions options = SplitOptionsFromRecipe(recipe);
+  options.chat = chat.get();
+  QUANT_ASSIGN_OR_RETURN(
+      CalibrationInspection inspection,
+      InspectCalibration(file, *tokenizer, options.add_bos, chat.get()));
   if (!checkpoint.empty()) {
     QUANT_ASSIGN_OR_RETURN(const ModelConfig config,
                            LoadModelConfig(checkpoint));

@@ -81,6 +81,10 @@ absl::Status CalibrationFromProto(const v1::CalibrationSplit& proto,
   out->heldout_count = proto.heldout_count();
   out->heldout_samples = proto.heldout_samples();
   out->seed = proto.seed();
+  out->chat_template =
+      proto.chat_template().empty() ? "auto" : proto.chat_template();
+  if (proto.has_system_prompt()) out->system_prompt = proto.system_prompt();
+  out->add_generation_prompt = proto.add_generation_prompt();
   switch (proto.packing()) {
     case v1::CALIBRATION_PACKING_UNSPECIFIED:
       break;
@@ -248,6 +252,12 @@ v1::Recipe RecipeToProto(const Recipe& recipe) {
                                    CalibrationPacking::kConcatenate
                                ? v1::CALIBRATION_PACKING_CONCATENATE
                                : v1::CALIBRATION_PACKING_PER_DOCUMENT);
+  calibration->set_chat_template(recipe.calibration.chat_template);
+  if (recipe.calibration.system_prompt.has_value()) {
+    calibration->set_system_prompt(*recipe.calibration.system_prompt);
+  }
+  calibration->set_add_generation_prompt(
+      recipe.calibration.add_generation_prompt);
   for (const std::string& pattern : recipe.ignore) proto.add_ignore(pattern);
   for (const LayerOverride& layer : recipe.overrides) {
     v1::LayerOverride* out = proto.add_overrides();

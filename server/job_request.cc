@@ -6,12 +6,15 @@
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/recipe_convert.h"
+#include "core/base/file_uri.h"
 #include "core/base/file_util.h"
 #include "core/base/read_roots.h"
 #include "core/base/sha256.h"
 #include "core/calib/calibration_file.h"
+#include "core/calib/chat_rendering.h"
 #include "core/estimate/work_model.h"
 #include "core/model/checkpoint.h"
 #include "core/pipeline/output_size.h"
@@ -43,6 +46,29 @@ absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
 // file:// URI under an allowed root holding a packed checkpoint of the same
 // model. Its files are hashed against its manifest by the finalize, not
 // here: a submit answers in seconds.
+// recipe.calibration.chat_template: a template file must lie under an
+// allowed root (workers read it by its path) and parse; the tokenizer's own
+// ("auto") must parse where it has one.
+absl::Status CheckChatTemplate(const Recipe& recipe,
+                               const std::string& checkpoint_path,
+                               const UriPolicy& policy) {
+  constexpr char kField[] = "recipe.calibration.chat_template";
+  ChatTemplateChoice choice = ChatChoiceFromRecipe(recipe);
+  if (choice.chat_template != "auto" && choice.chat_template != "none") {
+    const std::string uri =
+        absl::StartsWith(choice.chat_template, kFileUriScheme)
+            ? choice.chat_template
+            : absl::StrCat(kFileUriScheme, choice.chat_template);
+    absl::StatusOr<std::string> path = policy.Resolve(uri, kField);
+    if (!path.ok()) return path.status();
+    choice.chat_template = *path;
+  }
+  absl::StatusOr<std::unique_ptr<ChatRenderer>> renderer =
+      ChatRenderer::Load(checkpoint_path, choice);
+  if (!renderer.ok()) return Prefixed(renderer.status(), "recipe: ");
+  return absl::OkStatus();
+}
+
 absl::Status ResolvePreviousRelease(const std::string& compare_to,
                                     const UriPolicy& policy,
                                     store::JobStore& store,
@@ -209,6 +235,11 @@ absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
   spec.work = EstimateJobWork(config, *recipe, *plan);
   spec.recipe = *std::move(recipe);
   spec.warnings = plan->warnings;
+  if (absl::Status s =
+          CheckChatTemplate(spec.recipe, spec.checkpoint_path, policy);
+      !s.ok()) {
+    return s;
+  }
   if (!spec.recipe.gates.compare_to.empty()) {
     if (absl::Status s = ResolvePreviousRelease(spec.recipe.gates.compare_to,
                                                 policy, store, config, &spec);

@@ -41,8 +41,22 @@ absl::StatusOr<CalibrationDocument> ParseJsonLine(absl::string_view text,
   doc.line = line;
   const auto text_it = value.find("text");
   const auto ids_it = value.find("input_ids");
-  if (text_it != value.end() && ids_it != value.end()) {
-    return LineError(line, "document has both \"text\" and \"input_ids\"");
+  const auto messages_it = value.find("messages");
+  const int kinds = (text_it != value.end()) + (ids_it != value.end()) +
+                    (messages_it != value.end());
+  if (kinds > 1) {
+    return LineError(line,
+                     "document has more than one of \"text\", \"input_ids\" "
+                     "and \"messages\"");
+  }
+  if (messages_it != value.end()) {
+    // The messages themselves are checked when the chat template renders
+    // them (ValidateConversation names the message and field).
+    if (!messages_it->is_array() || messages_it->empty()) {
+      return LineError(line, "\"messages\" is not a non-empty array");
+    }
+    doc.conversation = std::string(text);
+    return doc;
   }
   if (text_it != value.end()) {
     if (!text_it->is_string()) {
@@ -70,7 +84,8 @@ absl::StatusOr<CalibrationDocument> ParseJsonLine(absl::string_view text,
     doc.input_ids = std::move(ids);
     return doc;
   }
-  return LineError(line, "document has neither \"text\" nor \"input_ids\"");
+  return LineError(
+      line, "document has none of \"text\", \"input_ids\" and \"messages\"");
 }
 
 // A paragraph separator: a line with nothing on it (a lone '\r' counts as

@@ -1,7 +1,7 @@
 // Calibration files: what a user uploads. JSONL, one document per line
-// ({"text": ...} or {"input_ids": [...]}), or plain text whose documents are
-// separated by empty lines. A file's identity is the sha256 of its bytes
-// (the "calibration hash").
+// ({"text": ...}, {"input_ids": [...]} or a conversation {"messages":
+// [...]}), or plain text whose documents are separated by empty lines. A file's
+// identity is the sha256 of its bytes (the "calibration hash").
 #ifndef QUANT_CORE_CALIB_CALIBRATION_FILE_H_
 #define QUANT_CORE_CALIB_CALIBRATION_FILE_H_
 
@@ -19,6 +19,10 @@ namespace quant {
 struct CalibrationDocument {
   std::string text;                               // Set for text documents.
   std::optional<std::vector<int32_t>> input_ids;  // Set for id documents.
+  // Set for conversations ({"messages": [...], "tools": [...]?}): the
+  // line's JSON as written, rendered by the recipe's chat template
+  // (chat_rendering.h) before it is tokenized.
+  std::optional<std::string> conversation;
   int line = 0;  // 1-based line where the document starts.
 };
 

@@ -24,18 +24,25 @@ int64_t Percentile(const std::vector<int64_t>& sorted, int p) {
 }  // namespace
 
 absl::StatusOr<CalibrationInspection> InspectCalibration(
-    const CalibrationFile& file, const Tokenizer& tokenizer, bool add_bos) {
+    const CalibrationFile& file, const Tokenizer& tokenizer, bool add_bos,
+    const ChatRenderer* chat) {
   CalibrationInspection in;
   in.sha256 = file.sha256;
   in.documents = static_cast<int>(file.documents.size());
   std::vector<int64_t> lengths;
   lengths.reserve(file.documents.size());
   for (const CalibrationDocument& doc : file.documents) {
-    ++(doc.input_ids.has_value() ? in.id_documents : in.text_documents);
-    QUANT_ASSIGN_OR_RETURN(const std::vector<int32_t> ids,
-                           CalibrationDocumentTokens(doc, tokenizer, add_bos));
+    ++(doc.input_ids.has_value()      ? in.id_documents
+       : doc.conversation.has_value() ? in.conversation_documents
+                                      : in.text_documents);
+    QUANT_ASSIGN_OR_RETURN(
+        const std::vector<int32_t> ids,
+        CalibrationDocumentTokens(doc, tokenizer, add_bos, chat));
     lengths.push_back(static_cast<int64_t>(ids.size()));
     in.tokens += static_cast<int64_t>(ids.size());
+  }
+  if (chat != nullptr && in.conversation_documents > 0) {
+    in.chat_template = chat->origin();
   }
   std::sort(lengths.begin(), lengths.end());
   if (!lengths.empty()) {
@@ -85,6 +92,7 @@ nlohmann::json CalibrationInspectionToJson(const CalibrationInspection& in) {
                         {"documents", in.documents},
                         {"text_documents", in.text_documents},
                         {"id_documents", in.id_documents},
+                        {"conversation_documents", in.conversation_documents},
                         {"tokens", in.tokens},
                         {"document_tokens",
                          {{"min", in.lengths.min},
@@ -93,6 +101,10 @@ nlohmann::json CalibrationInspectionToJson(const CalibrationInspection& in) {
                           {"p90", in.lengths.p90},
                           {"max", in.lengths.max},
                           {"mean", in.lengths.mean}}}};
+  if (in.chat_template.has_value()) {
+    out["chat_template"] = {{"source", in.chat_template->source},
+                            {"sha256", in.chat_template->sha256}};
+  }
   if (in.split.has_value()) {
     const SplitInspection& s = *in.split;
     out["split"] = {{"seq_len", s.seq_len},
@@ -120,12 +132,18 @@ nlohmann::json CalibrationInspectionToJson(const CalibrationInspection& in) {
 
 std::string FormatCalibrationInspection(const CalibrationInspection& in) {
   std::string out = absl::StrFormat(
-      "sha256 %s\n%d documents (%d text, %d token ids), %d tokens\n"
+      "sha256 %s\n%d documents (%d text, %d token ids, %d conversations), "
+      "%d tokens\n"
       "tokens per document: min %d, p10 %d, median %d, p90 %d, max %d, "
       "mean %.1f\n",
-      in.sha256, in.documents, in.text_documents, in.id_documents, in.tokens,
-      in.lengths.min, in.lengths.p10, in.lengths.p50, in.lengths.p90,
-      in.lengths.max, in.lengths.mean);
+      in.sha256, in.documents, in.text_documents, in.id_documents,
+      in.conversation_documents, in.tokens, in.lengths.min, in.lengths.p10,
+      in.lengths.p50, in.lengths.p90, in.lengths.max, in.lengths.mean);
+  if (in.chat_template.has_value()) {
+    absl::StrAppend(&out, "conversations rendered with the chat template of ",
+                    in.chat_template->source, " (sha256 ",
+                    in.chat_template->sha256.substr(0, 12), ")\n");
+  }
   if (!in.split.has_value()) return out;
   const SplitInspection& s = *in.split;
   absl::StrAppend(

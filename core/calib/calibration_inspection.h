@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "core/calib/calibration_file.h"
 #include "core/calib/calibration_split.h"
+#include "core/calib/chat_rendering.h"
 #include "core/text/tokenizer.h"
 #include "nlohmann/json.hpp"
 
@@ -55,6 +56,9 @@ struct CalibrationInspection {
   int documents = 0;
   int text_documents = 0;
   int id_documents = 0;
+  int conversation_documents = 0;
+  // The template that rendered them (when there were any).
+  std::optional<ChatTemplateOrigin> chat_template;
   int64_t tokens = 0;  // Every document's, BOS included.
   LengthDistribution lengths;
   std::optional<SplitInspection> split;
@@ -64,7 +68,8 @@ struct CalibrationInspection {
 // Tokenizes every document as the split would. Errors name the document's
 // line (an id outside the vocabulary, text that cannot be encoded).
 absl::StatusOr<CalibrationInspection> InspectCalibration(
-    const CalibrationFile& file, const Tokenizer& tokenizer, bool add_bos);
+    const CalibrationFile& file, const Tokenizer& tokenizer, bool add_bos,
+    const ChatRenderer* chat = nullptr);
 
 // Adds the split's counts and, for each input width K (the layer types
 // reading it), T / K.

@@ -100,7 +100,31 @@ absl::StatusOr<TokenWindows> MakeWindows(
 }  // namespace
 
 absl::StatusOr<std::vector<int32_t>> CalibrationDocumentTokens(
-    const CalibrationDocument& doc, const Tokenizer& tokenizer, bool add_bos) {
+    const CalibrationDocument& doc, const Tokenizer& tokenizer, bool add_bos,
+    const ChatRenderer* chat) {
+  if (doc.conversation.has_value()) {
+    if (chat == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "line ", doc.line,
+          ": a conversation, but there is no chat template to render it "
+          "(calibration.chat_template is none, or auto and the tokenizer "
+          "has none: name a template file)"));
+    }
+    absl::StatusOr<std::string> text = chat->Render(*doc.conversation);
+    if (!text.ok()) {
+      return absl::Status(
+          text.status().code(),
+          absl::StrCat("line ", doc.line, ": ", text.status().message()));
+    }
+    absl::StatusOr<std::vector<int32_t>> ids =
+        tokenizer.Encode(*text, /*add_special_tokens=*/false);
+    if (!ids.ok()) {
+      return absl::Status(ids.status().code(),
+                          absl::StrCat("line ", doc.line, ": cannot tokenize: ",
+                                       ids.status().message()));
+    }
+    return ids;
+  }
   if (doc.input_ids.has_value()) {
     const std::vector<int32_t>& ids = *doc.input_ids;
     for (size_t i = 0; i < ids.size(); ++i) {
@@ -168,7 +192,9 @@ absl::StatusOr<CalibrationSplit> BuildCalibrationSplit(
       QUANT_ASSIGN_OR_RETURN(
           std::vector<int32_t> ids,
           CalibrationDocumentTokens(file.documents[index], tokenizer,
-                                    options.add_bos));
+                                    options.add_bos, options.chat));
+      split.conversation_documents +=
+          file.documents[index].conversation.has_value();
       docs.push_back(std::move(ids));
     }
     return docs;

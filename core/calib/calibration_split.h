@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/calib/calibration_file.h"
+#include "core/calib/chat_rendering.h"
 #include "core/text/tokenizer.h"
 
 namespace quant {
@@ -32,9 +33,12 @@ struct CalibrationSplitOptions {
   int heldout_samples = 0;  // Held-out sequences wanted; 0 = `samples`.
   uint64_t seed = 0;
   WindowPacking packing = WindowPacking::kConcatenate;
-  // Before each text document (not before input_ids). Text documents are
-  // tokenized with surrounding whitespace stripped.
+  // Before each text document (not before input_ids or conversations).
+  // Text documents are tokenized with surrounding whitespace stripped.
   bool add_bos = true;
+  // Renders conversation documents; null: a set with one is refused. Not
+  // owned.
+  const ChatRenderer* chat = nullptr;
 };
 
 // Equal-length sequences. Positions at or after lengths[i] in sequence i are
@@ -56,15 +60,22 @@ struct CalibrationSplit {
   std::vector<int> heldout_documents;
   int64_t calibration_tokens_available = 0;  // After tokenization.
   int64_t heldout_tokens_available = 0;
+  // Conversation documents the split used (both sides), rendered with
+  // options.chat.
+  int conversation_documents = 0;
   TokenWindows calibration;
   TokenWindows heldout;
 };
 
 // A document's tokens as the split uses them: input_ids as given (each
 // checked against the vocabulary, naming the line and index), text stripped
-// of surrounding whitespace and encoded, after BOS when `add_bos`.
+// of surrounding whitespace and encoded, after BOS when `add_bos`, and a
+// conversation rendered with `chat` and encoded as it is (the template
+// writes its special tokens; none are added). A conversation without a
+// `chat` is InvalidArgument naming its line.
 absl::StatusOr<std::vector<int32_t>> CalibrationDocumentTokens(
-    const CalibrationDocument& doc, const Tokenizer& tokenizer, bool add_bos);
+    const CalibrationDocument& doc, const Tokenizer& tokenizer, bool add_bos,
+    const ChatRenderer* chat = nullptr);
 
 // Errors (InvalidArgument, naming the problem): options out of range, an
 // input_ids document with an id outside the tokenizer's vocabulary (naming

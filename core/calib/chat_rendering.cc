@@ -3,7 +3,9 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/file_uri.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
@@ -52,8 +54,13 @@ absl::StatusOr<std::unique_ptr<ChatRenderer>> ChatRenderer::Load(
                            !config["chat_template"].is_null();
     origin.source = in_config ? "tokenizer_config.json" : "chat_template.jinja";
   } else {
+    std::string path = choice.chat_template;
+    if (absl::StartsWith(path, kFileUriScheme)) {
+      QUANT_ASSIGN_OR_RETURN(path,
+                             FileUriPath(path, "calibration.chat_template"));
+    }
     absl::StatusOr<std::string> text =
-        ReadFileToString(choice.chat_template, kMaxTemplateBytes);
+        ReadFileToString(path, kMaxTemplateBytes);
     if (!text.ok()) {
       return absl::Status(
           text.status().code(),

@@ -24,7 +24,8 @@ namespace quant {
 struct ChatTemplateChoice {
   // "auto": the tokenizer's chat template (tokenizer_config.json's
   // chat_template, or chat_template.jinja), none when it has none;
-  // "none": conversations are refused; anything else: a template file.
+  // "none": conversations are refused; anything else: a template file (a
+  // path or a file:/// URI).
   std::string chat_template = "auto";
   // Inserted as the first message of a conversation without one.
   std::optional<std::string> system_prompt;

@@ -170,21 +170,36 @@ absl::Status CopyFile(const std::string& from, const std::string& to,
 
 json SplitJson(const CalibrationSplit& split) {
   const CalibrationSplitOptions& o = split.options;
-  return {{"sha256", split.calibration_hash},
-          {"samples", o.samples},
-          {"seq_len", o.seq_len},
-          {"heldout_fraction", o.heldout_fraction},
-          {"heldout_count", o.heldout_count},
-          {"heldout_samples", o.heldout_samples},
-          {"seed", o.seed},
-          {"packing", o.packing == WindowPacking::kPerDocument ? "per-document"
-                                                               : "concatenate"},
-          {"calibration_documents", split.calibration_documents},
-          {"heldout_documents", split.heldout_documents},
-          {"calibration_windows", split.calibration.sequences.size()},
-          {"heldout_windows", split.heldout.sequences.size()},
-          {"calibration_tokens", split.calibration.RealTokens()},
-          {"heldout_tokens", split.heldout.RealTokens()}};
+  json result = {
+      {"sha256", split.calibration_hash},
+      {"samples", o.samples},
+      {"seq_len", o.seq_len},
+      {"heldout_fraction", o.heldout_fraction},
+      {"heldout_count", o.heldout_count},
+      {"heldout_samples", o.heldout_samples},
+      {"seed", o.seed},
+      {"packing", o.packing == WindowPacking::kPerDocument ? "per-document"
+                                                           : "concatenate"},
+      {"calibration_documents", split.calibration_documents},
+      {"heldout_documents", split.heldout_documents},
+      {"calibration_windows", split.calibration.sequences.size()},
+      {"heldout_windows", split.heldout.sequences.size()},
+      {"calibration_tokens", split.calibration.RealTokens()},
+      {"heldout_tokens", split.heldout.RealTokens()}};
+  // What the model saw of its conversations: the template by content, so a
+  // changed tokenizer_config.json or file shows.
+  if (o.chat != nullptr && split.conversation_documents > 0) {
+    const ChatTemplateChoice& choice = o.chat->choice();
+    json chat = {{"source", o.chat->origin().source},
+                 {"sha256", o.chat->origin().sha256},
+                 {"add_generation_prompt", choice.add_generation_prompt},
+                 {"conversation_documents", split.conversation_documents}};
+    if (choice.system_prompt.has_value()) {
+      chat["system_prompt"] = *choice.system_prompt;
+    }
+    result["chat_template"] = std::move(chat);
+  }
+  return result;
 }
 
 absl::StatusOr<json> SourceFingerprint(const Checkpoint& source,

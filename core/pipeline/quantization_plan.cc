@@ -65,6 +65,14 @@ CalibrationSplitOptions SplitOptionsFromRecipe(const Recipe& recipe) {
   return options;
 }
 
+ChatTemplateChoice ChatChoiceFromRecipe(const Recipe& recipe) {
+  ChatTemplateChoice choice;
+  choice.chat_template = recipe.calibration.chat_template;
+  choice.system_prompt = recipe.calibration.system_prompt;
+  choice.add_generation_prompt = recipe.calibration.add_generation_prompt;
+  return choice;
+}
+
 absl::StatusOr<QuantizationPlan> PlanQuantization(const ModelConfig& config,
                                                   const Recipe& recipe) {
   QUANT_RETURN_IF_ERROR(ValidateRecipe(recipe));

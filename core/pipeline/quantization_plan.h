@@ -18,7 +18,11 @@
 
 namespace quant {
 
+// The split's options the recipe's calibration section gives (options.chat
+// is left null: the caller loads the renderer ChatChoiceFromRecipe names).
 CalibrationSplitOptions SplitOptionsFromRecipe(const Recipe& recipe);
+// How the recipe renders conversation documents.
+ChatTemplateChoice ChatChoiceFromRecipe(const Recipe& recipe);
 
 struct QuantizationPlan {
   // Per block, the settings of its layers by type.

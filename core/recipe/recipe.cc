@@ -170,7 +170,9 @@ bool operator==(const CalibrationSettings& a, const CalibrationSettings& b) {
          a.heldout_fraction == b.heldout_fraction &&
          a.heldout_count == b.heldout_count &&
          a.heldout_samples == b.heldout_samples && a.seed == b.seed &&
-         a.packing == b.packing;
+         a.packing == b.packing && a.chat_template == b.chat_template &&
+         a.system_prompt == b.system_prompt &&
+         a.add_generation_prompt == b.add_generation_prompt;
 }
 
 bool operator==(const LayerOverride& a, const LayerOverride& b) {
@@ -221,6 +223,17 @@ std::string RecipeToJson(const Recipe& recipe) {
   calibration_json["heldout_samples"] = calibration.heldout_samples;
   calibration_json["seed"] = calibration.seed;
   calibration_json["packing"] = CalibrationPackingName(calibration.packing);
+  // Written only when they differ from the defaults, so that the hashes of
+  // recipes that never name them stay what they were.
+  if (calibration.chat_template != "auto") {
+    calibration_json["chat_template"] = calibration.chat_template;
+  }
+  if (calibration.system_prompt.has_value()) {
+    calibration_json["system_prompt"] = *calibration.system_prompt;
+  }
+  if (calibration.add_generation_prompt) {
+    calibration_json["add_generation_prompt"] = true;
+  }
 
   json["ignore"] = recipe.ignore;
   OrderedJson& overrides_json = json["overrides"];

@@ -101,6 +101,13 @@ struct CalibrationSettings {
   int heldout_samples = 0;  // Held-out sequences; 0 = `samples`.
   uint64_t seed = 0;
   CalibrationPacking packing = CalibrationPacking::kConcatenate;
+  // How conversation documents ({"messages": [...]}) are rendered:
+  // "auto" (the tokenizer's chat template), "none" (conversations refused)
+  // or a template file (an absolute path or file:/// URI).
+  std::string chat_template = "auto";
+  // A system message put first in conversations that have none.
+  std::optional<std::string> system_prompt;
+  bool add_generation_prompt = false;
 };
 
 // One layer's damping: a fraction, or auto (chosen from the recipe's

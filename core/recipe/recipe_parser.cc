@@ -39,9 +39,12 @@ const std::vector<std::string>& TopLevelKeys() {
 }
 
 const std::vector<std::string>& CalibrationKeys() {
-  static const auto* keys = new std::vector<std::string>{
-      "samples",         "seq_len", "heldout_fraction", "heldout_count",
-      "heldout_samples", "seed",    "packing"};
+  static const auto* keys =
+      new std::vector<std::string>{"samples",          "seq_len",
+                                   "heldout_fraction", "heldout_count",
+                                   "heldout_samples",  "seed",
+                                   "packing",          "chat_template",
+                                   "system_prompt",    "add_generation_prompt"};
   return *keys;
 }
 
@@ -383,6 +386,15 @@ class RecipeReader {
       } else if (key == "packing") {
         QUANT_RETURN_IF_ERROR(
             ReadEnum(value, path, kPackings, &calibration.packing));
+      } else if (key == "chat_template") {
+        QUANT_RETURN_IF_ERROR(
+            ReadString(value, path, &calibration.chat_template));
+      } else if (key == "system_prompt") {
+        QUANT_RETURN_IF_ERROR(
+            ReadString(value, path, &calibration.system_prompt.emplace()));
+      } else if (key == "add_generation_prompt") {
+        QUANT_RETURN_IF_ERROR(
+            ReadBool(value, path, &calibration.add_generation_prompt));
       }
     }
     return absl::OkStatus();

@@ -5,7 +5,9 @@
 #include <memory>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "core/base/file_uri.h"
 #include "core/base/regex.h"
 
 namespace quant {
@@ -61,6 +63,51 @@ MaybeError CheckPattern(const std::string& path, const std::string& pattern) {
   return std::nullopt;
 }
 
+// calibration.chat_template, system_prompt, add_generation_prompt.
+MaybeError CheckChatTemplate(const CalibrationSettings& calibration) {
+  const std::string& choice = calibration.chat_template;
+  if (choice != "auto" && choice != "none") {
+    if (choice.size() > 4096) {
+      return Error(
+          "calibration.chat_template",
+          absl::StrCat(choice.size(), " bytes; a path of at most 4096"));
+    }
+    if (absl::StartsWith(choice, kFileUriScheme)) {
+      absl::StatusOr<std::string> path =
+          FileUriPath(choice, "calibration.chat_template");
+      if (!path.ok()) {
+        return Error("calibration.chat_template",
+                     std::string(path.status().message()));
+      }
+    } else if (!absl::StartsWith(choice, "/")) {
+      return Error("calibration.chat_template",
+                   absl::StrCat("\"", choice,
+                                "\": auto, none, or a template file's "
+                                "absolute path or file:/// URI"));
+    }
+    for (const char c : choice) {
+      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+        return Error("calibration.chat_template",
+                     "holds a control character; auto, none or a path");
+      }
+    }
+  }
+  if (calibration.system_prompt.has_value() &&
+      calibration.system_prompt->size() > (size_t{64} << 10)) {
+    return Error("calibration.system_prompt",
+                 absl::StrCat(calibration.system_prompt->size(),
+                              " bytes; at most 65536"));
+  }
+  if (choice == "none" && (calibration.system_prompt.has_value() ||
+                           calibration.add_generation_prompt)) {
+    return Error(calibration.system_prompt.has_value()
+                     ? "calibration.system_prompt"
+                     : "calibration.add_generation_prompt",
+                 "applies to conversations, which chat_template none refuses");
+  }
+  return std::nullopt;
+}
+
 MaybeError CheckCalibration(const CalibrationSettings& calibration) {
   if (calibration.samples < 1 || calibration.samples > kMaxCalibrationCount) {
     return Error("calibration.samples",
@@ -95,7 +142,7 @@ MaybeError CheckCalibration(const CalibrationSettings& calibration) {
                  "no held-out split (heldout_fraction and heldout_count are "
                  "both 0); the audit and the gates need one");
   }
-  return std::nullopt;
+  return CheckChatTemplate(calibration);
 }
 
 MaybeError CheckGates(const Gates& gates) {

@@ -22,6 +22,19 @@ TEST(CalibrationFileTest, JsonlTextAndIds) {
   EXPECT_EQ(file->documents[1].line, 3);
 }
 
+TEST(CalibrationFileTest, ConversationsKeepTheirLineAsWritten) {
+  const std::string conversation =
+      R"({"messages": [{"role": "user", "content": "Hi"}], "tools": []})";
+  auto file = ParseCalibrationFile("{\"text\": \"a\"}\n" + conversation + "\n");
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->documents.size(), 2u);
+  EXPECT_FALSE(file->documents[0].conversation.has_value());
+  ASSERT_TRUE(file->documents[1].conversation.has_value());
+  EXPECT_EQ(*file->documents[1].conversation, conversation);
+  EXPECT_TRUE(file->documents[1].text.empty());
+  EXPECT_EQ(file->documents[1].line, 2);
+}
+
 TEST(CalibrationFileTest, JsonlErrorsNameTheLine) {
   struct Case {
     std::string bytes;
@@ -30,14 +43,18 @@ TEST(CalibrationFileTest, JsonlErrorsNameTheLine) {
   const Case cases[] = {
       {"{\"text\": \"a\"}\n{\"text\": \"b\"\n", "line 2: invalid JSON"},
       {"{\"text\": \"a\"}\n\n{\"txt\": \"b\"}\n",
-       "line 3: document has neither \"text\" nor \"input_ids\""},
+       "line 3: document has none of \"text\", \"input_ids\" and "
+       "\"messages\""},
+      {"{\"messages\": []}", "line 1: \"messages\" is not a non-empty array"},
+      {"{\"messages\": {\"role\": \"user\"}}", "not a non-empty array"},
+      {"{\"text\": \"a\", \"messages\": [{}]}", "more than one"},
       {"{\"input_ids\": [1, -2]}",
        "line 1: \"input_ids\"[1] is not a "
        "non-negative integer"},
       {"{\"input_ids\": []}", "line 1: \"input_ids\" is not a non-empty array"},
       {"{\"text\": 5}", "line 1: \"text\" is not a string"},
       {"{\"text\": \" \\n\"}", "line 1: \"text\" is empty"},
-      {"{\"text\": \"a\", \"input_ids\": [1]}", "both"},
+      {"{\"text\": \"a\", \"input_ids\": [1]}", "more than one"},
       {"{\"text\": \"a\"}\n[1, 2]\n", "line 2: document is not an object"},
       {"{\"text\": \"a\", \"meta\": " + std::string(20000, '[') +
            std::string(20000, ']') + "}",

@@ -17,6 +17,7 @@
 #include <tuple>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -703,6 +704,113 @@ TEST(QuantctlServiceRunTest, ComparesWithAnEarlierJob) {
     const RunResult refused = submit(with_compare_to(compare_to));
     EXPECT_NE(refused.exit_code, 0) << refused.out;
     EXPECT_THAT(refused.err, HasSubstr("recipe.gates.compare_to"));
+    EXPECT_THAT(refused.err, HasSubstr(says));
+  }
+}
+
+// Issue 21: a calibration set of conversations, rendered with a chat
+// template named in the recipe, through quantd and its worker; the
+// manifest records the template by content, the system prompt and how many
+// conversations were used; the same job run locally sees the same tokens.
+TEST(QuantctlServiceRunTest, ConversationsCalibrateThroughTheChatTemplate) {
+  QUANT_REQUIRE_SHARED(CheckpointDir());
+  QUANT_REQUIRE_SHARED(CalibrationFile());
+  Quantd quantd({"--local-workers=1"});
+  ASSERT_FALSE(quantd.address().empty()) << quantd.Log();
+  const std::string addr = " --addr " + quantd.address();
+  const std::string dir = quantd.temp();
+
+  const std::string chat_template =
+      "{{ bos_token }}{% for m in messages %}{{ m.role }}: {{ m.content }}\n"
+      "{% endfor %}{% if add_generation_prompt %}assistant:{% endif %}";
+  const std::string template_path = dir + "/chat.jinja";
+  ASSERT_TRUE(WriteFileAtomically(template_path, chat_template).ok());
+  // Conversations around TinyStories paragraphs.
+  auto stories = ReadFileToString(CalibrationFile());
+  ASSERT_TRUE(stories.ok());
+  std::string conversations;
+  int count = 0;
+  for (absl::string_view paragraph : absl::StrSplit(*stories, "\n\n")) {
+    paragraph = absl::StripAsciiWhitespace(paragraph);
+    if (paragraph.empty()) continue;
+    json line = {{"messages",
+                  {{{"role", "user"}, {"content", "Tell me a story."}},
+                   {{"role", "assistant"}, {"content", paragraph}}}}};
+    absl::StrAppend(&conversations, line.dump(), "\n");
+    if (++count == 120) break;
+  }
+  const std::string calibration = dir + "/conversations.jsonl";
+  ASSERT_TRUE(WriteFileAtomically(calibration, conversations).ok());
+  auto recipe_text = ReadFileToString(RecipeFile());
+  ASSERT_TRUE(recipe_text.ok());
+  const auto recipe_with = [&](const std::string& name,
+                               const std::string& lines) {
+    std::string text = *recipe_text;
+    const std::string anchor = "  seed: 0\n";
+    const size_t at = text.find(anchor);
+    EXPECT_NE(at, std::string::npos);
+    text.insert(at + anchor.size(), lines);
+    const std::string path = dir + "/" + name;
+    EXPECT_TRUE(WriteFileAtomically(path, text).ok());
+    return path;
+  };
+  const std::string recipe =
+      recipe_with("chat.yaml", "  chat_template: " + template_path +
+                                   "\n  system_prompt: You tell stories.\n");
+
+  const RunResult run =
+      RunQuantctl(absl::StrCat("submit --checkpoint ", Quote(CheckpointDir()),
+                               " --recipe ", Quote(recipe), " --calibration ",
+                               Quote(calibration), " --wait --json", addr));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err << quantd.Log();
+  const json job = json::parse(run.out, nullptr, false);
+  const std::string artifact = job["artifact_uri"].get<std::string>().substr(7);
+  auto manifest_text = ReadFileToString(artifact + "/manifest.json");
+  ASSERT_TRUE(manifest_text.ok()) << manifest_text.status();
+  const json manifest = json::parse(*manifest_text, nullptr, false);
+  const json& chat = manifest["calibration"]["chat_template"];
+  ASSERT_TRUE(chat.is_object()) << manifest["calibration"].dump(2);
+  EXPECT_EQ(chat["sha256"], Sha256Hex(chat_template));
+  EXPECT_EQ(chat["source"], template_path);
+  EXPECT_EQ(chat["system_prompt"], "You tell stories.");
+  EXPECT_EQ(chat["add_generation_prompt"], false);
+  const int used = chat["conversation_documents"];
+  EXPECT_GT(used, 0);
+  EXPECT_LE(used, count);
+
+  // The same recipe and set run locally: the same conversations, tokens
+  // and template.
+  const std::string local = dir + "/local-out";
+  const RunResult local_run = RunQuantctl(
+      absl::StrCat("quantize --local --checkpoint ", Quote(CheckpointDir()),
+                   " --calibration ", Quote(calibration), " --recipe ",
+                   Quote(recipe), " --out ", Quote(local)));
+  ASSERT_EQ(local_run.exit_code, 0) << local_run.out << local_run.err;
+  auto local_manifest_text = ReadFileToString(local + "/manifest.json");
+  ASSERT_TRUE(local_manifest_text.ok());
+  const json local_calibration =
+      json::parse(*local_manifest_text, nullptr, false)["calibration"];
+  EXPECT_EQ(local_calibration["chat_template"], chat);
+  EXPECT_EQ(local_calibration["calibration_tokens"],
+            manifest["calibration"]["calibration_tokens"]);
+
+  // Refused at submit, naming the field: a template outside the allowed
+  // roots, a relative path, one that does not parse (line:column).
+  const std::string broken = dir + "/broken.jinja";
+  ASSERT_TRUE(WriteFileAtomically(broken, "{{ bos_token }}\n{% if %}").ok());
+  for (const auto& [name, lines, says] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"outside.yaml", "  chat_template: /etc/hostname\n",
+            "outside the allowed roots"},
+           {"relative.yaml", "  chat_template: chat.jinja\n", "absolute path"},
+           {"broken.yaml", "  chat_template: " + broken + "\n", "2:"}}) {
+    SCOPED_TRACE(name);
+    const RunResult refused =
+        RunQuantctl(absl::StrCat("submit --checkpoint ", Quote(CheckpointDir()),
+                                 " --recipe ", Quote(recipe_with(name, lines)),
+                                 " --calibration ", Quote(calibration), addr));
+    EXPECT_NE(refused.exit_code, 0) << refused.out;
+    EXPECT_THAT(refused.err, HasSubstr("calibration.chat_template"));
     EXPECT_THAT(refused.err, HasSubstr(says));
   }
 }

@@ -111,6 +111,9 @@ Recipe EverythingSet() {
   recipe.calibration.heldout_samples = 9;
   recipe.calibration.seed = 18446744073709551615ull;  // Largest uint64.
   recipe.calibration.packing = CalibrationPacking::kPerDocument;
+  recipe.calibration.chat_template = "/srv/templates/chatml.jinja";
+  recipe.calibration.system_prompt = "You are helpful.";
+  recipe.calibration.add_generation_prompt = true;
   recipe.ignore = {"lm_head", "model\\.layers\\.4\\..*"};
   LayerOverride gptq_attention;
   gptq_attention.match = ".*self_attn\\.(q|k|v)_proj";
@@ -257,7 +260,7 @@ TEST(RecipeToJsonTest, EqualityNoticesEveryChange) {
   // Guards the round-trip test: a field missing from operator== would make
   // it pass vacuously.
   const Recipe base = EverythingSet();
-  std::vector<Recipe> changed(18, base);
+  std::vector<Recipe> changed(21, base);
   changed[0].method = QuantMethod::kRtn;
   changed[1].bits = 4;
   changed[2].group_size = 128;
@@ -276,6 +279,9 @@ TEST(RecipeToJsonTest, EqualityNoticesEveryChange) {
   changed[15].calibration.packing = CalibrationPacking::kConcatenate;
   changed[16].gates.compare_to = "/srv/releases/week-48";
   changed[17].gates.max_ppl_ratio_vs_previous = 1.0;
+  changed[18].calibration.chat_template = "auto";
+  changed[19].calibration.system_prompt.reset();
+  changed[20].calibration.add_generation_prompt = false;
   for (size_t i = 0; i < changed.size(); ++i) {
     EXPECT_FALSE(changed[i] == base) << "change " << i;
     EXPECT_NE(RecipeToJson(changed[i]), RecipeToJson(base)) << "change " << i;
@@ -304,9 +310,56 @@ TEST(RecipeToJsonTest, KeysInSchemaOrderWithNullForUnsetOptionals) {
   // from before they existed are unchanged.
   EXPECT_FALSE(json["gates"].contains("compare_to"));
   EXPECT_FALSE(json["gates"].contains("max_ppl_ratio_vs_previous"));
+  // So are the chat template's.
+  EXPECT_FALSE(json["calibration"].contains("chat_template"));
+  EXPECT_FALSE(json["calibration"].contains("system_prompt"));
+  EXPECT_FALSE(json["calibration"].contains("add_generation_prompt"));
+  const nlohmann::ordered_json everything =
+      nlohmann::ordered_json::parse(RecipeToJson(EverythingSet()));
+  EXPECT_EQ(everything["calibration"]["chat_template"],
+            "/srv/templates/chatml.jinja");
+  EXPECT_EQ(everything["calibration"]["system_prompt"], "You are helpful.");
+  EXPECT_EQ(everything["calibration"]["add_generation_prompt"], true);
   EXPECT_EQ(nlohmann::ordered_json::parse(
                 RecipeToJson(EverythingSet()))["gates"]["compare_to"],
             "job-000041");
+}
+
+TEST(ParseRecipeTest, ChatTemplateSettings) {
+  absl::StatusOr<Recipe> recipe = ParseRecipe(
+      "calibration:\n  chat_template: file:///srv/t.jinja\n"
+      "  system_prompt: \"\"\n  add_generation_prompt: true\n",
+      "r.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(recipe->calibration.chat_template, "file:///srv/t.jinja");
+  // An empty system prompt is a prompt (an empty system turn), not none.
+  EXPECT_EQ(recipe->calibration.system_prompt, std::optional<std::string>(""));
+  EXPECT_TRUE(recipe->calibration.add_generation_prompt);
+  EXPECT_EQ(Recipe().calibration.chat_template, "auto");
+
+  for (const auto& [yaml, says] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"calibration: {chat_template: chatml.jinja}",
+            "calibration.chat_template: \"chatml.jinja\": auto, none, or"},
+           {"calibration: {chat_template: \"file://host/t\"}", "no host part"},
+           {"calibration: {chat_template: [a]}",
+            "calibration.chat_template: expected a string"},
+           {"calibration: {chat_template: none, system_prompt: x}",
+            "calibration.system_prompt: applies to conversations"},
+           {"calibration: {chat_template: none, add_generation_prompt: true}",
+            "calibration.add_generation_prompt: applies to conversations"},
+           {"calibration: {add_generation_prompt: yes}",
+            "expected true or false"},
+       }) {
+    SCOPED_TRACE(yaml);
+    absl::StatusOr<Recipe> bad = ParseRecipe(yaml + "\n", "r.yaml");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(bad.status().message(), HasSubstr(says));
+  }
+  Recipe huge;
+  huge.calibration.system_prompt = std::string(70000, 'x');
+  EXPECT_THAT(ValidateRecipe(huge).message(),
+              HasSubstr("calibration.system_prompt: 70000 bytes"));
 }
 
 TEST(ParseRecipeTest, CompareToAndItsGate) {
@@ -354,7 +407,9 @@ TEST(ParseRecipeTest, ErrorsGiveSourceLineAndColumn) {
   EXPECT_THAT(recipe.status().message(),
               HasSubstr("my/recipe.yaml:4:3: calibration.smaples: unknown "
                         "field (known: samples, seq_len, heldout_fraction, "
-                        "heldout_count, heldout_samples, seed, packing)"));
+                        "heldout_count, heldout_samples, seed, packing, "
+                        "chat_template, system_prompt, "
+                        "add_generation_prompt)"));
 }
 
 TEST(ParseRecipeTest, ValidationErrorsPointAtTheField) {

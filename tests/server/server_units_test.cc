@@ -63,6 +63,9 @@ TEST(RecipeConvertTest, RoundTripsEveryField) {
   recipe.calibration.heldout_count = 4;
   recipe.calibration.seed = 7;
   recipe.calibration.packing = CalibrationPacking::kPerDocument;
+  recipe.calibration.chat_template = "file:///srv/chat.jinja";
+  recipe.calibration.system_prompt = "";
+  recipe.calibration.add_generation_prompt = true;
   LayerOverride layer;
   layer.match = "model\\.layers\\.0\\..*";
   layer.bits = 8;

@@ -134,9 +134,13 @@ absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
       CalibrationFile file,
       LoadCalibrationFile(context.calibration_path, {}, context.file_system));
   QUANT_ASSIGN_OR_RETURN(
-      inputs.split,
-      BuildCalibrationSplit(file, *tokenizer,
-                            SplitOptionsFromRecipe(context.recipe)));
+      inputs.chat, ChatRenderer::Load(inputs.tokenizer_dir,
+                                      ChatChoiceFromRecipe(context.recipe)));
+  CalibrationSplitOptions split_options =
+      SplitOptionsFromRecipe(context.recipe);
+  split_options.chat = inputs.chat.get();
+  QUANT_ASSIGN_OR_RETURN(
+      inputs.split, BuildCalibrationSplit(file, *tokenizer, split_options));
   return inputs;
 }
 

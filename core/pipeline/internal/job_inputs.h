@@ -35,6 +35,9 @@ struct JobInputs {
   QuantizationPlan plan;
   std::string tokenizer_dir;
   CalibrationSplit split;
+  // Renders the set's conversations (split.options.chat points here); null
+  // when the recipe's chat_template gives none.
+  std::unique_ptr<ChatRenderer> chat;
   // The previous release (context.previous_dir), opened and checked to be
   // the same model; its files are verified by whoever resolved it.
   std::optional<PreviousRelease> previous;
