@@ -11,16 +11,14 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "core/base/status_macros.h"
 #include "core/base/utf8.h"
+#include "core/template/jinja_error.h"
 #include "core/template/jinja_lexer.h"
 #include "utf8proc.h"
 
 namespace quant::jinja {
 namespace {
-
-[[noreturn]] void Fail(const std::string& message) {
-  throw JinjaError({}, message);
-}
 
 std::vector<std::string> CodePoints(absl::string_view s) {
   std::vector<std::string> out;
@@ -64,11 +62,12 @@ const Value* Arg(const CallArgs& args, size_t i, absl::string_view name) {
   return args.Keyword(name);
 }
 
-bool BoolArg(const CallArgs& args, size_t i, absl::string_view name,
-             bool fallback) {
+absl::StatusOr<bool> BoolArg(const CallArgs& args, size_t i,
+                             absl::string_view name, bool fallback) {
   const Value* v = Arg(args, i, name);
   if (v == nullptr) return fallback;
-  if (!v->is_bool()) Fail(absl::StrCat(name, " must be a boolean"));
+  if (!v->is_bool())
+    return UnplacedError(absl::StrCat(name, " must be a boolean"));
   return v->bool_value();
 }
 
@@ -177,15 +176,16 @@ Value ListOfStrings(const std::vector<std::string>& parts) {
   return Value::List(std::move(items));
 }
 
-Value Split(const std::string& self, const CallArgs& args) {
+absl::StatusOr<Value> Split(const std::string& self, const CallArgs& args) {
   const Value* sep = Arg(args, 0, "sep");
   const Value* maxsplit_value = Arg(args, 1, "maxsplit");
   if (sep != nullptr && !sep->is_string() && !sep->is_none()) {
-    Fail("split() separator must be a string or none");
+    return UnplacedError("split() separator must be a string or none");
   }
   int64_t maxsplit = -1;
   if (maxsplit_value != nullptr) {
-    if (!maxsplit_value->is_int()) Fail("split() maxsplit must be an integer");
+    if (!maxsplit_value->is_int())
+      return UnplacedError("split() maxsplit must be an integer");
     maxsplit = maxsplit_value->int_value();
   }
   std::vector<std::string> result;
@@ -216,7 +216,7 @@ Value Split(const std::string& self, const CallArgs& args) {
     return ListOfStrings(result);
   }
   const std::string& separator = sep->str();
-  if (separator.empty()) Fail("split(): empty separator");
+  if (separator.empty()) return UnplacedError("split(): empty separator");
   size_t pos = 0;
   while (true) {
     if (maxsplit >= 0 && static_cast<int64_t>(result.size()) >= maxsplit) {
@@ -234,11 +234,11 @@ Value Split(const std::string& self, const CallArgs& args) {
   return ListOfStrings(result);
 }
 
-bool PrefixOrSuffix(const std::string& self, const CallArgs& args,
-                    bool prefix) {
+absl::StatusOr<bool> PrefixOrSuffix(const std::string& self,
+                                    const CallArgs& args, bool prefix) {
   const char* name = prefix ? "startswith" : "endswith";
   if (args.positional.empty()) {
-    Fail(absl::StrCat(name, "() requires an argument"));
+    return UnplacedError(absl::StrCat(name, "() requires an argument"));
   }
   auto check = [&](const std::string& p) {
     if (p.size() > self.size()) return false;
@@ -250,13 +250,15 @@ bool PrefixOrSuffix(const std::string& self, const CallArgs& args,
   if (pattern.is_list()) {
     for (const Value& item : pattern.list()) {
       if (!item.is_string()) {
-        Fail(absl::StrCat(name, "() tuple elements must be strings"));
+        return UnplacedError(
+            absl::StrCat(name, "() tuple elements must be strings"));
       }
       if (check(item.str())) return true;
     }
     return false;
   }
-  Fail(absl::StrCat(name, "() argument must be a string or tuple of strings"));
+  return UnplacedError(
+      absl::StrCat(name, "() argument must be a string or tuple of strings"));
 }
 
 Value StringMethod(const std::string& self, const std::string& name) {
@@ -268,7 +270,8 @@ Value StringMethod(const std::string& self, const std::string& name) {
       "title",   "capitalize", "startswith", "endswith", "split",
       "replace", "find",       "count"};
   if (kMethods.count(name) == 0) return Value();
-  return Value::Function([self, name](CallArgs& args, Interpreter*) -> Value {
+  return Value::Function([self, name](CallArgs& args,
+                                      Interpreter*) -> absl::StatusOr<Value> {
     if (name == "upper") return Value::String(JsToUpper(self));
     if (name == "lower") return Value::String(JsToLower(self));
     if (name == "strip" || name == "lstrip" || name == "rstrip") {
@@ -296,30 +299,32 @@ Value StringMethod(const std::string& self, const std::string& name) {
       for (size_t i = 1; i < cps.size(); ++i) out += cps[i];
       return Value::String(out);
     }
-    if (name == "startswith")
-      return Value::Bool(PrefixOrSuffix(self, args, true));
-    if (name == "endswith")
-      return Value::Bool(PrefixOrSuffix(self, args, false));
+    if (name == "startswith" || name == "endswith") {
+      QUANT_ASSIGN_OR_RETURN(bool found,
+                             PrefixOrSuffix(self, args, name == "startswith"));
+      return Value::Bool(found);
+    }
     if (name == "split") return Split(self, args);
     if (name == "replace") {
       if (args.positional.size() < 2) {
-        Fail("replace() requires at least two arguments");
+        return UnplacedError("replace() requires at least two arguments");
       }
       const Value& a = args.positional[0];
       const Value& b = args.positional[1];
       if (!a.is_string() || !b.is_string()) {
-        Fail("replace() arguments must be strings");
+        return UnplacedError("replace() arguments must be strings");
       }
       const Value* count = Arg(args, 2, "count");
       if (count != nullptr && !count->is_int() && !count->is_none()) {
-        Fail("replace() count must be an integer or none");
+        return UnplacedError("replace() count must be an integer or none");
       }
       int64_t n = count != nullptr && count->is_int() ? count->int_value() : -1;
       return Value::String(ReplaceString(self, a.str(), b.str(), n));
     }
     if (name == "find" || name == "count") {
       if (args.positional.empty() || !args.positional[0].is_string()) {
-        Fail(absl::StrCat(name, "() argument must be a string"));
+        return UnplacedError(
+            absl::StrCat(name, "() argument must be a string"));
       }
       const std::string& needle = args.positional[0].str();
       if (name == "find") {
@@ -338,28 +343,48 @@ Value StringMethod(const std::string& self, const std::string& name) {
       }
       return Value::Int(n);
     }
-    Fail(absl::StrCat("unknown string method '", name, "'"));
+    return UnplacedError(absl::StrCat("unknown string method '", name, "'"));
   });
 }
 
-Value DictSort(const Value& dict, const CallArgs& args) {
-  bool case_sensitive = BoolArg(args, 0, "case_sensitive", false);
+// Stable sort of `items` by key(item) with CompareValues. Comparing values
+// of different kinds is an error; the first one met is returned. After it
+// the comparator answers "not less" for every pair (a valid ordering, so
+// the sort still ends safely) and the half-sorted items are dropped.
+template <typename KeyFn>
+absl::Status SortValues(std::vector<Value>* items, KeyFn key,
+                        bool case_sensitive, bool reverse) {
+  absl::Status error;
+  std::stable_sort(
+      items->begin(), items->end(), [&](const Value& a, const Value& b) {
+        if (!error.ok()) return false;
+        absl::StatusOr<int> r = CompareValues(key(a), key(b), case_sensitive);
+        if (!r.ok()) {
+          error = r.status();
+          return false;
+        }
+        return reverse ? *r > 0 : *r < 0;
+      });
+  return error;
+}
+
+absl::StatusOr<Value> DictSort(const Value& dict, const CallArgs& args) {
+  QUANT_ASSIGN_OR_RETURN(bool case_sensitive,
+                         BoolArg(args, 0, "case_sensitive", false));
   const Value* by = Arg(args, 1, "by");
   std::string by_value = by != nullptr && by->is_string() ? by->str() : "key";
   if (by_value != "key" && by_value != "value") {
-    Fail("dictsort: by must be 'key' or 'value'");
+    return UnplacedError("dictsort: by must be 'key' or 'value'");
   }
-  bool reverse = BoolArg(args, 2, "reverse", false);
+  QUANT_ASSIGN_OR_RETURN(bool reverse, BoolArg(args, 2, "reverse", false));
   std::vector<Value> items;
   for (const auto& [key, value] : dict.dict().entries()) {
     items.push_back(Value::List({Value::String(key), value}));
   }
   size_t index = by_value == "key" ? 0 : 1;
-  std::stable_sort(
-      items.begin(), items.end(), [&](const Value& a, const Value& b) {
-        int r = CompareValues(a.list()[index], b.list()[index], case_sensitive);
-        return reverse ? r > 0 : r < 0;
-      });
+  QUANT_RETURN_IF_ERROR(SortValues(
+      &items, [index](const Value& v) { return v.list()[index]; },
+      case_sensitive, reverse));
   return Value::List(std::move(items));
 }
 
@@ -373,33 +398,39 @@ Value DictItems(const Value& dict) {
 
 Value DictMethod(const Value& dict, const std::string& name) {
   if (name == "get") {
-    return Value::Function([dict](CallArgs& args, Interpreter*) -> Value {
-      if (args.positional.empty() || !args.positional[0].is_string()) {
-        Fail("dict.get() key must be a string");
-      }
-      const Value* found = dict.dict().Find(args.positional[0].str());
-      if (found != nullptr) return *found;
-      if (args.positional.size() > 1) return args.positional[1];
-      return Value::None();
-    });
+    return Value::Function(
+        [dict](CallArgs& args, Interpreter*) -> absl::StatusOr<Value> {
+          if (args.positional.empty() || !args.positional[0].is_string()) {
+            return UnplacedError("dict.get() key must be a string");
+          }
+          const Value* found = dict.dict().Find(args.positional[0].str());
+          if (found != nullptr) return *found;
+          if (args.positional.size() > 1) return args.positional[1];
+          return Value::None();
+        });
   }
   if (name == "items") {
     return Value::Function(
-        [dict](CallArgs&, Interpreter*) { return DictItems(dict); });
+        [dict](CallArgs&, Interpreter*) -> absl::StatusOr<Value> {
+          return DictItems(dict);
+        });
   }
   if (name == "keys" || name == "values") {
     bool keys = name == "keys";
-    return Value::Function([dict, keys](CallArgs&, Interpreter*) {
-      std::vector<Value> items;
-      for (const auto& [key, value] : dict.dict().entries()) {
-        items.push_back(keys ? Value::String(key) : value);
-      }
-      return Value::List(std::move(items));
-    });
+    return Value::Function(
+        [dict, keys](CallArgs&, Interpreter*) -> absl::StatusOr<Value> {
+          std::vector<Value> items;
+          for (const auto& [key, value] : dict.dict().entries()) {
+            items.push_back(keys ? Value::String(key) : value);
+          }
+          return Value::List(std::move(items));
+        });
   }
   if (name == "dictsort") {
     return Value::Function(
-        [dict](CallArgs& args, Interpreter*) { return DictSort(dict, args); });
+        [dict](CallArgs& args, Interpreter*) -> absl::StatusOr<Value> {
+          return DictSort(dict, args);
+        });
   }
   return Value();
 }
@@ -433,11 +464,11 @@ Value AttributePath(const Value& item, const std::string& path) {
   return value;
 }
 
-[[noreturn]] void CannotApply(const std::string& name, const Value& operand) {
-  Fail(absl::StrCat("filter '", name, "' cannot be applied to ",
-                    operand.TypeName() == "undefined"
-                        ? std::string("an undefined value")
-                        : "a " + operand.TypeName()));
+absl::Status CannotApply(const std::string& name, const Value& operand) {
+  return UnplacedError(absl::StrCat("filter '", name, "' cannot be applied to ",
+                                    operand.TypeName() == "undefined"
+                                        ? std::string("an undefined value")
+                                        : "a " + operand.TypeName()));
 }
 
 const std::unordered_set<std::string>& KnownFilters() {
@@ -451,13 +482,16 @@ const std::unordered_set<std::string>& KnownFilters() {
   return kFilters;
 }
 
-std::string JoinValues(const std::vector<Value>& items,
-                       const std::string& separator) {
+absl::StatusOr<std::string> JoinValues(const std::vector<Value>& items,
+                                       const std::string& separator) {
   std::string out;
   for (size_t i = 0; i < items.size(); ++i) {
     if (i > 0) out += separator;
     const Value& item = items[i];
-    if (!item.is_none() && !item.is_undefined()) out += RawString(item);
+    if (!item.is_none() && !item.is_undefined()) {
+      QUANT_ASSIGN_OR_RETURN(std::string text, RawString(item));
+      out += text;
+    }
   }
   return out;
 }
@@ -547,7 +581,7 @@ std::string Strftime(const std::tm& time, absl::string_view format) {
   return out;
 }
 
-std::string RawString(const Value& value) {
+absl::StatusOr<std::string> RawString(const Value& value) {
   switch (value.kind()) {
     case ValueKind::kUndefined:
     case ValueKind::kNone:
@@ -558,7 +592,8 @@ std::string RawString(const Value& value) {
     case ValueKind::kTuple: {
       std::vector<std::string> parts;
       for (const Value& item : value.list()) {
-        parts.push_back(item.ToDisplayString());
+        QUANT_ASSIGN_OR_RETURN(std::string part, item.ToDisplayString());
+        parts.push_back(std::move(part));
       }
       return absl::StrJoin(parts, ",");
     }
@@ -569,12 +604,14 @@ std::string RawString(const Value& value) {
   }
 }
 
-int CompareValues(const Value& a, const Value& b, bool case_sensitive) {
+absl::StatusOr<int> CompareValues(const Value& a, const Value& b,
+                                  bool case_sensitive) {
   auto nullish = [](const Value& v) { return v.is_none() || v.is_undefined(); };
   if (a.is_none() && b.is_none()) return 0;
   if (a.is_undefined() && b.is_undefined()) return 0;
   if (nullish(a) || nullish(b)) {
-    Fail(absl::StrCat("cannot compare ", a.TypeName(), " with ", b.TypeName()));
+    return UnplacedError(
+        absl::StrCat("cannot compare ", a.TypeName(), " with ", b.TypeName()));
   }
   auto numeric = [](const Value& v) { return v.is_number() || v.is_bool(); };
   if (numeric(a) && numeric(b)) {
@@ -586,7 +623,8 @@ int CompareValues(const Value& a, const Value& b, bool case_sensitive) {
     std::string y = case_sensitive ? b.str() : JsToLower(b.str());
     return x < y ? -1 : x > y ? 1 : 0;
   }
-  Fail(absl::StrCat("cannot compare ", a.TypeName(), " with ", b.TypeName()));
+  return UnplacedError(
+      absl::StrCat("cannot compare ", a.TypeName(), " with ", b.TypeName()));
 }
 
 bool IsKnownTest(const std::string& name) {
@@ -598,14 +636,14 @@ bool IsKnownTest(const std::string& name) {
   return kTests.count(name) > 0;
 }
 
-bool RunTest(const std::string& name, const Value& operand,
-             const Value& argument) {
+absl::StatusOr<bool> RunTest(const std::string& name, const Value& operand,
+                             const Value& argument) {
   if (name == "boolean") return operand.is_bool();
   if (name == "callable") return operand.is_function();
   if (name == "odd" || name == "even") {
     if (!operand.is_int()) {
-      Fail(absl::StrCat("test '", name, "' needs an integer, got ",
-                        operand.TypeName()));
+      return UnplacedError(absl::StrCat(
+          "test '", name, "' needs an integer, got ", operand.TypeName()));
     }
     bool odd = operand.int_value() % 2 != 0;
     return name == "odd" ? odd : !odd;
@@ -633,7 +671,7 @@ bool RunTest(const std::string& name, const Value& operand,
   if (name == "equalto" || name == "eq") {
     return Value::StrictEquals(operand, argument);
   }
-  Fail(absl::StrCat("unknown test '", name, "'"));
+  return UnplacedError(absl::StrCat("unknown test '", name, "'"));
 }
 
 Value GetAttribute(const Value& object, const std::string& name) {
@@ -650,10 +688,10 @@ Value GetAttribute(const Value& object, const std::string& name) {
   return Value();
 }
 
-Value ApplyFilter(const std::string& name, const Value& operand,
-                  CallArgs& args) {
+absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& operand,
+                                  CallArgs& args) {
   if (KnownFilters().count(name) == 0) {
-    Fail(absl::StrCat("unknown filter '", name, "'"));
+    return UnplacedError(absl::StrCat("unknown filter '", name, "'"));
   }
   if (name == "safe") return operand;
   if (name == "tojson") {
@@ -663,35 +701,40 @@ Value ApplyFilter(const std::string& name, const Value& operand,
         options.indent =
             static_cast<int>(std::clamp<int64_t>(indent->int_value(), 0, 64));
       } else if (!indent->is_none()) {
-        Fail("tojson: indent must be an integer");
+        return UnplacedError("tojson: indent must be an integer");
       }
     }
     if (const Value* v = args.Keyword("ensure_ascii")) {
-      if (!v->is_bool()) Fail("tojson: ensure_ascii must be a boolean");
+      if (!v->is_bool())
+        return UnplacedError("tojson: ensure_ascii must be a boolean");
       options.ensure_ascii = v->bool_value();
     }
     if (const Value* v = args.Keyword("sort_keys")) {
-      if (!v->is_bool()) Fail("tojson: sort_keys must be a boolean");
+      if (!v->is_bool())
+        return UnplacedError("tojson: sort_keys must be a boolean");
       options.sort_keys = v->bool_value();
     }
     if (const Value* v = args.Keyword("separators")) {
       if (v->is_list()) {
         if (v->list().size() != 2 || !v->list()[0].is_string() ||
             !v->list()[1].is_string()) {
-          Fail("tojson: separators must be a tuple of two strings");
+          return UnplacedError(
+              "tojson: separators must be a tuple of two strings");
         }
         options.separators =
             std::make_pair(v->list()[0].str(), v->list()[1].str());
       } else if (!v->is_none()) {
-        Fail("tojson: separators must be a tuple of two strings");
+        return UnplacedError(
+            "tojson: separators must be a tuple of two strings");
       }
     }
-    return Value::String(ToJson(operand, options));
+    QUANT_ASSIGN_OR_RETURN(std::string json, ToJson(operand, options));
+    return Value::String(std::move(json));
   }
   if (name == "default" || name == "d") {
     Value fallback =
         args.positional.empty() ? Value::String("") : args.positional[0];
-    bool boolean = BoolArg(args, 1, "boolean", false);
+    QUANT_ASSIGN_OR_RETURN(bool boolean, BoolArg(args, 1, "boolean", false));
     if (operand.is_undefined() || (boolean && !operand.Truthy())) {
       return fallback;
     }
@@ -700,16 +743,18 @@ Value ApplyFilter(const std::string& name, const Value& operand,
   if (name == "join") {
     const Value* sep = Arg(args, 0, "separator");
     if (sep != nullptr && !sep->is_string()) {
-      Fail("join: separator must be a string");
+      return UnplacedError("join: separator must be a string");
     }
     std::string separator = sep != nullptr ? sep->str() : "";
     if (operand.is_string()) {
       return Value::String(absl::StrJoin(CodePoints(operand.str()), separator));
     }
     if (operand.is_list()) {
-      return Value::String(JoinValues(operand.list(), separator));
+      QUANT_ASSIGN_OR_RETURN(std::string joined,
+                             JoinValues(operand.list(), separator));
+      return Value::String(std::move(joined));
     }
-    CannotApply(name, operand);
+    return CannotApply(name, operand);
   }
   if (name == "int" || name == "float") {
     bool to_int = name == "int";
@@ -730,7 +775,7 @@ Value ApplyFilter(const std::string& name, const Value& operand,
       return to_int ? Value::Int(operand.bool_value() ? 1 : 0)
                     : Value::Float(operand.bool_value() ? 1 : 0);
     }
-    CannotApply(name, operand);
+    return CannotApply(name, operand);
   }
   if (name == "length" || name == "count") {
     if (operand.is_list()) {
@@ -740,17 +785,20 @@ Value ApplyFilter(const std::string& name, const Value& operand,
     if (operand.is_dict()) {
       return Value::Int(static_cast<int64_t>(operand.dict().size()));
     }
-    CannotApply(name, operand);
+    return CannotApply(name, operand);
   }
   if (name == "string") {
     if (operand.is_string()) return operand;
     if (operand.is_list()) {
-      return Value::String(ToJson(operand, {}, /*undefined_as_null=*/false));
+      QUANT_ASSIGN_OR_RETURN(std::string json,
+                             ToJson(operand, {}, /*undefined_as_null=*/false));
+      return Value::String(std::move(json));
     }
     if (operand.is_number() || operand.is_bool()) {
-      return Value::String(operand.ToDisplayString());
+      QUANT_ASSIGN_OR_RETURN(std::string text, operand.ToDisplayString());
+      return Value::String(std::move(text));
     }
-    CannotApply(name, operand);
+    return CannotApply(name, operand);
   }
   if (operand.is_list()) {
     const std::vector<Value>& items = operand.list();
@@ -770,8 +818,9 @@ Value ApplyFilter(const std::string& name, const Value& operand,
       return Value::List(std::move(out));
     }
     if (name == "sort") {
-      bool reverse = BoolArg(args, 0, "reverse", false);
-      bool case_sensitive = BoolArg(args, 1, "case_sensitive", false);
+      QUANT_ASSIGN_OR_RETURN(bool reverse, BoolArg(args, 0, "reverse", false));
+      QUANT_ASSIGN_OR_RETURN(bool case_sensitive,
+                             BoolArg(args, 1, "case_sensitive", false));
       const Value* attribute = Arg(args, 2, "attribute");
       std::string path;
       bool by_attribute = false;
@@ -781,37 +830,41 @@ Value ApplyFilter(const std::string& name, const Value& operand,
         } else if (attribute->is_int()) {
           path = absl::StrCat(attribute->int_value());
         } else {
-          Fail("sort: attribute must be a string or an integer");
+          return UnplacedError(
+              "sort: attribute must be a string or an integer");
         }
         by_attribute = true;
       }
       std::vector<Value> out = items;
-      std::stable_sort(out.begin(), out.end(),
-                       [&](const Value& a, const Value& b) {
-                         Value x = by_attribute ? AttributePath(a, path) : a;
-                         Value y = by_attribute ? AttributePath(b, path) : b;
-                         int r = CompareValues(x, y, case_sensitive);
-                         return reverse ? r > 0 : r < 0;
-                       });
+      QUANT_RETURN_IF_ERROR(SortValues(
+          &out,
+          [&](const Value& v) {
+            return by_attribute ? AttributePath(v, path) : v;
+          },
+          case_sensitive, reverse));
       return Value::List(std::move(out));
     }
     if (name == "selectattr" || name == "rejectattr") {
       bool select = name == "selectattr";
       for (const Value& item : items) {
         if (!item.is_dict() && !item.is_namespace()) {
-          Fail(absl::StrCat(name, " can only be applied to a list of objects"));
+          return UnplacedError(
+              absl::StrCat(name, " can only be applied to a list of objects"));
         }
       }
       if (args.positional.empty() || !args.positional[0].is_string()) {
-        Fail(absl::StrCat(name, ": the attribute must be a string"));
+        return UnplacedError(
+            absl::StrCat(name, ": the attribute must be a string"));
       }
       std::string test;
       if (args.positional.size() > 1) {
         if (!args.positional[1].is_string()) {
-          Fail(absl::StrCat(name, ": the test must be a string"));
+          return UnplacedError(
+              absl::StrCat(name, ": the test must be a string"));
         }
         test = args.positional[1].str();
-        if (!IsKnownTest(test)) Fail(absl::StrCat("unknown test '", test, "'"));
+        if (!IsKnownTest(test))
+          return UnplacedError(absl::StrCat("unknown test '", test, "'"));
       }
       Value argument =
           args.positional.size() > 2 ? args.positional[2] : Value();
@@ -819,8 +872,10 @@ Value ApplyFilter(const std::string& name, const Value& operand,
       for (const Value& item : items) {
         const Value* a = item.dict().Find(args.positional[0].str());
         bool result = false;
-        if (a != nullptr) {
-          result = test.empty() ? a->Truthy() : RunTest(test, *a, argument);
+        if (a != nullptr && test.empty()) {
+          result = a->Truthy();
+        } else if (a != nullptr) {
+          QUANT_ASSIGN_OR_RETURN(result, RunTest(test, *a, argument));
         }
         if (result == select) out.push_back(item);
       }
@@ -829,21 +884,22 @@ Value ApplyFilter(const std::string& name, const Value& operand,
     if (name == "map") {
       const Value* attribute = args.Keyword("attribute");
       if (attribute == nullptr) {
-        Fail("map: only map(attribute=...) is supported");
+        return UnplacedError("map: only map(attribute=...) is supported");
       }
-      if (!attribute->is_string()) Fail("map: attribute must be a string");
+      if (!attribute->is_string())
+        return UnplacedError("map: attribute must be a string");
       const Value* fallback = args.Keyword("default");
       std::vector<Value> out;
       for (const Value& item : items) {
         if (!item.is_dict() && !item.is_namespace()) {
-          Fail("map: items must be objects");
+          return UnplacedError("map: items must be objects");
         }
         Value v = AttributePath(item, attribute->str());
         out.push_back(v.is_undefined() && fallback != nullptr ? *fallback : v);
       }
       return Value::List(std::move(out));
     }
-    CannotApply(name, operand);
+    return CannotApply(name, operand);
   }
   if (operand.is_string()) {
     const std::string& s = operand.str();
@@ -865,7 +921,7 @@ Value ApplyFilter(const std::string& name, const Value& operand,
         } else if (width->is_string()) {
           indent = width->str();
         } else {
-          Fail("indent: width must be an integer or a string");
+          return UnplacedError("indent: width must be an integer or a string");
         }
       }
       const Value* first = Arg(args, 1, "first");
@@ -891,14 +947,14 @@ Value ApplyFilter(const std::string& name, const Value& operand,
       CallArgs copy = args;
       return StringMethod(s, "replace").function()(copy, nullptr);
     }
-    CannotApply(name, operand);
+    return CannotApply(name, operand);
   }
   if (operand.is_number()) {
     if (name == "abs") {
       return operand.is_int() ? Value::Int(std::llabs(operand.int_value()))
                               : Value::Float(std::fabs(operand.float_value()));
     }
-    CannotApply(name, operand);
+    return CannotApply(name, operand);
   }
   if (operand.is_dict()) {
     if (name == "items") return DictItems(operand);
@@ -906,10 +962,10 @@ Value ApplyFilter(const std::string& name, const Value& operand,
     if (method.is_function()) {
       return method.function()(args, nullptr);
     }
-    CannotApply(name, operand);
+    return CannotApply(name, operand);
   }
   if (operand.is_bool() && name == "bool") return operand;
-  CannotApply(name, operand);
+  return CannotApply(name, operand);
 }
 
 }  // namespace quant::jinja

@@ -10,21 +10,23 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/template/jinja_value.h"
 
 namespace quant::jinja {
 
-// Applies filter `name` to `operand`. Throws JinjaError ("unknown filter
-// 'x'", or the filter's own error) without a position; the caller adds it.
-Value ApplyFilter(const std::string& name, const Value& operand,
-                  CallArgs& args);
+// Applies filter `name` to `operand`. Errors ("unknown filter 'x'", or the
+// filter's own) are unplaced (jinja_error.h); the caller adds the position.
+absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& operand,
+                                  CallArgs& args);
 
 // True when `name` is a known test.
 bool IsKnownTest(const std::string& name);
 // Runs test `name` on `operand` (and `argument` for equalto/eq/...).
-bool RunTest(const std::string& name, const Value& operand,
-             const Value& argument);
+// Errors are unplaced, as for ApplyFilter.
+absl::StatusOr<bool> RunTest(const std::string& name, const Value& operand,
+                             const Value& argument);
 
 // `object.name` / `object[name]`: a dict member, or a method or property
 // of the value's type (str.upper, dict.items, list.length, ...); undefined
@@ -44,10 +46,13 @@ std::string JsTrim(absl::string_view s, bool left, bool right);
 std::string Strftime(const std::tm& time, absl::string_view format);
 
 // JavaScript String(value) of a runtime value (what `~` and join use).
-std::string RawString(const Value& value);
+// Fails only for a list holding a function (see ToDisplayString).
+absl::StatusOr<std::string> RawString(const Value& value);
 
-// Compares two values as the reference's sort and dictsort do.
-int CompareValues(const Value& a, const Value& b, bool case_sensitive);
+// Compares two values as the reference's sort and dictsort do: <0, 0, >0,
+// or an unplaced error for values of kinds that do not compare.
+absl::StatusOr<int> CompareValues(const Value& a, const Value& b,
+                                  bool case_sensitive);
 
 }  // namespace quant::jinja
 

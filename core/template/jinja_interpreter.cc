@@ -1,31 +1,19 @@
-// Evaluator of the Jinja engine; see jinja_interpreter.h. Operators follow
-// the reference's evaluateBinaryExpression: `==` is JavaScript loose
-// equality, `+` on a string concatenates the other side's text, numbers
-// keep int/float apart (int / int is a float), `in` on a list compares
-// strictly.
+// Evaluator of the Jinja engine; see jinja_interpreter.h. The operators are
+// in jinja_operators.cc, the global functions in jinja_globals.cc.
 #include "core/template/jinja_interpreter.h"
 
-#include <cmath>
+#include <algorithm>
 #include <functional>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
+#include "core/base/status_macros.h"
 #include "core/template/jinja_builtins.h"
+#include "core/template/jinja_error.h"
 
 namespace quant::jinja {
 namespace {
-
-struct BreakSignal {
-  SourcePos pos;
-};
-struct ContinueSignal {
-  SourcePos pos;
-};
-
-[[noreturn]] void Fail(const std::string& message) {
-  throw JinjaError({}, message);
-}
 
 // Which of caller / kwargs / varargs a macro body uses without declaring.
 struct SpecialNames {
@@ -70,14 +58,56 @@ SpecialNames SpecialNamesOf(const std::vector<NodePtr>& parameters,
   return found;
 }
 
-bool IsNumeric(const Value& v) { return v.is_int() || v.is_float(); }
+// "'break' outside a loop" for a block that ended at a break or continue
+// where no loop takes it.
+absl::Status OutsideLoopError(const BlockEnd& end) {
+  return TemplateError(end.pos, end.kind == BlockEnd::Kind::kBreak
+                                    ? "'break' outside a loop"
+                                    : "'continue' outside a loop");
+}
 
-Value NumberResult(double result, bool is_float) {
-  if (is_float) return Value::Float(result);
-  if (!std::isfinite(result) || std::fabs(result) >= 9.2e18) {
-    return Value::Float(result);
+absl::Status BindLoopTarget(const Node& target, const Value& item,
+                            Scope* scope) {
+  if (target.kind == NodeKind::kIdentifier) {
+    scope->Set(target.text, item);
+    return absl::OkStatus();
   }
-  return Value::Int(static_cast<int64_t>(result));
+  if (!item.is_list()) {
+    return TemplateError(target.pos,
+                         absl::StrCat("cannot unpack a ", item.TypeName()));
+  }
+  if (item.list().size() != target.args.size()) {
+    return TemplateError(
+        target.pos,
+        absl::StrCat("too ",
+                     target.args.size() > item.list().size() ? "few" : "many",
+                     " items to unpack"));
+  }
+  for (size_t j = 0; j < target.args.size(); ++j) {
+    const Node& name = *target.args[j];
+    if (name.kind != NodeKind::kIdentifier) {
+      return TemplateError(name.pos, "can only unpack into names");
+    }
+    scope->Set(name.text, item.list()[j]);
+  }
+  return absl::OkStatus();
+}
+
+// The `loop` variable of iteration i of n.
+Value LoopVariable(const std::vector<Value>& items, int64_t i) {
+  const int64_t n = static_cast<int64_t>(items.size());
+  Value loop = Value::NewDict();
+  Dict& d = loop.mutable_dict();
+  d.Set("index", Value::Int(i + 1));
+  d.Set("index0", Value::Int(i));
+  d.Set("revindex", Value::Int(n - i));
+  d.Set("revindex0", Value::Int(n - i - 1));
+  d.Set("first", Value::Bool(i == 0));
+  d.Set("last", Value::Bool(i == n - 1));
+  d.Set("length", Value::Int(n));
+  d.Set("previtem", i > 0 ? items[static_cast<size_t>(i - 1)] : Value());
+  d.Set("nextitem", i < n - 1 ? items[static_cast<size_t>(i + 1)] : Value());
+  return loop;
 }
 
 }  // namespace
@@ -94,178 +124,152 @@ void Scope::Set(const std::string& name, Value value) {
   vars_[name] = std::move(value);
 }
 
+// Counts one level of evaluation nesting for as long as it lives; status()
+// is the depth limit error when that level is one too many.
 class DepthGuard {
  public:
-  DepthGuard(Interpreter* in) : in_(in) {
+  explicit DepthGuard(Interpreter* in) : in_(in) {
     if (++in_->depth_ > in_->limits_.max_depth) {
-      --in_->depth_;
-      throw JinjaError({},
-                       absl::StrCat("recursion depth limit (",
-                                    in_->limits_.max_depth, ") exceeded"),
-                       false, true);
+      status_ =
+          LimitError({}, absl::StrCat("recursion depth limit (",
+                                      in_->limits_.max_depth, ") exceeded"));
     }
   }
   ~DepthGuard() { --in_->depth_; }
+  DepthGuard(const DepthGuard&) = delete;
+  DepthGuard& operator=(const DepthGuard&) = delete;
+  const absl::Status& status() const { return status_; }
 
  private:
   Interpreter* in_;
+  absl::Status status_;
 };
 
-void Interpreter::CheckSize(size_t bytes) const {
-  if (bytes > limits_.max_output_bytes) {
-    throw JinjaError({},
-                     absl::StrCat("output size limit (",
-                                  limits_.max_output_bytes, " bytes) exceeded"),
-                     false, true);
-  }
+absl::Status Interpreter::CheckSize(size_t bytes) const {
+  if (bytes <= limits_.max_output_bytes) return absl::OkStatus();
+  return LimitError(
+      {}, absl::StrCat("output size limit (", limits_.max_output_bytes,
+                       " bytes) exceeded"));
 }
 
-void Interpreter::InstallGlobals(Scope* scope) {
-  scope->Set("true", Value::Bool(true));
-  scope->Set("false", Value::Bool(false));
-  scope->Set("none", Value::None());
-  scope->Set("True", Value::Bool(true));
-  scope->Set("False", Value::Bool(false));
-  scope->Set("None", Value::None());
-  scope->Set("raise_exception",
-             Value::Function([](CallArgs& args, Interpreter*) -> Value {
-               std::vector<std::string> parts;
-               for (const Value& v : args.positional) {
-                 parts.push_back(v.ToDisplayString());
-               }
-               throw JinjaError({}, absl::StrJoin(parts, ","), true);
-             }));
-  scope->Set(
-      "strftime_now",
-      Value::Function([](CallArgs& args, Interpreter* in) -> Value {
-        if (args.positional.empty() || !args.positional[0].is_string()) {
-          Fail("strftime_now() needs a format string");
-        }
-        return Value::String(Strftime(in->now(), args.positional[0].str()));
-      }));
-  scope->Set(
-      "range", Value::Function([](CallArgs& args, Interpreter* in) -> Value {
-        std::vector<double> n;
-        for (const Value& v : args.positional) {
-          if (!v.is_number()) Fail("range() arguments must be numbers");
-          n.push_back(v.number());
-        }
-        if (n.empty() || n.size() > 3) {
-          Fail("range() takes 1 to 3 arguments");
-        }
-        double start = n.size() == 1 ? 0 : n[0];
-        double stop = n.size() == 1 ? n[0] : n[1];
-        double step = n.size() == 3 ? n[2] : 1;
-        if (step == 0) Fail("range() step must not be zero");
-        double count = std::ceil((stop - start) / step);
-        if (count * 8 > static_cast<double>(in->limits_.max_output_bytes)) {
-          in->CheckSize(static_cast<size_t>(count) * 8);
-        }
-        std::vector<Value> out;
-        if (step > 0) {
-          for (double i = start; i < stop; i += step) {
-            out.push_back(NumberResult(i, false));
-          }
-        } else {
-          for (double i = start; i > stop; i += step) {
-            out.push_back(NumberResult(i, false));
-          }
-        }
-        return Value::List(std::move(out));
-      }));
-  scope->Set("namespace",
-             Value::Function([](CallArgs& args, Interpreter*) -> Value {
-               if (args.positional.size() > 1) {
-                 Fail("namespace() takes at most 1 positional argument");
-               }
-               auto dict = std::make_shared<Dict>();
-               if (args.positional.size() == 1) {
-                 const Value& source = args.positional[0];
-                 if (source.is_dict()) {
-                   for (const auto& [k, v] : source.dict().entries()) {
-                     dict->Set(k, v);
-                   }
-                 } else if (source.is_list()) {
-                   for (const Value& pair : source.list()) {
-                     if (!pair.is_list() || pair.list().size() != 2 ||
-                         !pair.list()[0].is_string()) {
-                       Fail("namespace() expects [key, value] pairs");
-                     }
-                     dict->Set(pair.list()[0].str(), pair.list()[1]);
-                   }
-                 } else {
-                   Fail(absl::StrCat("namespace(): a ", source.TypeName(),
-                                     " is not iterable"));
-                 }
-               }
-               for (const auto& [k, v] : args.keyword) dict->Set(k, v);
-               return Value::Namespace(std::move(dict));
-             }));
+absl::Status Interpreter::Step() {
+  if (++steps_ <= limits_.max_steps) return absl::OkStatus();
+  return LimitError(
+      {}, absl::StrCat("step limit (", limits_.max_steps, ") exceeded"));
 }
 
-std::string Interpreter::Run(const std::vector<NodePtr>& program,
-                             const ScopePtr& scope) {
-  try {
-    return RenderBlock(program, scope);
-  } catch (const BreakSignal& b) {
-    throw JinjaError(b.pos, "'break' outside a loop");
-  } catch (const ContinueSignal& c) {
-    throw JinjaError(c.pos, "'continue' outside a loop");
-  }
+absl::StatusOr<std::string> Interpreter::Run(
+    const std::vector<NodePtr>& program, const ScopePtr& scope) {
+  std::string out;
+  QUANT_ASSIGN_OR_RETURN(BlockEnd end, RenderBlock(program, scope, &out));
+  if (!end.normal()) return OutsideLoopError(end);
+  return out;
 }
 
-std::string Interpreter::RenderBlock(const std::vector<NodePtr>& statements,
-                                     const ScopePtr& scope) {
+absl::StatusOr<BlockEnd> Interpreter::RenderBlock(
+    const std::vector<NodePtr>& statements, const ScopePtr& scope,
+    std::string* out) {
   DepthGuard guard(this);
-  std::string result;
+  QUANT_RETURN_IF_ERROR(guard.status());
   for (const NodePtr& statement : statements) {
-    switch (statement->kind) {
-      case NodeKind::kText:
-        result += statement->text;
-        break;
-      case NodeKind::kIf:
-        result += RenderIf(*statement, scope);
-        break;
-      case NodeKind::kFor:
-        result += RenderFor(*statement, scope);
-        break;
-      case NodeKind::kSet:
-        ExecuteSet(*statement, scope);
-        break;
-      case NodeKind::kComment:
-        break;
-      default: {
-        Value v = Evaluate(*statement, scope);
-        if (!v.is_none() && !v.is_undefined()) {
-          if (v.is_string()) {
-            result += v.str();
-          } else {
-            try {
-              result += v.ToDisplayString();
-            } catch (JinjaError& e) {
-              e.set_pos_if_unknown(statement->pos);
-              throw;
-            }
-          }
-        }
-      }
+    QUANT_RETURN_IF_ERROR(PlaceError(Step(), statement->pos));
+    QUANT_ASSIGN_OR_RETURN(BlockEnd end,
+                           ExecuteStatement(*statement, scope, out));
+    if (!end.normal()) return end;
+    QUANT_RETURN_IF_ERROR(CheckSize(out->size()));
+  }
+  return BlockEnd{};
+}
+
+absl::StatusOr<BlockEnd> Interpreter::ExecuteStatement(const Node& statement,
+                                                       const ScopePtr& scope,
+                                                       std::string* out) {
+  switch (statement.kind) {
+    case NodeKind::kText:
+      *out += statement.text;
+      return BlockEnd{};
+    case NodeKind::kComment:
+      return BlockEnd{};
+    case NodeKind::kIf:
+      return RenderIf(statement, scope, out);
+    case NodeKind::kFor:
+      return RenderFor(statement, scope, out);
+    case NodeKind::kSet:
+      return ExecuteSet(statement, scope);
+    default: {
+      // These count a level of nesting and name the statement in errors
+      // that come up without a position, as an evaluated expression does.
+      DepthGuard guard(this);
+      absl::StatusOr<BlockEnd> end =
+          guard.status().ok()
+              ? ExecuteExpressionStatement(statement, scope, out)
+              : absl::StatusOr<BlockEnd>(guard.status());
+      if (!end.ok()) return PlaceError(end.status(), statement.pos);
+      return end;
     }
-    CheckSize(result.size());
-  }
-  return result;
-}
-
-Value Interpreter::Evaluate(const Node& node, const ScopePtr& scope) {
-  try {
-    DepthGuard guard(this);
-    return EvaluateUnguarded(node, scope);
-  } catch (JinjaError& e) {
-    e.set_pos_if_unknown(node.pos);
-    throw;
   }
 }
 
-Value Interpreter::EvaluateUnguarded(const Node& node, const ScopePtr& scope) {
+absl::StatusOr<BlockEnd> Interpreter::ExecuteExpressionStatement(
+    const Node& statement, const ScopePtr& scope, std::string* out) {
+  Value value;
+  switch (statement.kind) {
+    case NodeKind::kBreak:
+      return BlockEnd{BlockEnd::Kind::kBreak, statement.pos};
+    case NodeKind::kContinue:
+      return BlockEnd{BlockEnd::Kind::kContinue, statement.pos};
+    case NodeKind::kMacro:
+      DefineMacro(statement, scope);
+      return BlockEnd{};
+    case NodeKind::kFilterBlock: {
+      std::string body;
+      QUANT_ASSIGN_OR_RETURN(BlockEnd end,
+                             RenderBlock(statement.body, scope, &body));
+      if (!end.normal()) return end;
+      QUANT_ASSIGN_OR_RETURN(
+          value,
+          EvaluateFilter(Value::String(std::move(body)), *statement.a, scope));
+      break;
+    }
+    case NodeKind::kCallBlock: {
+      QUANT_ASSIGN_OR_RETURN(value, EvaluateCallBlock(statement, scope));
+      break;
+    }
+    default: {
+      QUANT_ASSIGN_OR_RETURN(value, Evaluate(statement, scope));
+    }
+  }
+  if (value.is_string()) {
+    *out += value.str();
+  } else if (!value.is_none() && !value.is_undefined()) {
+    QUANT_ASSIGN_OR_RETURN(std::string text, value.ToDisplayString());
+    *out += text;
+  }
+  return BlockEnd{};
+}
+
+absl::StatusOr<Value> Interpreter::RenderCallable(
+    const std::vector<NodePtr>& body, const ScopePtr& scope) {
+  std::string out;
+  QUANT_ASSIGN_OR_RETURN(BlockEnd end, RenderBlock(body, scope, &out));
+  if (!end.normal()) return OutsideLoopError(end);
+  return Value::String(std::move(out));
+}
+
+absl::StatusOr<Value> Interpreter::Evaluate(const Node& node,
+                                            const ScopePtr& scope) {
+  DepthGuard guard(this);
+  absl::Status status = guard.status();
+  if (status.ok()) status = Step();
+  absl::StatusOr<Value> value = status.ok()
+                                    ? EvaluateUnguarded(node, scope)
+                                    : absl::StatusOr<Value>(std::move(status));
+  if (!value.ok()) return PlaceError(value.status(), node.pos);
+  return value;
+}
+
+absl::StatusOr<Value> Interpreter::EvaluateUnguarded(const Node& node,
+                                                     const ScopePtr& scope) {
   switch (node.kind) {
     case NodeKind::kText:
     case NodeKind::kString:
@@ -279,26 +283,10 @@ Value Interpreter::EvaluateUnguarded(const Node& node, const ScopePtr& scope) {
       return v != nullptr ? *v : Value();
     }
     case NodeKind::kList:
-    case NodeKind::kTuple: {
-      std::vector<Value> items;
-      for (const auto& item : node.args)
-        items.push_back(Evaluate(*item, scope));
-      return node.kind == NodeKind::kList ? Value::List(std::move(items))
-                                          : Value::Tuple(std::move(items));
-    }
-    case NodeKind::kDict: {
-      Value dict = Value::NewDict();
-      for (size_t i = 0; i + 1 < node.args.size(); i += 2) {
-        Value key = Evaluate(*node.args[i], scope);
-        if (!key.is_string()) {
-          throw JinjaError(
-              node.args[i]->pos,
-              absl::StrCat("dict keys must be strings, got ", key.TypeName()));
-        }
-        dict.mutable_dict().Set(key.str(), Evaluate(*node.args[i + 1], scope));
-      }
-      return dict;
-    }
+    case NodeKind::kTuple:
+      return EvaluateList(node, scope);
+    case NodeKind::kDict:
+      return EvaluateDict(node, scope);
     case NodeKind::kMember:
       return EvaluateMember(node, scope);
     case NodeKind::kCall:
@@ -308,183 +296,86 @@ Value Interpreter::EvaluateUnguarded(const Node& node, const ScopePtr& scope) {
     case NodeKind::kUnary:
       return EvaluateUnary(node, scope);
     case NodeKind::kFilter: {
-      Value operand = Evaluate(*node.a, scope);
+      QUANT_ASSIGN_OR_RETURN(Value operand, Evaluate(*node.a, scope));
       return EvaluateFilter(operand, *node.b, scope);
     }
-    case NodeKind::kTest: {
-      Value operand = Evaluate(*node.a, scope);
-      if (!IsKnownTest(node.text)) {
-        throw JinjaError(node.pos,
-                         absl::StrCat("unknown test '", node.text, "'"));
-      }
-      bool result = RunTest(node.text, operand, Value());
-      return Value::Bool(node.negate ? !result : result);
+    case NodeKind::kTest:
+      return EvaluateTest(node, scope);
+    case NodeKind::kTernary: {
+      QUANT_ASSIGN_OR_RETURN(Value test, Evaluate(*node.a, scope));
+      return Evaluate(test.Truthy() ? *node.b : *node.c, scope);
     }
-    case NodeKind::kTernary:
-      return Evaluate(*node.a, scope).Truthy() ? Evaluate(*node.b, scope)
-                                               : Evaluate(*node.c, scope);
-    case NodeKind::kSelect:
-      if (!Evaluate(*node.b, scope).Truthy()) return Value();
+    case NodeKind::kSelect: {
+      QUANT_ASSIGN_OR_RETURN(Value test, Evaluate(*node.b, scope));
+      if (!test.Truthy()) return Value();
       return Evaluate(*node.a, scope);
-    case NodeKind::kIf:
-      return Value::String(RenderIf(node, scope));
-    case NodeKind::kFor:
-      return Value::String(RenderFor(node, scope));
-    case NodeKind::kSet:
-      ExecuteSet(node, scope);
-      return Value::None();
-    case NodeKind::kMacro:
-      DefineMacro(node, scope);
-      return Value::None();
-    case NodeKind::kCallBlock:
-      return EvaluateCallBlock(node, scope);
-    case NodeKind::kFilterBlock: {
-      Value body = Value::String(RenderBlock(node.body, scope));
-      return EvaluateFilter(body, *node.a, scope);
     }
     case NodeKind::kComment:
       return Value::None();
-    case NodeKind::kBreak:
-      throw BreakSignal{node.pos};
-    case NodeKind::kContinue:
-      throw ContinueSignal{node.pos};
-    case NodeKind::kSlice:
-    case NodeKind::kKeywordArg:
-    case NodeKind::kSpread:
-    case NodeKind::kKeywordSpread:
+    default:
+      // Statements are executed by ExecuteStatement; slices, keyword
+      // arguments and spreads only by the node that holds them.
       break;
   }
-  Fail("unexpected expression here");
+  return UnplacedError("unexpected expression here");
 }
 
-Value Interpreter::EvaluateUnary(const Node& node, const ScopePtr& scope) {
-  Value v = Evaluate(*node.a, scope);
-  if (node.text == "not") return Value::Bool(!v.Truthy());
-  double sign = node.text == "-" ? -1 : 1;
-  if (v.is_float()) return Value::Float(sign * v.float_value());
-  if (v.is_int()) {
-    return Value::Int(node.text == "-" ? -v.int_value() : v.int_value());
+absl::StatusOr<Value> Interpreter::EvaluateList(const Node& node,
+                                                const ScopePtr& scope) {
+  std::vector<Value> items;
+  for (const auto& item : node.args) {
+    QUANT_ASSIGN_OR_RETURN(Value value, Evaluate(*item, scope));
+    items.push_back(std::move(value));
   }
-  if (v.is_bool()) return Value::Int(static_cast<int64_t>(sign * v.number()));
-  Fail(absl::StrCat("unary '", node.text, "' cannot be applied to a ",
-                    v.TypeName()));
+  return node.kind == NodeKind::kList ? Value::List(std::move(items))
+                                      : Value::Tuple(std::move(items));
 }
 
-Value Interpreter::EvaluateBinary(const Node& node, const ScopePtr& scope) {
-  const std::string& op = node.text;
-  Value left = Evaluate(*node.a, scope);
-  if (op == "and") return left.Truthy() ? Evaluate(*node.b, scope) : left;
-  if (op == "or") return left.Truthy() ? left : Evaluate(*node.b, scope);
-  Value right = Evaluate(*node.b, scope);
-  if (op == "==") return Value::Bool(Value::LooseEquals(left, right));
-  if (op == "!=") return Value::Bool(!Value::LooseEquals(left, right));
-  if (IsNumeric(left) && IsNumeric(right) && op != "~" && op != "**") {
-    bool is_float = left.is_float() || right.is_float();
-    double a = left.number(), b = right.number();
-    if (op == "+" || op == "-" || op == "*") {
-      if (!is_float) {
-        int64_t x = left.int_value(), y = right.int_value(), r = 0;
-        bool overflow = op == "+"   ? __builtin_add_overflow(x, y, &r)
-                        : op == "-" ? __builtin_sub_overflow(x, y, &r)
-                                    : __builtin_mul_overflow(x, y, &r);
-        if (!overflow) return Value::Int(r);
-      }
-      double r = op == "+" ? a + b : op == "-" ? a - b : a * b;
-      return NumberResult(r, is_float);
+absl::StatusOr<Value> Interpreter::EvaluateDict(const Node& node,
+                                                const ScopePtr& scope) {
+  Value dict = Value::NewDict();
+  for (size_t i = 0; i + 1 < node.args.size(); i += 2) {
+    QUANT_ASSIGN_OR_RETURN(Value key, Evaluate(*node.args[i], scope));
+    if (!key.is_string()) {
+      return TemplateError(
+          node.args[i]->pos,
+          absl::StrCat("dict keys must be strings, got ", key.TypeName()));
     }
-    if (op == "/") {
-      if (b == 0) Fail("division by zero");
-      return Value::Float(a / b);
-    }
-    if (op == "//") {
-      if (b == 0) Fail("division by zero");
-      return NumberResult(std::floor(a / b), is_float);
-    }
-    if (op == "%") {
-      if (b == 0) Fail("division by zero");
-      if (!is_float) return Value::Int(left.int_value() % right.int_value());
-      return Value::Float(std::fmod(a, b));
-    }
-    if (op == "<") return Value::Bool(a < b);
-    if (op == ">") return Value::Bool(a > b);
-    if (op == "<=") return Value::Bool(a <= b);
-    if (op == ">=") return Value::Bool(a >= b);
-  } else if (left.is_undefined() || right.is_undefined()) {
-    if (right.is_undefined() && (op == "in" || op == "not in")) {
-      return Value::Bool(op == "not in");
-    }
-    if (op == "~" && !left.is_none() && !right.is_none()) {
-      std::string out = (left.is_undefined() ? "" : RawString(left)) +
-                        (right.is_undefined() ? "" : RawString(right));
-      CheckSize(out.size());
-      return Value::String(std::move(out));
-    }
-    Fail(absl::StrCat("cannot apply '", op, "' to an undefined value"));
-  } else if (left.is_none() || right.is_none()) {
-    Fail(absl::StrCat("cannot apply '", op, "' to none"));
-  } else if (op == "~") {
-    std::string out = RawString(left) + RawString(right);
-    CheckSize(out.size());
-    return Value::String(std::move(out));
-  } else if (op == "**" && (IsNumeric(left) || left.is_bool()) &&
-             (IsNumeric(right) || right.is_bool())) {
-    double a = left.number(), b = right.number();
-    if (a == 0 && b < 0) Fail("0.0 cannot be raised to a negative power");
-    double r = std::pow(a, b);
-    if (!std::isfinite(r)) Fail("exponentiation result is not finite");
-    return NumberResult(r, left.is_float() || right.is_float() || b < 0);
-  } else if (left.is_list() && right.is_list()) {
-    if (op == "+") {
-      std::vector<Value> items = left.list();
-      items.insert(items.end(), right.list().begin(), right.list().end());
-      CheckSize(items.size() * sizeof(Value));
-      return Value::List(std::move(items));
-    }
-  } else if (right.is_list()) {
-    if (op == "in" || op == "not in") {
-      bool member = false;
-      for (const Value& item : right.list()) {
-        if (Value::StrictEquals(item, left)) {
-          member = true;
-          break;
-        }
-      }
-      return Value::Bool(op == "in" ? member : !member);
-    }
+    QUANT_ASSIGN_OR_RETURN(Value value, Evaluate(*node.args[i + 1], scope));
+    dict.mutable_dict().Set(key.str(), std::move(value));
   }
-  if ((left.is_string() || right.is_string()) && op == "+") {
-    std::string out = RawString(left) + RawString(right);
-    CheckSize(out.size());
-    return Value::String(std::move(out));
-  }
-  if (left.is_string() && right.is_string() && (op == "in" || op == "not in")) {
-    bool found = right.str().find(left.str()) != std::string::npos;
-    return Value::Bool(op == "in" ? found : !found);
-  }
-  if (left.is_string() && right.is_dict() && (op == "in" || op == "not in")) {
-    bool found = right.dict().Find(left.str()) != nullptr;
-    return Value::Bool(op == "in" ? found : !found);
-  }
-  Fail(absl::StrCat("unsupported operator '", op, "' between ", left.TypeName(),
-                    " and ", right.TypeName()));
+  return dict;
 }
 
-Value Interpreter::EvaluateSlice(const Value& object, const Node& slice,
-                                 const ScopePtr& scope) {
+absl::StatusOr<Value> Interpreter::EvaluateTest(const Node& node,
+                                                const ScopePtr& scope) {
+  QUANT_ASSIGN_OR_RETURN(Value operand, Evaluate(*node.a, scope));
+  if (!IsKnownTest(node.text)) {
+    return TemplateError(node.pos,
+                         absl::StrCat("unknown test '", node.text, "'"));
+  }
+  QUANT_ASSIGN_OR_RETURN(bool result, RunTest(node.text, operand, Value()));
+  return Value::Bool(node.negate ? !result : result);
+}
+
+absl::StatusOr<Value> Interpreter::EvaluateSlice(const Value& object,
+                                                 const Node& slice,
+                                                 const ScopePtr& scope) {
   if (!object.is_list() && !object.is_string()) {
-    Fail(absl::StrCat("cannot slice a ", object.TypeName()));
+    return UnplacedError(absl::StrCat("cannot slice a ", object.TypeName()));
   }
-  auto bound = [&](const NodePtr& n) -> std::optional<int64_t> {
+  auto bound = [&](const NodePtr& n) -> absl::StatusOr<std::optional<int64_t>> {
     if (!n) return std::nullopt;
-    Value v = Evaluate(*n, scope);
+    QUANT_ASSIGN_OR_RETURN(Value v, Evaluate(*n, scope));
     if (v.is_undefined()) return std::nullopt;
-    if (!v.is_int()) Fail("slice bounds must be integers");
+    if (!v.is_int()) return UnplacedError("slice bounds must be integers");
     return v.int_value();
   };
-  std::optional<int64_t> start = bound(slice.a), stop = bound(slice.b),
-                         step_opt = bound(slice.c);
+  QUANT_ASSIGN_OR_RETURN(std::optional<int64_t> start, bound(slice.a));
+  QUANT_ASSIGN_OR_RETURN(std::optional<int64_t> stop, bound(slice.b));
+  QUANT_ASSIGN_OR_RETURN(std::optional<int64_t> step_opt, bound(slice.c));
   int64_t step = step_opt.value_or(1);
-  if (step == 0) Fail("slice step cannot be zero");
+  if (step == 0) return UnplacedError("slice step cannot be zero");
   std::vector<std::string> chars;
   if (object.is_string()) {
     size_t pos = 0;
@@ -516,35 +407,39 @@ Value Interpreter::EvaluateSlice(const Value& object, const Node& slice,
   }
   std::vector<Value> items;
   std::string text;
-  for (int64_t i = b; step > 0 ? i < e : i > e; i += step) {
+  for (int64_t i = b; step > 0 ? i < e : i > e;) {
     if (object.is_string()) {
       text += chars[static_cast<size_t>(i)];
     } else {
       items.push_back(object.list()[static_cast<size_t>(i)]);
     }
+    // A step past the end of int64 is past the end of the sequence.
+    if (__builtin_add_overflow(i, step, &i)) break;
   }
   if (object.is_string()) return Value::String(std::move(text));
   return Value::List(std::move(items));
 }
 
-Value Interpreter::EvaluateMember(const Node& node, const ScopePtr& scope) {
-  Value object = Evaluate(*node.a, scope);
+absl::StatusOr<Value> Interpreter::EvaluateMember(const Node& node,
+                                                  const ScopePtr& scope) {
+  QUANT_ASSIGN_OR_RETURN(Value object, Evaluate(*node.a, scope));
   Value property;
   if (node.computed) {
     if (node.b->kind == NodeKind::kSlice) {
       return EvaluateSlice(object, *node.b, scope);
     }
-    property = Evaluate(*node.b, scope);
+    QUANT_ASSIGN_OR_RETURN(property, Evaluate(*node.b, scope));
   } else if (node.b->kind == NodeKind::kInteger) {
     property = Value::Int(node.b->integer);
   } else {
     property = Value::String(node.b->text);
   }
+  auto cannot_index = [&] {
+    return UnplacedError(absl::StrCat("cannot index a ", object.TypeName(),
+                                      " with a ", property.TypeName()));
+  };
   if (object.is_dict() || object.is_namespace()) {
-    if (!property.is_string()) {
-      Fail(absl::StrCat("cannot index a ", object.TypeName(), " with a ",
-                        property.TypeName()));
-    }
+    if (!property.is_string()) return cannot_index();
     return GetAttribute(object, property.str());
   }
   if (object.is_list() || object.is_string()) {
@@ -572,132 +467,110 @@ Value Interpreter::EvaluateMember(const Node& node, const ScopePtr& scope) {
       return Value::String(s.substr(begin, end - begin));
     }
     if (property.is_string()) return GetAttribute(object, property.str());
-    Fail(absl::StrCat("cannot index a ", object.TypeName(), " with a ",
-                      property.TypeName()));
+    return cannot_index();
   }
-  if (!property.is_string()) {
-    Fail(absl::StrCat("cannot index a ", object.TypeName(), " with a ",
-                      property.TypeName()));
-  }
+  if (!property.is_string()) return cannot_index();
   return GetAttribute(object, property.str());
 }
 
-CallArgs Interpreter::EvaluateArgs(const std::vector<NodePtr>& args,
-                                   const ScopePtr& scope) {
+absl::StatusOr<CallArgs> Interpreter::EvaluateArgs(
+    const std::vector<NodePtr>& args, const ScopePtr& scope) {
   CallArgs out;
   for (const NodePtr& arg : args) {
     if (arg->kind == NodeKind::kSpread) {
-      Value v = Evaluate(*arg->a, scope);
+      QUANT_ASSIGN_OR_RETURN(Value v, Evaluate(*arg->a, scope));
       if (!v.is_list()) {
-        throw JinjaError(arg->pos,
-                         absl::StrCat("cannot unpack a ", v.TypeName()));
+        return TemplateError(arg->pos,
+                             absl::StrCat("cannot unpack a ", v.TypeName()));
       }
       for (const Value& item : v.list()) out.positional.push_back(item);
     } else if (arg->kind != NodeKind::kKeywordArg &&
                arg->kind != NodeKind::kKeywordSpread) {
-      out.positional.push_back(Evaluate(*arg, scope));
+      QUANT_ASSIGN_OR_RETURN(Value v, Evaluate(*arg, scope));
+      out.positional.push_back(std::move(v));
     }
   }
-  auto add = [&](const std::string& key, Value v, SourcePos pos) {
+  auto add = [&](const std::string& key, Value v,
+                 SourcePos pos) -> absl::Status {
     if (out.Keyword(key) != nullptr) {
-      throw JinjaError(pos, absl::StrCat("keyword argument '", key,
-                                         "' given more than once"));
+      return TemplateError(pos, absl::StrCat("keyword argument '", key,
+                                             "' given more than once"));
     }
     out.keyword.emplace_back(key, std::move(v));
+    return absl::OkStatus();
   };
   for (const NodePtr& arg : args) {
     if (arg->kind == NodeKind::kKeywordArg) {
-      add(arg->text, Evaluate(*arg->a, scope), arg->pos);
+      QUANT_ASSIGN_OR_RETURN(Value v, Evaluate(*arg->a, scope));
+      QUANT_RETURN_IF_ERROR(add(arg->text, std::move(v), arg->pos));
     } else if (arg->kind == NodeKind::kKeywordSpread) {
-      Value v = Evaluate(*arg->a, scope);
+      QUANT_ASSIGN_OR_RETURN(Value v, Evaluate(*arg->a, scope));
       if (!v.is_dict()) {
-        throw JinjaError(arg->pos, "argument after ** must be a mapping");
+        return TemplateError(arg->pos, "argument after ** must be a mapping");
       }
-      for (const auto& [k, item] : v.dict().entries()) add(k, item, arg->pos);
+      for (const auto& [k, item] : v.dict().entries()) {
+        QUANT_RETURN_IF_ERROR(add(k, item, arg->pos));
+      }
     }
   }
   return out;
 }
 
-Value Interpreter::EvaluateCall(const Node& node, const ScopePtr& scope) {
-  CallArgs args = EvaluateArgs(node.args, scope);
-  Value fn = Evaluate(*node.a, scope);
+absl::StatusOr<Value> Interpreter::EvaluateCall(const Node& node,
+                                                const ScopePtr& scope) {
+  QUANT_ASSIGN_OR_RETURN(CallArgs args, EvaluateArgs(node.args, scope));
+  QUANT_ASSIGN_OR_RETURN(Value fn, Evaluate(*node.a, scope));
   if (!fn.is_function()) {
     const Node& callee = *node.a;
     if (callee.kind == NodeKind::kMember && !callee.computed) {
-      throw JinjaError(callee.pos,
-                       absl::StrCat("unknown method '", callee.b->text,
-                                    "' (or not callable)"));
+      return TemplateError(callee.pos,
+                           absl::StrCat("unknown method '", callee.b->text,
+                                        "' (or not callable)"));
     }
     if (callee.kind == NodeKind::kIdentifier) {
-      throw JinjaError(callee.pos,
-                       absl::StrCat("'", callee.text, "' is not a function (",
-                                    fn.TypeName(), ")"));
+      return TemplateError(
+          callee.pos, absl::StrCat("'", callee.text, "' is not a function (",
+                                   fn.TypeName(), ")"));
     }
-    Fail(absl::StrCat("cannot call a ", fn.TypeName()));
+    return UnplacedError(absl::StrCat("cannot call a ", fn.TypeName()));
   }
   pending_caller_ = Value();
   return fn.function()(args, this);
 }
 
-Value Interpreter::EvaluateFilter(const Value& operand, const Node& filter,
-                                  const ScopePtr& scope) {
+absl::StatusOr<Value> Interpreter::EvaluateFilter(const Value& operand,
+                                                  const Node& filter,
+                                                  const ScopePtr& scope) {
   CallArgs args;
   const Node* name_node = &filter;
   if (filter.kind == NodeKind::kCall) {
     name_node = filter.a.get();
     if (name_node->kind != NodeKind::kIdentifier) {
-      throw JinjaError(filter.pos, "expected a filter name");
+      return TemplateError(filter.pos, "expected a filter name");
     }
-    args = EvaluateArgs(filter.args, scope);
+    QUANT_ASSIGN_OR_RETURN(args, EvaluateArgs(filter.args, scope));
   }
-  try {
-    Value result = ApplyFilter(name_node->text, operand, args);
-    if (result.is_string()) CheckSize(result.str().size());
-    return result;
-  } catch (JinjaError& e) {
-    e.set_pos_if_unknown(name_node->pos);
-    throw;
+  absl::StatusOr<Value> result = ApplyFilter(name_node->text, operand, args);
+  if (result.ok() && result->is_string()) {
+    absl::Status size = CheckSize(result->str().size());
+    if (!size.ok()) result = size;
   }
+  if (!result.ok()) return PlaceError(result.status(), name_node->pos);
+  return result;
 }
 
-std::string Interpreter::RenderIf(const Node& node, const ScopePtr& scope) {
-  bool test = Evaluate(*node.a, scope).Truthy();
-  return RenderBlock(test ? node.body : node.alternate, scope);
+absl::StatusOr<BlockEnd> Interpreter::RenderIf(const Node& node,
+                                               const ScopePtr& scope,
+                                               std::string* out) {
+  QUANT_ASSIGN_OR_RETURN(Value test, Evaluate(*node.a, scope));
+  return RenderBlock(test.Truthy() ? node.body : node.alternate, scope, out);
 }
 
-namespace {
-
-void BindLoopTarget(const Node& target, const Value& item, Scope* scope) {
-  if (target.kind == NodeKind::kIdentifier) {
-    scope->Set(target.text, item);
-    return;
-  }
-  if (!item.is_list()) {
-    throw JinjaError(target.pos,
-                     absl::StrCat("cannot unpack a ", item.TypeName()));
-  }
-  if (item.list().size() != target.args.size()) {
-    throw JinjaError(
-        target.pos,
-        absl::StrCat("too ",
-                     target.args.size() > item.list().size() ? "few" : "many",
-                     " items to unpack"));
-  }
-  for (size_t j = 0; j < target.args.size(); ++j) {
-    const Node& name = *target.args[j];
-    if (name.kind != NodeKind::kIdentifier) {
-      throw JinjaError(name.pos, "can only unpack into names");
-    }
-    scope->Set(name.text, item.list()[j]);
-  }
-}
-
-}  // namespace
-
-std::string Interpreter::RenderFor(const Node& node, const ScopePtr& scope) {
-  auto loop_scope = std::make_shared<Scope>(scope);
-  Value iterable = Evaluate(*node.b, loop_scope);
+// The items a `for` visits: the list, or a dict's keys, less those its `if`
+// filter rejects.
+absl::StatusOr<std::vector<Value>> Interpreter::LoopItems(
+    const Node& node, const ScopePtr& loop_scope) {
+  QUANT_ASSIGN_OR_RETURN(Value iterable, Evaluate(*node.b, loop_scope));
   std::vector<Value> candidates;
   if (iterable.is_dict()) {
     for (const auto& entry : iterable.dict().entries()) {
@@ -706,86 +579,94 @@ std::string Interpreter::RenderFor(const Node& node, const ScopePtr& scope) {
   } else if (iterable.is_list()) {
     candidates = iterable.list();
   } else {
-    throw JinjaError(node.b->pos, absl::StrCat("cannot iterate over a ",
-                                               iterable.TypeName()));
+    return TemplateError(node.b->pos, absl::StrCat("cannot iterate over a ",
+                                                   iterable.TypeName()));
   }
   std::vector<Value> items;
   for (const Value& candidate : candidates) {
     if (node.c) {
       auto test_scope = std::make_shared<Scope>(loop_scope);
-      BindLoopTarget(*node.a, candidate, test_scope.get());
-      if (!Evaluate(*node.c, test_scope).Truthy()) continue;
+      QUANT_RETURN_IF_ERROR(
+          BindLoopTarget(*node.a, candidate, test_scope.get()));
+      QUANT_ASSIGN_OR_RETURN(Value keep, Evaluate(*node.c, test_scope));
+      if (!keep.Truthy()) continue;
     } else if (node.a->kind == NodeKind::kTuple) {
       Scope check;
-      BindLoopTarget(*node.a, candidate, &check);
+      QUANT_RETURN_IF_ERROR(BindLoopTarget(*node.a, candidate, &check));
     }
     items.push_back(candidate);
   }
-  std::string result;
-  bool no_iteration = true;
-  const int64_t n = static_cast<int64_t>(items.size());
-  for (int64_t i = 0; i < n; ++i) {
-    Value loop = Value::NewDict();
-    Dict& d = loop.mutable_dict();
-    d.Set("index", Value::Int(i + 1));
-    d.Set("index0", Value::Int(i));
-    d.Set("revindex", Value::Int(n - i));
-    d.Set("revindex0", Value::Int(n - i - 1));
-    d.Set("first", Value::Bool(i == 0));
-    d.Set("last", Value::Bool(i == n - 1));
-    d.Set("length", Value::Int(n));
-    d.Set("previtem", i > 0 ? items[static_cast<size_t>(i - 1)] : Value());
-    d.Set("nextitem", i < n - 1 ? items[static_cast<size_t>(i + 1)] : Value());
-    loop_scope->Set("loop", loop);
-    BindLoopTarget(*node.a, items[static_cast<size_t>(i)], loop_scope.get());
-    try {
-      result += RenderBlock(node.body, loop_scope);
-    } catch (const ContinueSignal&) {
-      continue;
-    } catch (const BreakSignal&) {
-      break;
-    }
-    CheckSize(result.size());
-    no_iteration = false;
-  }
-  if (no_iteration) result += RenderBlock(node.alternate, loop_scope);
-  return result;
+  return items;
 }
 
-void Interpreter::ExecuteSet(const Node& node, const ScopePtr& scope) {
-  Value rhs = node.b ? Evaluate(*node.b, scope)
-                     : Value::String(RenderBlock(node.body, scope));
+absl::StatusOr<BlockEnd> Interpreter::RenderFor(const Node& node,
+                                                const ScopePtr& scope,
+                                                std::string* out) {
+  auto loop_scope = std::make_shared<Scope>(scope);
+  QUANT_ASSIGN_OR_RETURN(std::vector<Value> items, LoopItems(node, loop_scope));
+  // The reference renders the `else` block unless an iteration ran to its
+  // end; an iteration cut short by break or continue drops its output.
+  bool no_iteration = true;
+  const size_t loop_start = out->size();
+  for (size_t i = 0; i < items.size(); ++i) {
+    QUANT_RETURN_IF_ERROR(PlaceError(Step(), node.pos));
+    loop_scope->Set("loop", LoopVariable(items, static_cast<int64_t>(i)));
+    QUANT_RETURN_IF_ERROR(BindLoopTarget(*node.a, items[i], loop_scope.get()));
+    const size_t iteration_start = out->size();
+    QUANT_ASSIGN_OR_RETURN(BlockEnd end,
+                           RenderBlock(node.body, loop_scope, out));
+    if (!end.normal()) out->resize(iteration_start);
+    if (end.kind == BlockEnd::Kind::kContinue) continue;
+    if (end.kind == BlockEnd::Kind::kBreak) break;
+    QUANT_RETURN_IF_ERROR(CheckSize(out->size() - loop_start));
+    no_iteration = false;
+  }
+  if (no_iteration) return RenderBlock(node.alternate, loop_scope, out);
+  return BlockEnd{};
+}
+
+absl::StatusOr<BlockEnd> Interpreter::ExecuteSet(const Node& node,
+                                                 const ScopePtr& scope) {
+  Value rhs;
+  if (node.b) {
+    QUANT_ASSIGN_OR_RETURN(rhs, Evaluate(*node.b, scope));
+  } else {
+    std::string body;
+    QUANT_ASSIGN_OR_RETURN(BlockEnd end, RenderBlock(node.body, scope, &body));
+    if (!end.normal()) return end;
+    rhs = Value::String(std::move(body));
+  }
   const Node& target = *node.a;
   if (target.kind == NodeKind::kIdentifier) {
     scope->Set(target.text, std::move(rhs));
-    return;
+    return BlockEnd{};
   }
   if (target.kind == NodeKind::kTuple) {
     if (!rhs.is_list()) {
-      throw JinjaError(target.pos,
-                       absl::StrCat("cannot unpack a ", rhs.TypeName()));
+      return TemplateError(target.pos,
+                           absl::StrCat("cannot unpack a ", rhs.TypeName()));
     }
-    BindLoopTarget(target, rhs, scope.get());
-    return;
+    QUANT_RETURN_IF_ERROR(BindLoopTarget(target, rhs, scope.get()));
+    return BlockEnd{};
   }
   if (target.kind == NodeKind::kMember && !target.computed &&
       target.b->kind == NodeKind::kIdentifier) {
-    Value object = Evaluate(*target.a, scope);
+    QUANT_ASSIGN_OR_RETURN(Value object, Evaluate(*target.a, scope));
     if (!object.is_namespace()) {
-      throw JinjaError(target.pos,
-                       "cannot assign an attribute of anything but a "
-                       "namespace");
+      return TemplateError(target.pos,
+                           "cannot assign an attribute of anything but a "
+                           "namespace");
     }
     object.mutable_dict().Set(target.b->text, std::move(rhs));
-    return;
+    return BlockEnd{};
   }
-  throw JinjaError(target.pos, "invalid target of 'set'");
+  return TemplateError(target.pos, "invalid target of 'set'");
 }
 
-void Interpreter::BindArguments(const std::string& display_name,
-                                const std::vector<NodePtr>& parameters,
-                                bool has_kwargs, bool has_varargs,
-                                CallArgs args, const ScopePtr& scope) {
+absl::Status Interpreter::BindArguments(const std::string& display_name,
+                                        const std::vector<NodePtr>& parameters,
+                                        bool has_kwargs, bool has_varargs,
+                                        CallArgs args, const ScopePtr& scope) {
   std::vector<std::pair<std::string, const Node*>> pending;
   for (size_t i = 0; i < parameters.size(); ++i) {
     const Node& p = *parameters[i];
@@ -812,8 +693,9 @@ void Interpreter::BindArguments(const std::string& display_name,
     for (auto& [k, v] : args.keyword) kwargs.mutable_dict().Set(k, v);
     scope->Set("kwargs", kwargs);
   } else if (!args.keyword.empty()) {
-    Fail(absl::StrCat("macro ", display_name, " takes no keyword argument '",
-                      args.keyword.front().first, "'"));
+    return UnplacedError(absl::StrCat("macro ", display_name,
+                                      " takes no keyword argument '",
+                                      args.keyword.front().first, "'"));
   }
   if (has_varargs) {
     std::vector<Value> rest;
@@ -822,55 +704,65 @@ void Interpreter::BindArguments(const std::string& display_name,
     }
     scope->Set("varargs", Value::List(std::move(rest)));
   } else if (args.positional.size() > parameters.size()) {
-    Fail(absl::StrCat("macro ", display_name, " takes not more than ",
-                      parameters.size(), " argument(s)"));
+    return UnplacedError(absl::StrCat("macro ", display_name,
+                                      " takes not more than ",
+                                      parameters.size(), " argument(s)"));
   }
   for (const auto& [name, fallback] : pending) {
-    scope->Set(name, Evaluate(*fallback, scope));
+    QUANT_ASSIGN_OR_RETURN(Value value, Evaluate(*fallback, scope));
+    scope->Set(name, std::move(value));
   }
+  return absl::OkStatus();
 }
 
 void Interpreter::DefineMacro(const Node& node, const ScopePtr& scope) {
   const Node* macro = &node;
   SpecialNames special = SpecialNamesOf(node.args, node.body);
   std::weak_ptr<Scope> defining = scope;
-  scope->Set(
-      node.text, Value::Function([macro, special, defining](
-                                     CallArgs& args, Interpreter* in) -> Value {
-        ScopePtr parent = defining.lock();
-        if (!parent) Fail("macro called after its scope ended");
-        Value caller = std::move(in->pending_caller_);
-        in->pending_caller_ = Value();
-        if (special.caller) {
-          parent = std::make_shared<Scope>(parent);
-          parent->Set("caller", std::move(caller));
-        }
-        auto macro_scope = std::make_shared<Scope>(parent);
-        in->BindArguments(absl::StrCat("'", macro->text, "'"), macro->args,
-                          special.kwargs, special.varargs, args, macro_scope);
-        return Value::String(in->RenderBlock(macro->body, macro_scope));
-      }));
+  scope->Set(node.text,
+             Value::Function(
+                 [macro, special, defining](
+                     CallArgs& args, Interpreter* in) -> absl::StatusOr<Value> {
+                   ScopePtr parent = defining.lock();
+                   if (!parent) {
+                     return UnplacedError("macro called after its scope ended");
+                   }
+                   Value caller = std::move(in->pending_caller_);
+                   in->pending_caller_ = Value();
+                   if (special.caller) {
+                     parent = std::make_shared<Scope>(parent);
+                     parent->Set("caller", std::move(caller));
+                   }
+                   auto macro_scope = std::make_shared<Scope>(parent);
+                   QUANT_RETURN_IF_ERROR(in->BindArguments(
+                       absl::StrCat("'", macro->text, "'"), macro->args,
+                       special.kwargs, special.varargs, args, macro_scope));
+                   return in->RenderCallable(macro->body, macro_scope);
+                 }));
 }
 
-Value Interpreter::EvaluateCallBlock(const Node& node, const ScopePtr& scope) {
+absl::StatusOr<Value> Interpreter::EvaluateCallBlock(const Node& node,
+                                                     const ScopePtr& scope) {
   const Node* block = &node;
   SpecialNames special = SpecialNamesOf(node.args, node.body);
   std::weak_ptr<Scope> defining = scope;
   Value caller = Value::Function(
-      [block, special, defining](CallArgs& args, Interpreter* in) -> Value {
+      [block, special, defining](CallArgs& args,
+                                 Interpreter* in) -> absl::StatusOr<Value> {
         ScopePtr parent = defining.lock();
-        if (!parent) Fail("caller() used after its scope ended");
+        if (!parent)
+          return UnplacedError("caller() used after its scope ended");
         auto env = std::make_shared<Scope>(parent);
-        in->BindArguments("None", block->args, special.kwargs, special.varargs,
-                          args, env);
-        return Value::String(in->RenderBlock(block->body, env));
+        QUANT_RETURN_IF_ERROR(in->BindArguments(
+            "None", block->args, special.kwargs, special.varargs, args, env));
+        return in->RenderCallable(block->body, env);
       });
   const Node& call = *node.a;
-  CallArgs args = EvaluateArgs(call.args, scope);
-  Value fn = Evaluate(*call.a, scope);
+  QUANT_ASSIGN_OR_RETURN(CallArgs args, EvaluateArgs(call.args, scope));
+  QUANT_ASSIGN_OR_RETURN(Value fn, Evaluate(*call.a, scope));
   if (!fn.is_function()) {
-    throw JinjaError(call.pos,
-                     absl::StrCat("'", call.a->text, "' is not a macro"));
+    return TemplateError(call.pos,
+                         absl::StrCat("'", call.a->text, "' is not a macro"));
   }
   pending_caller_ = std::move(caller);
   return fn.function()(args, this);

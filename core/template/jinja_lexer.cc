@@ -5,10 +5,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
 #include "core/base/utf8.h"
+#include "core/template/jinja_error.h"
 
 namespace quant::jinja {
 
@@ -219,7 +222,7 @@ class Lexer {
     }
   }
 
-  std::vector<Token> Run();
+  absl::StatusOr<std::vector<Token>> Run();
 
  private:
   SourcePos PosAt(size_t offset) const {
@@ -235,8 +238,8 @@ class Lexer {
     }
     return pos;
   }
-  [[noreturn]] void Fail(size_t offset, const std::string& message) const {
-    throw JinjaError(PosAt(offset), message);
+  absl::Status Error(size_t offset, absl::string_view message) const {
+    return TemplateError(PosAt(offset), message);
   }
   void Push(TokenType type, std::string value, size_t offset) {
     tokens_.push_back(Token{type, std::move(value), PosAt(offset)});
@@ -249,17 +252,23 @@ class Lexer {
   static bool IsDigit(char c) { return c >= '0' && c <= '9'; }
   // Consumes characters while `pred` holds; reaching the end is an error.
   template <typename Pred>
-  std::string ConsumeWhile(Pred pred) {
+  absl::StatusOr<std::string> ConsumeWhile(Pred pred) {
     size_t start = cursor_;
     while (true) {
       size_t n = pred(cursor_);
       if (n == 0) break;
       cursor_ += n;
-      if (cursor_ >= src_.size()) Fail(start, "unexpected end of template");
+      if (cursor_ >= src_.size()) {
+        return Error(start, "unexpected end of template");
+      }
     }
     return src_.substr(start, cursor_ - start);
   }
-  std::string ConsumeString(char quote, size_t open);
+  absl::StatusOr<std::string> ConsumeDigits() {
+    return ConsumeWhile(
+        [this](size_t p) { return p < src_.size() && IsDigit(src_[p]); });
+  }
+  absl::StatusOr<std::string> ConsumeString(char quote, size_t open);
   void StripTrailingWhitespace();
   void SkipLeadingWhitespace() {
     while (size_t w = WhitespaceAt(src_, cursor_)) cursor_ += w;
@@ -274,10 +283,12 @@ class Lexer {
   std::vector<size_t> line_starts_;
 };
 
-std::string Lexer::ConsumeString(char quote, size_t open) {
+absl::StatusOr<std::string> Lexer::ConsumeString(char quote, size_t open) {
   std::string out;
   while (true) {
-    if (cursor_ >= src_.size()) Fail(open, "unterminated string literal");
+    if (cursor_ >= src_.size()) {
+      return Error(open, "unterminated string literal");
+    }
     char c = src_[cursor_];
     if (c == quote) break;
     ++cursor_;
@@ -285,7 +296,9 @@ std::string Lexer::ConsumeString(char quote, size_t open) {
       out.push_back(c);
       continue;
     }
-    if (cursor_ >= src_.size()) Fail(open, "unterminated string literal");
+    if (cursor_ >= src_.size()) {
+      return Error(open, "unterminated string literal");
+    }
     char escaped = src_[cursor_++];
     if (escaped == 'x' || escaped == 'u') {
       size_t len = escaped == 'x' ? 2 : 4;
@@ -294,10 +307,11 @@ std::string Lexer::ConsumeString(char quote, size_t open) {
       for (char h : hex)
         ok = ok && std::isxdigit(static_cast<unsigned char>(h));
       if (!ok) {
-        Fail(cursor_ - 2, absl::StrCat("invalid hexadecimal escape \\",
-                                       std::string(1, escaped), hex));
+        return Error(cursor_ - 2, absl::StrCat("invalid hexadecimal escape \\",
+                                               std::string(1, escaped), hex));
       }
-      AppendUtf8(static_cast<char32_t>(std::stoul(hex, nullptr, 16)), &out);
+      AppendUtf8(static_cast<char32_t>(std::strtoul(hex.c_str(), nullptr, 16)),
+                 &out);
       cursor_ += len;
       continue;
     }
@@ -326,8 +340,8 @@ std::string Lexer::ConsumeString(char quote, size_t open) {
         out.push_back(escaped);
         break;
       default:
-        Fail(cursor_ - 2, absl::StrCat("unexpected escaped character '",
-                                       std::string(1, escaped), "'"));
+        return Error(cursor_ - 2, absl::StrCat("unexpected escaped character '",
+                                               std::string(1, escaped), "'"));
     }
   }
   return out;
@@ -345,7 +359,7 @@ void Lexer::StripTrailingWhitespace() {
   if (text.empty()) tokens_.pop_back();
 }
 
-std::vector<Token> Lexer::Run() {
+absl::StatusOr<std::vector<Token>> Lexer::Run() {
   struct Rule {
     const char* seq;
     TokenType type;
@@ -412,7 +426,9 @@ std::vector<Token> Lexer::Run() {
         bool strip_before = At(cursor_) == '-';
         if (strip_before) ++cursor_;
         size_t end = src_.find("#}", cursor_);
-        if (end == std::string::npos) Fail(open, "unclosed comment '{#'");
+        if (end == std::string::npos) {
+          return Error(open, "unclosed comment '{#'");
+        }
         std::string comment = src_.substr(cursor_, end - cursor_);
         bool strip_after = !comment.empty() && comment.back() == '-';
         if (strip_after) comment.pop_back();
@@ -438,7 +454,9 @@ std::vector<Token> Lexer::Run() {
         }
       }
     }
-    ConsumeWhile([this](size_t p) { return WhitespaceAt(src_, p); });
+    QUANT_RETURN_IF_ERROR(ConsumeWhile([this](size_t p) {
+                            return WhitespaceAt(src_, p);
+                          }).status());
     char c = src_[cursor_];
     if (c == '-' && At(cursor_ + 2) == '}') {
       char next = At(cursor_ + 1);
@@ -457,8 +475,8 @@ std::vector<Token> Lexer::Run() {
     }
     if (c == '-' || c == '+') {
       if (!have_last || last == TokenType::kText) {
-        Fail(cursor_,
-             absl::StrCat("unexpected character '", std::string(1, c), "'"));
+        return Error(cursor_, absl::StrCat("unexpected character '",
+                                           std::string(1, c), "'"));
       }
       bool binary = last == TokenType::kIdentifier ||
                     last == TokenType::kNumericLiteral ||
@@ -468,13 +486,11 @@ std::vector<Token> Lexer::Run() {
       if (!binary) {
         size_t start = cursor_;
         ++cursor_;
-        std::string num = ConsumeWhile(
-            [this](size_t p) { return p < src_.size() && IsDigit(src_[p]); });
+        QUANT_ASSIGN_OR_RETURN(std::string num, ConsumeDigits());
         if (!num.empty() && At(cursor_) == '.' && IsDigit(At(cursor_ + 1))) {
           ++cursor_;
-          num += "." + ConsumeWhile([this](size_t p) {
-                   return p < src_.size() && IsDigit(src_[p]);
-                 });
+          QUANT_ASSIGN_OR_RETURN(std::string fraction, ConsumeDigits());
+          num += "." + fraction;
         }
         Push(num.empty() ? TokenType::kUnaryOperator
                          : TokenType::kNumericLiteral,
@@ -504,34 +520,33 @@ std::vector<Token> Lexer::Run() {
     if (c == '\'' || c == '"') {
       size_t open = cursor_;
       ++cursor_;
-      std::string str = ConsumeString(c, open);
+      QUANT_ASSIGN_OR_RETURN(std::string str, ConsumeString(c, open));
       Push(TokenType::kStringLiteral, std::move(str), open);
       ++cursor_;
       continue;
     }
     if (IsDigit(c)) {
       size_t start = cursor_;
-      std::string num = ConsumeWhile(
-          [this](size_t p) { return p < src_.size() && IsDigit(src_[p]); });
+      QUANT_ASSIGN_OR_RETURN(std::string num, ConsumeDigits());
       if (last != TokenType::kDot && At(cursor_) == '.' &&
           IsDigit(At(cursor_ + 1))) {
         ++cursor_;
-        num += "." + ConsumeWhile([this](size_t p) {
-                 return p < src_.size() && IsDigit(src_[p]);
-               });
+        QUANT_ASSIGN_OR_RETURN(std::string fraction, ConsumeDigits());
+        num += "." + fraction;
       }
       Push(TokenType::kNumericLiteral, std::move(num), start);
       continue;
     }
     if (IsWordChar(c)) {
       size_t start = cursor_;
-      std::string word = ConsumeWhile(
-          [this](size_t p) { return p < src_.size() && IsWordChar(src_[p]); });
+      QUANT_ASSIGN_OR_RETURN(std::string word, ConsumeWhile([this](size_t p) {
+                               return p < src_.size() && IsWordChar(src_[p]);
+                             }));
       Push(TokenType::kIdentifier, std::move(word), start);
       continue;
     }
-    Fail(cursor_,
-         absl::StrCat("unexpected character '", std::string(1, c), "'"));
+    return Error(cursor_, absl::StrCat("unexpected character '",
+                                       std::string(1, c), "'"));
   }
   return std::move(tokens_);
 }
@@ -543,12 +558,8 @@ std::string PreprocessTemplate(absl::string_view source) {
 }
 
 absl::StatusOr<std::vector<Token>> Tokenize(absl::string_view source) {
-  try {
-    Lexer lexer(source);
-    return lexer.Run();
-  } catch (const JinjaError& e) {
-    return ErrorToStatus(e);
-  }
+  Lexer lexer(source);
+  return lexer.Run();
 }
 
 }  // namespace quant::jinja

@@ -1,10 +1,13 @@
-// Parser of the Jinja engine; see jinja_parser.h.
+// Parser of the Jinja engine; see jinja_parser.h. Every step returns the
+// first syntax error it meets, which ends the parse.
 #include "core/template/jinja_parser.h"
 
 #include <cstdlib>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/base/status_macros.h"
+#include "core/template/jinja_error.h"
 
 namespace quant::jinja {
 namespace {
@@ -13,25 +16,29 @@ class Parser {
  public:
   explicit Parser(const std::vector<Token>& tokens) : tokens_(tokens) {}
 
-  std::vector<NodePtr> Run() {
+  absl::StatusOr<std::vector<NodePtr>> Run() {
     std::vector<NodePtr> program;
-    while (current_ < tokens_.size()) program.push_back(ParseAny());
+    while (current_ < tokens_.size()) {
+      QUANT_ASSIGN_OR_RETURN(NodePtr statement, ParseAny());
+      program.push_back(std::move(statement));
+    }
     return program;
   }
 
  private:
-  // Guards the recursion depth.
+  // Counts one level of recursion for as long as it lives; Check() refuses
+  // nesting deeper than kMaxParseDepth.
   class DepthGuard {
    public:
-    DepthGuard(Parser* p, SourcePos pos) : p_(p) {
-      if (++p_->depth_ > kMaxParseDepth) {
-        throw JinjaError(pos,
-                         absl::StrCat("template nesting deeper than ",
-                                      kMaxParseDepth, " levels"),
-                         false, true);
-      }
-    }
+    explicit DepthGuard(Parser* p) : p_(p) { ++p_->depth_; }
     ~DepthGuard() { --p_->depth_; }
+    DepthGuard(const DepthGuard&) = delete;
+    DepthGuard& operator=(const DepthGuard&) = delete;
+    absl::Status Check(SourcePos pos) const {
+      if (p_->depth_ <= kMaxParseDepth) return absl::OkStatus();
+      return LimitError(pos, absl::StrCat("template nesting deeper than ",
+                                          kMaxParseDepth, " levels"));
+    }
 
    private:
     Parser* p_;
@@ -41,11 +48,8 @@ class Parser {
     if (current_ < tokens_.size()) return tokens_[current_].pos;
     return tokens_.empty() ? SourcePos{1, 1} : tokens_.back().pos;
   }
-  [[noreturn]] void Fail(const std::string& message) const {
-    throw JinjaError(PosHere(), message);
-  }
-  [[noreturn]] void FailAt(SourcePos pos, const std::string& message) const {
-    throw JinjaError(pos, message);
+  absl::Status Error(absl::string_view message) const {
+    return TemplateError(PosHere(), message);
   }
   std::string Describe() const {
     if (current_ >= tokens_.size()) return "end of template";
@@ -57,11 +61,12 @@ class Parser {
       return TokenTypeName(t.type);
     return absl::StrCat("'", t.value, "'");
   }
-  const Token& Expect(TokenType type, const char* what) {
+  absl::Status Expect(TokenType type, const char* what) {
     if (current_ >= tokens_.size() || tokens_[current_].type != type) {
-      Fail(absl::StrCat("expected ", what, ", got ", Describe()));
+      return Error(absl::StrCat("expected ", what, ", got ", Describe()));
     }
-    return tokens_[current_++];
+    ++current_;
+    return absl::OkStatus();
   }
   bool Is(TokenType type) const {
     return current_ < tokens_.size() && tokens_[current_].type == type;
@@ -84,71 +89,80 @@ class Parser {
     }
     return false;
   }
-  void ExpectIdentifier(const char* name) {
+  absl::Status ExpectIdentifier(const char* name) {
     if (!IsIdentifier(name)) {
-      Fail(absl::StrCat("expected '", name, "', got ", Describe()));
+      return Error(absl::StrCat("expected '", name, "', got ", Describe()));
     }
     ++current_;
+    return absl::OkStatus();
   }
   // Parses statements into `out` until one of `ends` opens; an unclosed
   // block is reported at its opening tag.
-  void ParseUntil(std::initializer_list<const char*> ends,
-                  std::vector<NodePtr>* out, const char* block,
-                  SourcePos open) {
+  absl::Status ParseUntil(std::initializer_list<const char*> ends,
+                          std::vector<NodePtr>* out, const char* block,
+                          SourcePos open) {
     while (!IsStatement(ends)) {
       if (current_ >= tokens_.size()) {
-        FailAt(open, absl::StrCat("unclosed '", block, "' block: expected {% ",
-                                  *ends.begin() == std::string("elif")
-                                      ? "endif"
-                                      : *(ends.end() - 1),
-                                  " %}"));
+        return TemplateError(
+            open, absl::StrCat("unclosed '", block, "' block: expected {% ",
+                               *ends.begin() == std::string("elif")
+                                   ? "endif"
+                                   : *(ends.end() - 1),
+                               " %}"));
       }
-      out->push_back(ParseAny());
+      QUANT_ASSIGN_OR_RETURN(NodePtr statement, ParseAny());
+      out->push_back(std::move(statement));
     }
+    return absl::OkStatus();
   }
-  void ExpectEnd(const char* end) {
-    Expect(TokenType::kOpenStatement, "'{%'");
-    ExpectIdentifier(end);
-    Expect(TokenType::kCloseStatement, "'%}'");
+  absl::Status ExpectEnd(const char* end) {
+    QUANT_RETURN_IF_ERROR(Expect(TokenType::kOpenStatement, "'{%'"));
+    QUANT_RETURN_IF_ERROR(ExpectIdentifier(end));
+    return Expect(TokenType::kCloseStatement, "'%}'");
   }
 
   NodePtr Make(NodeKind kind, SourcePos pos) {
     return std::make_unique<Node>(kind, pos);
   }
 
-  NodePtr ParseAny();
-  NodePtr ParseStatement();
-  NodePtr ParseSet(SourcePos pos);
-  NodePtr ParseIf(SourcePos pos);
-  NodePtr ParseMacro(SourcePos pos);
-  NodePtr ParseFor(SourcePos pos);
-  NodePtr ParseExpressionSequence(bool primary);
-  NodePtr ParseExpression();
-  NodePtr ParseIfExpression();
-  NodePtr ParseOr();
-  NodePtr ParseAnd();
-  NodePtr ParseNot();
-  NodePtr ParseComparison();
-  NodePtr ParseAdditive();
-  NodePtr ParseMultiplicative();
-  NodePtr ParsePower();
-  NodePtr ParseTest();
-  NodePtr ParseFilter();
-  NodePtr ParseUnarySign();
-  NodePtr ParseCallMember();
-  NodePtr ParseCall(NodePtr callee);
-  std::vector<NodePtr> ParseArgs(bool parameters);
-  NodePtr ParseMember(NodePtr object);
-  NodePtr ParseSubscript();
-  NodePtr ParsePrimary();
+  absl::StatusOr<NodePtr> ParseAny();
+  absl::StatusOr<NodePtr> ParseStatement();
+  absl::StatusOr<NodePtr> ParseCallBlock(SourcePos pos);
+  absl::StatusOr<NodePtr> ParseFilterBlock(SourcePos pos);
+  absl::StatusOr<NodePtr> ParseSet(SourcePos pos);
+  absl::StatusOr<NodePtr> ParseIf(SourcePos pos);
+  absl::StatusOr<NodePtr> ParseMacro(SourcePos pos);
+  absl::StatusOr<NodePtr> ParseFor(SourcePos pos);
+  absl::StatusOr<NodePtr> ParseExpressionSequence(bool primary);
+  absl::StatusOr<NodePtr> ParseExpression();
+  absl::StatusOr<NodePtr> ParseIfExpression();
+  absl::StatusOr<NodePtr> ParseOr();
+  absl::StatusOr<NodePtr> ParseAnd();
+  absl::StatusOr<NodePtr> ParseNot();
+  absl::StatusOr<NodePtr> ParseComparison();
+  absl::StatusOr<NodePtr> ParseAdditive();
+  absl::StatusOr<NodePtr> ParseMultiplicative();
+  absl::StatusOr<NodePtr> ParsePower();
+  absl::StatusOr<NodePtr> ParseTest();
+  absl::StatusOr<NodePtr> ParseFilter();
+  absl::StatusOr<NodePtr> ParseUnarySign();
+  absl::StatusOr<NodePtr> ParseCallMember();
+  absl::StatusOr<NodePtr> ParseCall(NodePtr callee);
+  absl::StatusOr<std::vector<NodePtr>> ParseArgs(bool parameters);
+  absl::StatusOr<NodePtr> ParseMember(NodePtr object);
+  absl::StatusOr<NodePtr> ParseSubscript();
+  absl::StatusOr<NodePtr> ParsePrimary();
+  absl::StatusOr<NodePtr> ParseBinaryChain(
+      TokenType type, absl::StatusOr<NodePtr> (Parser::*operand)());
 
   const std::vector<Token>& tokens_;
   size_t current_ = 0;
   int depth_ = 0;
 };
 
-NodePtr Parser::ParseAny() {
-  DepthGuard guard(this, PosHere());
+absl::StatusOr<NodePtr> Parser::ParseAny() {
+  DepthGuard guard(this);
+  QUANT_RETURN_IF_ERROR(guard.Check(PosHere()));
   const Token& t = tokens_[current_];
   switch (t.type) {
     case TokenType::kComment: {
@@ -165,178 +179,189 @@ NodePtr Parser::ParseAny() {
       return ParseStatement();
     case TokenType::kOpenExpression: {
       ++current_;
-      NodePtr e = ParseExpression();
-      Expect(TokenType::kCloseExpression, "'}}'");
+      QUANT_ASSIGN_OR_RETURN(NodePtr e, ParseExpression());
+      QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseExpression, "'}}'"));
       return e;
     }
     default:
-      Fail(absl::StrCat("unexpected ", Describe()));
+      return Error(absl::StrCat("unexpected ", Describe()));
   }
 }
 
-NodePtr Parser::ParseStatement() {
+absl::StatusOr<NodePtr> Parser::ParseStatement() {
   SourcePos open = PosHere();
-  Expect(TokenType::kOpenStatement, "'{%'");
+  QUANT_RETURN_IF_ERROR(Expect(TokenType::kOpenStatement, "'{%'"));
   if (!Is(TokenType::kIdentifier)) {
-    Fail(absl::StrCat("expected a statement name, got ", Describe()));
+    return Error(absl::StrCat("expected a statement name, got ", Describe()));
   }
   std::string name = tokens_[current_].value;
   SourcePos name_pos = PosHere();
   ++current_;
   if (name == "set") return ParseSet(open);
-  if (name == "if") {
-    NodePtr n = ParseIf(open);
-    ExpectEnd("endif");
+  if (name == "if" || name == "macro" || name == "for") {
+    absl::StatusOr<NodePtr> n = name == "if"      ? ParseIf(open)
+                                : name == "macro" ? ParseMacro(open)
+                                                  : ParseFor(open);
+    if (!n.ok()) return n;
+    QUANT_RETURN_IF_ERROR(ExpectEnd(name == "if"      ? "endif"
+                                    : name == "macro" ? "endmacro"
+                                                      : "endfor"));
     return n;
   }
-  if (name == "macro") {
-    NodePtr n = ParseMacro(open);
-    ExpectEnd("endmacro");
-    return n;
-  }
-  if (name == "for") {
-    NodePtr n = ParseFor(open);
-    ExpectEnd("endfor");
-    return n;
-  }
-  if (name == "call") {
-    NodePtr n = Make(NodeKind::kCallBlock, open);
-    if (Is(TokenType::kOpenParen)) n->args = ParseArgs(true);
-    NodePtr callee = ParsePrimary();
-    if (callee->kind != NodeKind::kIdentifier) {
-      FailAt(callee->pos, "expected a macro name after 'call'");
-    }
-    NodePtr call = Make(NodeKind::kCall, callee->pos);
-    call->a = std::move(callee);
-    call->args = ParseArgs(false);
-    n->a = std::move(call);
-    Expect(TokenType::kCloseStatement, "'%}'");
-    ParseUntil({"endcall"}, &n->body, "call", open);
-    ExpectEnd("endcall");
-    return n;
-  }
+  if (name == "call") return ParseCallBlock(open);
   if (name == "break" || name == "continue") {
-    Expect(TokenType::kCloseStatement, "'%}'");
+    QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseStatement, "'%}'"));
     return Make(name == "break" ? NodeKind::kBreak : NodeKind::kContinue, open);
   }
-  if (name == "filter") {
-    NodePtr n = Make(NodeKind::kFilterBlock, open);
-    NodePtr filter = ParsePrimary();
-    if (filter->kind == NodeKind::kIdentifier && Is(TokenType::kOpenParen)) {
-      filter = ParseCall(std::move(filter));
-    }
-    n->a = std::move(filter);
-    Expect(TokenType::kCloseStatement, "'%}'");
-    ParseUntil({"endfilter"}, &n->body, "filter", open);
-    ExpectEnd("endfilter");
-    return n;
-  }
-  FailAt(name_pos,
-         absl::StrCat("unknown or unsupported statement '", name, "'"));
+  if (name == "filter") return ParseFilterBlock(open);
+  return TemplateError(
+      name_pos, absl::StrCat("unknown or unsupported statement '", name, "'"));
 }
 
-NodePtr Parser::ParseSet(SourcePos pos) {
-  NodePtr n = Make(NodeKind::kSet, pos);
-  n->a = ParseExpressionSequence(false);
-  if (Is(TokenType::kEquals)) {
-    ++current_;
-    n->b = ParseExpressionSequence(false);
-  } else {
-    Expect(TokenType::kCloseStatement, "'=' or '%}'");
-    ParseUntil({"endset"}, &n->body, "set", pos);
-    Expect(TokenType::kOpenStatement, "'{%'");
-    ExpectIdentifier("endset");
+absl::StatusOr<NodePtr> Parser::ParseCallBlock(SourcePos pos) {
+  NodePtr n = Make(NodeKind::kCallBlock, pos);
+  if (Is(TokenType::kOpenParen)) {
+    QUANT_ASSIGN_OR_RETURN(n->args, ParseArgs(true));
   }
-  Expect(TokenType::kCloseStatement, "'%}'");
+  QUANT_ASSIGN_OR_RETURN(NodePtr callee, ParsePrimary());
+  if (callee->kind != NodeKind::kIdentifier) {
+    return TemplateError(callee->pos, "expected a macro name after 'call'");
+  }
+  NodePtr call = Make(NodeKind::kCall, callee->pos);
+  call->a = std::move(callee);
+  QUANT_ASSIGN_OR_RETURN(call->args, ParseArgs(false));
+  n->a = std::move(call);
+  QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseStatement, "'%}'"));
+  QUANT_RETURN_IF_ERROR(ParseUntil({"endcall"}, &n->body, "call", pos));
+  QUANT_RETURN_IF_ERROR(ExpectEnd("endcall"));
   return n;
 }
 
-NodePtr Parser::ParseIf(SourcePos pos) {
-  DepthGuard guard(this, pos);
+absl::StatusOr<NodePtr> Parser::ParseFilterBlock(SourcePos pos) {
+  NodePtr n = Make(NodeKind::kFilterBlock, pos);
+  QUANT_ASSIGN_OR_RETURN(NodePtr filter, ParsePrimary());
+  if (filter->kind == NodeKind::kIdentifier && Is(TokenType::kOpenParen)) {
+    QUANT_ASSIGN_OR_RETURN(filter, ParseCall(std::move(filter)));
+  }
+  n->a = std::move(filter);
+  QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseStatement, "'%}'"));
+  QUANT_RETURN_IF_ERROR(ParseUntil({"endfilter"}, &n->body, "filter", pos));
+  QUANT_RETURN_IF_ERROR(ExpectEnd("endfilter"));
+  return n;
+}
+
+absl::StatusOr<NodePtr> Parser::ParseSet(SourcePos pos) {
+  NodePtr n = Make(NodeKind::kSet, pos);
+  QUANT_ASSIGN_OR_RETURN(n->a, ParseExpressionSequence(false));
+  if (Is(TokenType::kEquals)) {
+    ++current_;
+    QUANT_ASSIGN_OR_RETURN(n->b, ParseExpressionSequence(false));
+  } else {
+    QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseStatement, "'=' or '%}'"));
+    QUANT_RETURN_IF_ERROR(ParseUntil({"endset"}, &n->body, "set", pos));
+    QUANT_RETURN_IF_ERROR(Expect(TokenType::kOpenStatement, "'{%'"));
+    QUANT_RETURN_IF_ERROR(ExpectIdentifier("endset"));
+  }
+  QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseStatement, "'%}'"));
+  return n;
+}
+
+absl::StatusOr<NodePtr> Parser::ParseIf(SourcePos pos) {
+  DepthGuard guard(this);
+  QUANT_RETURN_IF_ERROR(guard.Check(pos));
   NodePtr n = Make(NodeKind::kIf, pos);
-  n->a = ParseExpression();
-  Expect(TokenType::kCloseStatement, "'%}'");
-  ParseUntil({"elif", "else", "endif"}, &n->body, "if", pos);
+  QUANT_ASSIGN_OR_RETURN(n->a, ParseExpression());
+  QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseStatement, "'%}'"));
+  QUANT_RETURN_IF_ERROR(
+      ParseUntil({"elif", "else", "endif"}, &n->body, "if", pos));
   if (IsStatement({"elif"})) {
     SourcePos elif_pos = PosHere();
     current_ += 2;
-    n->alternate.push_back(ParseIf(elif_pos));
+    QUANT_ASSIGN_OR_RETURN(NodePtr elif, ParseIf(elif_pos));
+    n->alternate.push_back(std::move(elif));
   } else if (IsStatement({"else"})) {
     current_ += 2;
-    Expect(TokenType::kCloseStatement, "'%}'");
-    ParseUntil({"endif"}, &n->alternate, "if", pos);
+    QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseStatement, "'%}'"));
+    QUANT_RETURN_IF_ERROR(ParseUntil({"endif"}, &n->alternate, "if", pos));
   }
   return n;
 }
 
-NodePtr Parser::ParseMacro(SourcePos pos) {
+absl::StatusOr<NodePtr> Parser::ParseMacro(SourcePos pos) {
   NodePtr n = Make(NodeKind::kMacro, pos);
-  NodePtr name = ParsePrimary();
+  QUANT_ASSIGN_OR_RETURN(NodePtr name, ParsePrimary());
   if (name->kind != NodeKind::kIdentifier) {
-    FailAt(name->pos, "expected a macro name");
+    return TemplateError(name->pos, "expected a macro name");
   }
   n->text = name->text;
-  n->args = ParseArgs(true);
-  Expect(TokenType::kCloseStatement, "'%}'");
-  ParseUntil({"endmacro"}, &n->body, "macro", pos);
+  QUANT_ASSIGN_OR_RETURN(n->args, ParseArgs(true));
+  QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseStatement, "'%}'"));
+  QUANT_RETURN_IF_ERROR(ParseUntil({"endmacro"}, &n->body, "macro", pos));
   return n;
 }
 
-NodePtr Parser::ParseFor(SourcePos pos) {
+absl::StatusOr<NodePtr> Parser::ParseFor(SourcePos pos) {
   NodePtr n = Make(NodeKind::kFor, pos);
-  n->a = ParseExpressionSequence(true);
+  QUANT_ASSIGN_OR_RETURN(n->a, ParseExpressionSequence(true));
   if (n->a->kind != NodeKind::kIdentifier && n->a->kind != NodeKind::kTuple) {
-    FailAt(n->a->pos, "expected a name or names for the loop variable");
+    return TemplateError(n->a->pos,
+                         "expected a name or names for the loop variable");
   }
-  if (!IsIdentifier("in")) Fail("expected 'in' after the loop variable");
+  if (!IsIdentifier("in")) {
+    return Error("expected 'in' after the loop variable");
+  }
   ++current_;
-  NodePtr iterable = ParseExpression();
+  QUANT_ASSIGN_OR_RETURN(NodePtr iterable, ParseExpression());
   if (iterable->kind == NodeKind::kSelect) {
     n->b = std::move(iterable->a);
     n->c = std::move(iterable->b);
   } else {
     n->b = std::move(iterable);
   }
-  Expect(TokenType::kCloseStatement, "'%}'");
-  ParseUntil({"else", "endfor"}, &n->body, "for", pos);
+  QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseStatement, "'%}'"));
+  QUANT_RETURN_IF_ERROR(ParseUntil({"else", "endfor"}, &n->body, "for", pos));
   if (IsStatement({"else"})) {
     current_ += 2;
-    Expect(TokenType::kCloseStatement, "'%}'");
-    ParseUntil({"endfor"}, &n->alternate, "for", pos);
+    QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseStatement, "'%}'"));
+    QUANT_RETURN_IF_ERROR(ParseUntil({"endfor"}, &n->alternate, "for", pos));
   }
   return n;
 }
 
-NodePtr Parser::ParseExpressionSequence(bool primary) {
+absl::StatusOr<NodePtr> Parser::ParseExpressionSequence(bool primary) {
   SourcePos pos = PosHere();
-  NodePtr first = primary ? ParsePrimary() : ParseExpression();
+  QUANT_ASSIGN_OR_RETURN(NodePtr first,
+                         primary ? ParsePrimary() : ParseExpression());
   if (!Is(TokenType::kComma)) return first;
   NodePtr tuple = Make(NodeKind::kTuple, pos);
   tuple->args.push_back(std::move(first));
   while (Is(TokenType::kComma)) {
     ++current_;
-    tuple->args.push_back(primary ? ParsePrimary() : ParseExpression());
+    QUANT_ASSIGN_OR_RETURN(NodePtr item,
+                           primary ? ParsePrimary() : ParseExpression());
+    tuple->args.push_back(std::move(item));
   }
   return tuple;
 }
 
-NodePtr Parser::ParseExpression() {
-  DepthGuard guard(this, PosHere());
+absl::StatusOr<NodePtr> Parser::ParseExpression() {
+  DepthGuard guard(this);
+  QUANT_RETURN_IF_ERROR(guard.Check(PosHere()));
   return ParseIfExpression();
 }
 
-NodePtr Parser::ParseIfExpression() {
-  NodePtr a = ParseOr();
+absl::StatusOr<NodePtr> Parser::ParseIfExpression() {
+  QUANT_ASSIGN_OR_RETURN(NodePtr a, ParseOr());
   if (!IsIdentifier("if")) return a;
   SourcePos pos = PosHere();
   ++current_;
-  NodePtr test = ParseOr();
+  QUANT_ASSIGN_OR_RETURN(NodePtr test, ParseOr());
   if (IsIdentifier("else")) {
     ++current_;
     NodePtr n = Make(NodeKind::kTernary, pos);
     n->a = std::move(test);
     n->b = std::move(a);
-    n->c = ParseIfExpression();
+    QUANT_ASSIGN_OR_RETURN(n->c, ParseIfExpression());
     return n;
   }
   NodePtr n = Make(NodeKind::kSelect, pos);
@@ -345,46 +370,47 @@ NodePtr Parser::ParseIfExpression() {
   return n;
 }
 
-NodePtr Parser::ParseOr() {
-  NodePtr left = ParseAnd();
+absl::StatusOr<NodePtr> Parser::ParseOr() {
+  QUANT_ASSIGN_OR_RETURN(NodePtr left, ParseAnd());
   while (IsIdentifier("or")) {
     NodePtr n = Make(NodeKind::kBinary, PosHere());
     ++current_;
     n->text = "or";
     n->a = std::move(left);
-    n->b = ParseAnd();
+    QUANT_ASSIGN_OR_RETURN(n->b, ParseAnd());
     left = std::move(n);
   }
   return left;
 }
 
-NodePtr Parser::ParseAnd() {
-  NodePtr left = ParseNot();
+absl::StatusOr<NodePtr> Parser::ParseAnd() {
+  QUANT_ASSIGN_OR_RETURN(NodePtr left, ParseNot());
   while (IsIdentifier("and")) {
     NodePtr n = Make(NodeKind::kBinary, PosHere());
     ++current_;
     n->text = "and";
     n->a = std::move(left);
-    n->b = ParseNot();
+    QUANT_ASSIGN_OR_RETURN(n->b, ParseNot());
     left = std::move(n);
   }
   return left;
 }
 
-NodePtr Parser::ParseNot() {
+absl::StatusOr<NodePtr> Parser::ParseNot() {
   if (IsIdentifier("not")) {
-    DepthGuard guard(this, PosHere());
+    DepthGuard guard(this);
+    QUANT_RETURN_IF_ERROR(guard.Check(PosHere()));
     NodePtr n = Make(NodeKind::kUnary, PosHere());
     ++current_;
     n->text = "not";
-    n->a = ParseNot();
+    QUANT_ASSIGN_OR_RETURN(n->a, ParseNot());
     return n;
   }
   return ParseComparison();
 }
 
-NodePtr Parser::ParseComparison() {
-  NodePtr left = ParseAdditive();
+absl::StatusOr<NodePtr> Parser::ParseComparison() {
+  QUANT_ASSIGN_OR_RETURN(NodePtr left, ParseAdditive());
   while (true) {
     SourcePos pos = PosHere();
     std::string op;
@@ -402,58 +428,51 @@ NodePtr Parser::ParseComparison() {
     NodePtr n = Make(NodeKind::kBinary, pos);
     n->text = op;
     n->a = std::move(left);
-    n->b = ParseAdditive();
+    QUANT_ASSIGN_OR_RETURN(n->b, ParseAdditive());
     left = std::move(n);
   }
   return left;
 }
 
-NodePtr Parser::ParseAdditive() {
-  NodePtr left = ParseMultiplicative();
-  while (Is(TokenType::kAdditiveOperator)) {
+// Left-associative `operand (op operand)*` for the operator token `type`.
+absl::StatusOr<NodePtr> Parser::ParseBinaryChain(
+    TokenType type, absl::StatusOr<NodePtr> (Parser::*operand)()) {
+  QUANT_ASSIGN_OR_RETURN(NodePtr left, (this->*operand)());
+  while (Is(type)) {
     NodePtr n = Make(NodeKind::kBinary, PosHere());
     n->text = tokens_[current_++].value;
     n->a = std::move(left);
-    n->b = ParseMultiplicative();
+    QUANT_ASSIGN_OR_RETURN(n->b, (this->*operand)());
     left = std::move(n);
   }
   return left;
 }
 
-NodePtr Parser::ParseMultiplicative() {
-  NodePtr left = ParsePower();
-  while (Is(TokenType::kMultiplicativeOperator)) {
-    NodePtr n = Make(NodeKind::kBinary, PosHere());
-    n->text = tokens_[current_++].value;
-    n->a = std::move(left);
-    n->b = ParsePower();
-    left = std::move(n);
-  }
-  return left;
+absl::StatusOr<NodePtr> Parser::ParseAdditive() {
+  return ParseBinaryChain(TokenType::kAdditiveOperator,
+                          &Parser::ParseMultiplicative);
 }
 
-NodePtr Parser::ParsePower() {
-  NodePtr left = ParseTest();
-  while (Is(TokenType::kExponentiationOperator)) {
-    NodePtr n = Make(NodeKind::kBinary, PosHere());
-    n->text = tokens_[current_++].value;
-    n->a = std::move(left);
-    n->b = ParseTest();
-    left = std::move(n);
-  }
-  return left;
+absl::StatusOr<NodePtr> Parser::ParseMultiplicative() {
+  return ParseBinaryChain(TokenType::kMultiplicativeOperator,
+                          &Parser::ParsePower);
 }
 
-NodePtr Parser::ParseTest() {
-  NodePtr operand = ParseFilter();
+absl::StatusOr<NodePtr> Parser::ParsePower() {
+  return ParseBinaryChain(TokenType::kExponentiationOperator,
+                          &Parser::ParseTest);
+}
+
+absl::StatusOr<NodePtr> Parser::ParseTest() {
+  QUANT_ASSIGN_OR_RETURN(NodePtr operand, ParseFilter());
   while (IsIdentifier("is")) {
     ++current_;
     bool negate = IsIdentifier("not");
     if (negate) ++current_;
     SourcePos pos = PosHere();
-    NodePtr test = ParsePrimary();
+    QUANT_ASSIGN_OR_RETURN(NodePtr test, ParsePrimary());
     if (test->kind != NodeKind::kIdentifier) {
-      FailAt(test->pos, "expected a test name after 'is'");
+      return TemplateError(test->pos, "expected a test name after 'is'");
     }
     NodePtr n = Make(NodeKind::kTest, pos);
     n->a = std::move(operand);
@@ -464,16 +483,18 @@ NodePtr Parser::ParseTest() {
   return operand;
 }
 
-NodePtr Parser::ParseFilter() {
-  NodePtr operand = ParseUnarySign();
+absl::StatusOr<NodePtr> Parser::ParseFilter() {
+  QUANT_ASSIGN_OR_RETURN(NodePtr operand, ParseUnarySign());
   while (Is(TokenType::kPipe)) {
     ++current_;
     SourcePos pos = PosHere();
-    NodePtr filter = ParsePrimary();
+    QUANT_ASSIGN_OR_RETURN(NodePtr filter, ParsePrimary());
     if (filter->kind != NodeKind::kIdentifier) {
-      FailAt(filter->pos, "expected a filter name after '|'");
+      return TemplateError(filter->pos, "expected a filter name after '|'");
     }
-    if (Is(TokenType::kOpenParen)) filter = ParseCall(std::move(filter));
+    if (Is(TokenType::kOpenParen)) {
+      QUANT_ASSIGN_OR_RETURN(filter, ParseCall(std::move(filter)));
+    }
     NodePtr n = Make(NodeKind::kFilter, pos);
     n->a = std::move(operand);
     n->b = std::move(filter);
@@ -482,116 +503,125 @@ NodePtr Parser::ParseFilter() {
   return operand;
 }
 
-NodePtr Parser::ParseUnarySign() {
+absl::StatusOr<NodePtr> Parser::ParseUnarySign() {
   if ((Is(TokenType::kUnaryOperator) || Is(TokenType::kAdditiveOperator)) &&
       (tokens_[current_].value == "-" || tokens_[current_].value == "+")) {
-    DepthGuard guard(this, PosHere());
+    DepthGuard guard(this);
+    QUANT_RETURN_IF_ERROR(guard.Check(PosHere()));
     NodePtr n = Make(NodeKind::kUnary, PosHere());
     n->text = tokens_[current_++].value;
-    n->a = ParseUnarySign();
+    QUANT_ASSIGN_OR_RETURN(n->a, ParseUnarySign());
     return n;
   }
   return ParseCallMember();
 }
 
-NodePtr Parser::ParseCallMember() {
-  NodePtr member = ParseMember(ParsePrimary());
+absl::StatusOr<NodePtr> Parser::ParseCallMember() {
+  QUANT_ASSIGN_OR_RETURN(NodePtr primary, ParsePrimary());
+  QUANT_ASSIGN_OR_RETURN(NodePtr member, ParseMember(std::move(primary)));
   if (Is(TokenType::kOpenParen)) return ParseCall(std::move(member));
   return member;
 }
 
-NodePtr Parser::ParseCall(NodePtr callee) {
-  DepthGuard guard(this, PosHere());
+absl::StatusOr<NodePtr> Parser::ParseCall(NodePtr callee) {
+  DepthGuard guard(this);
+  QUANT_RETURN_IF_ERROR(guard.Check(PosHere()));
   NodePtr n = Make(NodeKind::kCall, callee->pos);
   n->a = std::move(callee);
-  n->args = ParseArgs(false);
-  NodePtr expression = ParseMember(std::move(n));
+  QUANT_ASSIGN_OR_RETURN(n->args, ParseArgs(false));
+  QUANT_ASSIGN_OR_RETURN(NodePtr expression, ParseMember(std::move(n)));
   if (Is(TokenType::kOpenParen)) return ParseCall(std::move(expression));
   return expression;
 }
 
-std::vector<NodePtr> Parser::ParseArgs(bool parameters) {
-  Expect(TokenType::kOpenParen, "'('");
+absl::StatusOr<std::vector<NodePtr>> Parser::ParseArgs(bool parameters) {
+  QUANT_RETURN_IF_ERROR(Expect(TokenType::kOpenParen, "'('"));
   std::vector<NodePtr> args;
   bool saw_keyword = false;
   bool saw_spread = false;
   while (!Is(TokenType::kCloseParen)) {
-    if (current_ >= tokens_.size()) Fail("expected ')'");
+    if (current_ >= tokens_.size()) return Error("expected ')'");
     SourcePos pos = PosHere();
     bool keyword_spread = Is(TokenType::kExponentiationOperator);
     bool spread = Is(TokenType::kMultiplicativeOperator) &&
                   tokens_[current_].value == "*";
     if (parameters && (keyword_spread || spread)) {
-      Fail("argument unpacking is not allowed in parameters");
+      return Error("argument unpacking is not allowed in parameters");
     }
     if (keyword_spread) {
       ++current_;
       NodePtr n = Make(NodeKind::kKeywordSpread, pos);
-      n->a = ParseExpression();
+      QUANT_ASSIGN_OR_RETURN(n->a, ParseExpression());
       args.push_back(std::move(n));
       if (Is(TokenType::kComma)) ++current_;
-      if (!Is(TokenType::kCloseParen)) Fail("'**' must be the last argument");
+      if (!Is(TokenType::kCloseParen)) {
+        return Error("'**' must be the last argument");
+      }
       break;
     }
     NodePtr argument;
     if (spread) {
-      if (saw_spread) Fail("only one '*' argument is allowed");
+      if (saw_spread) return Error("only one '*' argument is allowed");
       saw_spread = true;
       ++current_;
       argument = Make(NodeKind::kSpread, pos);
-      argument->a = ParseExpression();
+      QUANT_ASSIGN_OR_RETURN(argument->a, ParseExpression());
     } else {
-      argument = ParseExpression();
+      QUANT_ASSIGN_OR_RETURN(argument, ParseExpression());
       if (Is(TokenType::kEquals)) {
         ++current_;
         if (argument->kind != NodeKind::kIdentifier) {
-          FailAt(argument->pos, "expected a name before '='");
+          return TemplateError(argument->pos, "expected a name before '='");
         }
         NodePtr kw = Make(NodeKind::kKeywordArg, argument->pos);
         kw->text = argument->text;
-        kw->a = ParseExpression();
+        QUANT_ASSIGN_OR_RETURN(kw->a, ParseExpression());
         argument = std::move(kw);
       }
       if (parameters && argument->kind != NodeKind::kIdentifier &&
           argument->kind != NodeKind::kKeywordArg) {
-        FailAt(argument->pos, "expected a parameter name");
+        return TemplateError(argument->pos, "expected a parameter name");
       }
       if (argument->kind == NodeKind::kKeywordArg) {
         saw_keyword = true;
       } else if (saw_keyword) {
-        FailAt(argument->pos,
-               parameters ? "non-default parameter follows default parameter"
-                          : "positional argument follows keyword argument");
+        return TemplateError(
+            argument->pos,
+            parameters ? "non-default parameter follows default parameter"
+                       : "positional argument follows keyword argument");
       }
     }
     args.push_back(std::move(argument));
     if (Is(TokenType::kComma)) ++current_;
   }
-  Expect(TokenType::kCloseParen, "')'");
+  QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseParen, "')'"));
   return args;
 }
 
-NodePtr Parser::ParseSubscript() {
+absl::StatusOr<NodePtr> Parser::ParseSubscript() {
   SourcePos pos = PosHere();
   std::vector<NodePtr> parts;
   bool is_slice = false;
   while (!Is(TokenType::kCloseSquareBracket)) {
-    if (current_ >= tokens_.size()) Fail("expected ']'");
+    if (current_ >= tokens_.size()) return Error("expected ']'");
     if (Is(TokenType::kColon)) {
       parts.push_back(nullptr);
       ++current_;
       is_slice = true;
     } else {
-      parts.push_back(ParseExpression());
+      QUANT_ASSIGN_OR_RETURN(NodePtr part, ParseExpression());
+      parts.push_back(std::move(part));
       if (Is(TokenType::kColon)) {
         ++current_;
         is_slice = true;
       }
     }
   }
-  if (parts.empty()) FailAt(pos, "empty subscript");
+  if (parts.empty()) return TemplateError(pos, "empty subscript");
   if (!is_slice) return std::move(parts[0]);
-  if (parts.size() > 3) FailAt(pos, "a slice takes at most 3 parts");
+  if (parts.size() > 3) {
+    return TemplateError(pos, "a slice takes at most 3 parts");
+  }
   NodePtr n = Make(NodeKind::kSlice, pos);
   n->a = std::move(parts[0]);
   if (parts.size() > 1) n->b = std::move(parts[1]);
@@ -599,7 +629,7 @@ NodePtr Parser::ParseSubscript() {
   return n;
 }
 
-NodePtr Parser::ParseMember(NodePtr object) {
+absl::StatusOr<NodePtr> Parser::ParseMember(NodePtr object) {
   while (Is(TokenType::kDot) || Is(TokenType::kOpenSquareBracket)) {
     bool computed = Is(TokenType::kOpenSquareBracket);
     SourcePos pos = PosHere();
@@ -607,13 +637,13 @@ NodePtr Parser::ParseMember(NodePtr object) {
     NodePtr n = Make(NodeKind::kMember, pos);
     n->computed = computed;
     if (computed) {
-      n->b = ParseSubscript();
-      Expect(TokenType::kCloseSquareBracket, "']'");
+      QUANT_ASSIGN_OR_RETURN(n->b, ParseSubscript());
+      QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseSquareBracket, "']'"));
     } else {
-      n->b = ParsePrimary();
+      QUANT_ASSIGN_OR_RETURN(n->b, ParsePrimary());
       if (n->b->kind != NodeKind::kIdentifier &&
           n->b->kind != NodeKind::kInteger) {
-        FailAt(n->b->pos, "expected a name after '.'");
+        return TemplateError(n->b->pos, "expected a name after '.'");
       }
     }
     n->a = std::move(object);
@@ -622,9 +652,10 @@ NodePtr Parser::ParseMember(NodePtr object) {
   return object;
 }
 
-NodePtr Parser::ParsePrimary() {
-  DepthGuard guard(this, PosHere());
-  if (current_ >= tokens_.size()) Fail("unexpected end of template");
+absl::StatusOr<NodePtr> Parser::ParsePrimary() {
+  DepthGuard guard(this);
+  QUANT_RETURN_IF_ERROR(guard.Check(PosHere()));
+  if (current_ >= tokens_.size()) return Error("unexpected end of template");
   const Token& t = tokens_[current_++];
   switch (t.type) {
     case TokenType::kNumericLiteral: {
@@ -650,15 +681,16 @@ NodePtr Parser::ParsePrimary() {
       return n;
     }
     case TokenType::kOpenParen: {
-      NodePtr e = ParseExpressionSequence(false);
-      Expect(TokenType::kCloseParen, "')'");
+      QUANT_ASSIGN_OR_RETURN(NodePtr e, ParseExpressionSequence(false));
+      QUANT_RETURN_IF_ERROR(Expect(TokenType::kCloseParen, "')'"));
       return e;
     }
     case TokenType::kOpenSquareBracket: {
       NodePtr n = Make(NodeKind::kList, t.pos);
       while (!Is(TokenType::kCloseSquareBracket)) {
-        if (current_ >= tokens_.size()) Fail("expected ']'");
-        n->args.push_back(ParseExpression());
+        if (current_ >= tokens_.size()) return Error("expected ']'");
+        QUANT_ASSIGN_OR_RETURN(NodePtr item, ParseExpression());
+        n->args.push_back(std::move(item));
         if (Is(TokenType::kComma)) ++current_;
       }
       ++current_;
@@ -667,10 +699,12 @@ NodePtr Parser::ParsePrimary() {
     case TokenType::kOpenCurlyBracket: {
       NodePtr n = Make(NodeKind::kDict, t.pos);
       while (!Is(TokenType::kCloseCurlyBracket)) {
-        if (current_ >= tokens_.size()) Fail("expected '}'");
-        n->args.push_back(ParseExpression());
-        Expect(TokenType::kColon, "':'");
-        n->args.push_back(ParseExpression());
+        if (current_ >= tokens_.size()) return Error("expected '}'");
+        QUANT_ASSIGN_OR_RETURN(NodePtr key, ParseExpression());
+        n->args.push_back(std::move(key));
+        QUANT_RETURN_IF_ERROR(Expect(TokenType::kColon, "':'"));
+        QUANT_ASSIGN_OR_RETURN(NodePtr value, ParseExpression());
+        n->args.push_back(std::move(value));
         if (Is(TokenType::kComma)) ++current_;
       }
       ++current_;
@@ -678,19 +712,15 @@ NodePtr Parser::ParsePrimary() {
     }
     default:
       --current_;
-      Fail(absl::StrCat("unexpected ", Describe()));
+      return Error(absl::StrCat("unexpected ", Describe()));
   }
 }
 
 }  // namespace
 
 absl::StatusOr<std::vector<NodePtr>> Parse(const std::vector<Token>& tokens) {
-  try {
-    Parser parser(tokens);
-    return parser.Run();
-  } catch (const JinjaError& e) {
-    return ErrorToStatus(e);
-  }
+  Parser parser(tokens);
+  return parser.Run();
 }
 
 }  // namespace quant::jinja

@@ -6,18 +6,21 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/template/jinja_error.h"
 #include "core/template/jinja_lexer.h"
 #include "core/template/jinja_parser.h"
 
 namespace quant::jinja {
 
 absl::StatusOr<Template> Template::Parse(std::string_view source) {
-  QUANT_ASSIGN_OR_RETURN(
-      std::vector<Token> tokens,
-      Tokenize(absl::string_view(source.data(), source.size())));
-  QUANT_ASSIGN_OR_RETURN(std::vector<NodePtr> program, jinja::Parse(tokens));
+  absl::StatusOr<std::vector<Token>> tokens =
+      Tokenize(absl::string_view(source.data(), source.size()));
+  if (!tokens.ok()) return FinishError(tokens.status());
+  absl::StatusOr<std::vector<NodePtr>> program = jinja::Parse(*tokens);
+  if (!program.ok()) return FinishError(program.status());
   Template t;
-  t.program_ = std::make_shared<const std::vector<NodePtr>>(std::move(program));
+  t.program_ =
+      std::make_shared<const std::vector<NodePtr>>(std::move(*program));
   return t;
 }
 
@@ -35,28 +38,22 @@ absl::StatusOr<std::string> Template::Render(
         std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
     localtime_r(&t, &now);
   }
-  try {
-    Interpreter interpreter(options.limits, now);
-    auto globals = std::make_shared<Scope>();
-    interpreter.InstallGlobals(globals.get());
-    if (context.is_object()) {
-      for (const auto& [key, value] : context.items()) {
-        if (globals->HasOwn(key)) {
-          return absl::InvalidArgumentError(
-              absl::StrCat("chat template: context variable '", key,
-                           "' would replace a built-in"));
-        }
-        globals->Set(key, Value::FromJson(value));
+  Interpreter interpreter(options.limits, now);
+  auto globals = std::make_shared<Scope>();
+  interpreter.InstallGlobals(globals.get());
+  if (context.is_object()) {
+    for (const auto& [key, value] : context.items()) {
+      if (globals->HasOwn(key)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("chat template: context variable '", key,
+                         "' would replace a built-in"));
       }
+      globals->Set(key, Value::FromJson(value));
     }
-    return interpreter.Run(*program_, globals);
-  } catch (const JinjaError& e) {
-    return ErrorToStatus(e);
-  } catch (const std::bad_alloc&) {
-    return absl::ResourceExhaustedError("chat template: out of memory");
-  } catch (const std::exception& e) {
-    return absl::InternalError(absl::StrCat("chat template: ", e.what()));
   }
+  absl::StatusOr<std::string> out = interpreter.Run(*program_, globals);
+  if (!out.ok()) return FinishError(out.status());
+  return out;
 }
 
 absl::StatusOr<std::string> Template::Render(

@@ -10,7 +10,7 @@
 //
 // Errors are InvalidArgument ("chat template L:C: message"; for
 // raise_exception("msg"): "chat template L:C: raise_exception: msg") or
-// ResourceExhausted for the recursion depth and output size limits.
+// ResourceExhausted for the recursion depth, output size and step limits.
 #ifndef QUANT_CORE_TEMPLATE_JINJA_TEMPLATE_H_
 #define QUANT_CORE_TEMPLATE_JINJA_TEMPLATE_H_
 

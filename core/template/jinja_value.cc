@@ -9,23 +9,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/base/status_macros.h"
 #include "core/base/utf8.h"
+#include "core/template/jinja_error.h"
 
 namespace quant::jinja {
-
-absl::Status ErrorToStatus(const JinjaError& error) {
-  std::string where = "chat template";
-  if (error.pos().line > 0) {
-    where = absl::StrCat(where, " ", error.pos().line, ":", error.pos().column);
-  }
-  if (error.raised_by_template()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(where, ": raise_exception: ", error.what()));
-  }
-  std::string message = absl::StrCat(where, ": ", error.what());
-  if (error.limit()) return absl::ResourceExhaustedError(message);
-  return absl::InvalidArgumentError(message);
-}
 
 const Value* CallArgs::Keyword(absl::string_view name) const {
   for (const auto& [key, value] : keyword) {
@@ -263,7 +251,7 @@ std::string JsNumberToString(double v) {
   return sign + out;
 }
 
-std::string Value::ToDisplayString() const {
+absl::StatusOr<std::string> Value::ToDisplayString() const {
   switch (kind_) {
     case ValueKind::kUndefined:
     case ValueKind::kNone:
@@ -407,8 +395,13 @@ std::string JsonQuote(absl::string_view s, bool ensure_ascii) {
   return out;
 }
 
-std::string ToJson(const Value& value, const ToJsonOptions& options,
-                   bool undefined_as_null, int depth) {
+absl::StatusOr<std::string> ToJson(const Value& value,
+                                   const ToJsonOptions& options,
+                                   bool undefined_as_null, int depth) {
+  if (depth > kMaxJsonDepth) {
+    return LimitError({}, absl::StrCat("value nested deeper than ",
+                                       kMaxJsonDepth, " levels"));
+  }
   int indent = options.indent.value_or(0);
   std::string item_sep, key_sep;
   if (options.separators) {
@@ -446,7 +439,10 @@ std::string ToJson(const Value& value, const ToJsonOptions& options,
       std::vector<std::string> parts;
       if (value.is_list()) {
         for (const Value& item : value.list()) {
-          parts.push_back(ToJson(item, options, undefined_as_null, depth + 1));
+          QUANT_ASSIGN_OR_RETURN(
+              std::string part,
+              ToJson(item, options, undefined_as_null, depth + 1));
+          parts.push_back(std::move(part));
         }
         std::string out = "[";
         if (indent > 0 && !parts.empty()) {
@@ -476,15 +472,17 @@ std::string ToJson(const Value& value, const ToJsonOptions& options,
       for (size_t i = 0; i < entries.size(); ++i) {
         if (i > 0) out += item_sep;
         if (indent > 0) out += child_padding;
-        out +=
-            JsonQuote(entries[i]->first, options.ensure_ascii) + key_sep +
-            ToJson(entries[i]->second, options, undefined_as_null, depth + 1);
+        QUANT_ASSIGN_OR_RETURN(
+            std::string member,
+            ToJson(entries[i]->second, options, undefined_as_null, depth + 1));
+        out += JsonQuote(entries[i]->first, options.ensure_ascii) + key_sep +
+               member;
       }
       if (indent > 0 && !entries.empty()) out += base_padding;
       return out + "}";
     }
     case ValueKind::kFunction:
-      throw JinjaError({}, "cannot convert a function to JSON");
+      return UnplacedError("cannot convert a function to JSON");
   }
   return "";
 }

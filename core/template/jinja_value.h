@@ -11,13 +11,13 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "nlohmann/json.hpp"
 
@@ -29,34 +29,6 @@ struct SourcePos {
   int column = 0;
 };
 
-// Thrown inside the engine only; Template::Parse/Render turn it into an
-// absl::Status. `invalid_argument` marks raise_exception() and bad input.
-class JinjaError : public std::runtime_error {
- public:
-  JinjaError(SourcePos pos, const std::string& message,
-             bool raised_by_template = false, bool limit = false)
-      : std::runtime_error(message),
-        pos_(pos),
-        raised_by_template_(raised_by_template),
-        limit_(limit) {}
-  SourcePos pos() const { return pos_; }
-  bool raised_by_template() const { return raised_by_template_; }
-  // A recursion depth or output size limit was hit.
-  bool limit() const { return limit_; }
-  void set_pos_if_unknown(SourcePos pos) {
-    if (pos_.line == 0) pos_ = pos;
-  }
-
- private:
-  SourcePos pos_;
-  bool raised_by_template_;
-  bool limit_;
-};
-
-// "chat template L:C: message" as InvalidArgument (raise_exception, syntax
-// and evaluation errors alike; ResourceExhausted for the depth/size limits).
-absl::Status ErrorToStatus(const JinjaError& error);
-
 class Value;
 class Interpreter;
 
@@ -67,7 +39,9 @@ struct CallArgs {
   const Value* Keyword(absl::string_view name) const;
 };
 
-using NativeFunction = std::function<Value(CallArgs&, Interpreter*)>;
+// A built-in or macro; errors it returns without a position get the call's.
+using NativeFunction =
+    std::function<absl::StatusOr<Value>(CallArgs&, Interpreter*)>;
 
 // Insertion-ordered string-keyed map.
 class Dict {
@@ -151,8 +125,9 @@ class Value {
   // Type name for error messages ("string", "list", ...).
   std::string TypeName() const;
   // What {{ value }} prints (undefined and none print nothing there; this
-  // returns the reference's String() of the value).
-  std::string ToDisplayString() const;
+  // returns the reference's String() of the value). Fails only for a
+  // container holding a function, which has no JSON form.
+  absl::StatusOr<std::string> ToDisplayString() const;
   // JavaScript `a.value == b.value` (loose equality, identity for lists
   // and dicts), which the reference uses for == and !=.
   static bool LooseEquals(const Value& a, const Value& b);
@@ -184,8 +159,13 @@ struct ToJsonOptions {
 // "," and ": " with an indent), strings escaped as JSON.stringify does
 // (non-ASCII kept unless ensure_ascii). `undefined_as_null` false prints
 // undefined members as `undefined` (the reference's String() of a list).
-std::string ToJson(const Value& value, const ToJsonOptions& options,
-                   bool undefined_as_null = true, int depth = 0);
+// Fails (unplaced) on a function, and on nesting deeper than
+// kMaxJsonDepth (a namespace can contain itself).
+inline constexpr int kMaxJsonDepth = 512;
+absl::StatusOr<std::string> ToJson(const Value& value,
+                                   const ToJsonOptions& options,
+                                   bool undefined_as_null = true,
+                                   int depth = 0);
 
 // JSON.stringify of a string.
 std::string JsonQuote(absl::string_view s, bool ensure_ascii);

@@ -263,6 +263,45 @@ TEST(JinjaEvalTest, JsNumberFormatting) {
             "\"\\u00e9\\ud83d\\ude00\"");
 }
 
+TEST(JinjaEvalTest, StepLimit) {
+  // Nested loops that print nothing stay under the size limit; the step
+  // count still ends them.
+  RenderOptions options;
+  options.limits.max_steps = 10000;
+  absl::StatusOr<std::string> out = RenderText(
+      "{% for i in range(1000) %}{% for j in range(1000) %}{% endfor %}"
+      "{% endfor %}",
+      "{}", options);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(out.status().message(),
+            "chat template 1:27: step limit (10000) exceeded");
+  // A range too large for the size limit fails before it is built.
+  out = RenderText("{% for i in range(999999999) %}{% endfor %}");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(JinjaEvalTest, BreakAndContinueAsBlockResults) {
+  // An iteration cut short drops its output, as in the reference; break
+  // and continue reach their loop through if and set blocks.
+  EXPECT_EQ(*RenderText("{% for i in range(4) %}<{{ i }}{% if i == 1 %}"
+                        "{% continue %}{% endif %}{% set x %}{% if i == 2 %}"
+                        "{% break %}{% endif %}{% endset %}>{% endfor %}"),
+            "<0>");
+  absl::StatusOr<std::string> out = RenderText("a\n  {% continue %}");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(),
+            "chat template 2:3: 'continue' outside a loop");
+  // A macro body is not inside the caller's loop.
+  out = RenderText(
+      "{% macro m() %}{% break %}{% endmacro %}{% for i in [1] %}{{ m() }}"
+      "{% endfor %}");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(),
+            "chat template 1:16: 'break' outside a loop");
+}
+
 TEST(JinjaEvalTest, BreakOutsideLoopAndBadSet) {
   EXPECT_FALSE(RenderText("{% break %}").ok());
   absl::StatusOr<std::string> out =
