@@ -951,6 +951,9 @@ absl::StatusOr<Value> ApplyFilter(const std::string& name, const Value& operand,
   }
   if (operand.is_number()) {
     if (name == "abs") {
+      if (operand.is_int() && operand.int_value() == INT64_MIN) {
+        return Value::Float(-static_cast<double>(INT64_MIN));  // Overflows.
+      }
       return operand.is_int() ? Value::Int(std::llabs(operand.int_value()))
                               : Value::Float(std::fabs(operand.float_value()));
     }

@@ -33,7 +33,7 @@ absl::StatusOr<Value> StrftimeNow(CallArgs& args, Interpreter* in) {
   return Value::String(Strftime(in->now(), args.positional[0].str()));
 }
 
-absl::StatusOr<Value> MakeNamespace(CallArgs& args, Interpreter*) {
+absl::StatusOr<Value> MakeNamespace(CallArgs& args, Interpreter* in) {
   if (args.positional.size() > 1) {
     return UnplacedError("namespace() takes at most 1 positional argument");
   }
@@ -56,7 +56,7 @@ absl::StatusOr<Value> MakeNamespace(CallArgs& args, Interpreter*) {
     }
   }
   for (const auto& [k, v] : args.keyword) dict->Set(k, v);
-  return Value::Namespace(std::move(dict));
+  return in->NewNamespace(std::move(dict));
 }
 
 Value IntOrFloat(double value) {

@@ -145,6 +145,17 @@ class DepthGuard {
   absl::Status status_;
 };
 
+Interpreter::~Interpreter() {
+  for (const std::weak_ptr<Dict>& weak : namespaces_) {
+    if (std::shared_ptr<Dict> dict = weak.lock()) dict->Clear();
+  }
+}
+
+Value Interpreter::NewNamespace(std::shared_ptr<Dict> dict) {
+  namespaces_.push_back(dict);
+  return Value::Namespace(std::move(dict));
+}
+
 absl::Status Interpreter::CheckSize(size_t bytes) const {
   if (bytes <= limits_.max_output_bytes) return absl::OkStatus();
   return LimitError(

@@ -62,6 +62,11 @@ using ScopePtr = std::shared_ptr<Scope>;
 class Interpreter {
  public:
   Interpreter(RenderLimits limits, std::tm now) : limits_(limits), now_(now) {}
+  // Empties the namespaces made while rendering: one can hold itself
+  // (`set ns.me = ns`), and shared_ptr alone would never free it.
+  ~Interpreter();
+  Interpreter(const Interpreter&) = delete;
+  Interpreter& operator=(const Interpreter&) = delete;
 
   // Binds the globals (namespace, range, raise_exception, strftime_now,
   // true/false/none and True/False/None) in `scope`.
@@ -71,6 +76,8 @@ class Interpreter {
                                   const ScopePtr& scope);
 
   const std::tm& now() const { return now_; }
+  // A new namespace, emptied when rendering ends.
+  Value NewNamespace(std::shared_ptr<Dict> dict);
 
  private:
   friend class DepthGuard;
@@ -128,6 +135,7 @@ class Interpreter {
   std::tm now_;
   int depth_ = 0;
   int64_t steps_ = 0;
+  std::vector<std::weak_ptr<Dict>> namespaces_;
   // The `caller` of the macro call a call block is making, consumed by the
   // macro it calls.
   Value pending_caller_;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/base/utf8.h"
 #include "core/template/jinja_error.h"
 #include "core/template/jinja_lexer.h"
 #include "core/template/jinja_parser.h"
@@ -13,6 +14,12 @@
 namespace quant::jinja {
 
 absl::StatusOr<Template> Template::Parse(std::string_view source) {
+  // The engine decodes code points assuming valid UTF-8 (the reference
+  // works on JavaScript strings, which cannot hold broken sequences).
+  if (!IsValidUtf8(absl::string_view(source.data(), source.size()))) {
+    return absl::InvalidArgumentError(
+        "chat template: the template is not valid UTF-8");
+  }
   absl::StatusOr<std::vector<Token>> tokens =
       Tokenize(absl::string_view(source.data(), source.size()));
   if (!tokens.ok()) return FinishError(tokens.status());

@@ -42,6 +42,13 @@ void Dict::Set(const std::string& key, Value value) {
   entries_.emplace_back(key, std::move(value));
 }
 
+void Dict::Clear() {
+  // Moved out first: destroying a value may reach this dict again.
+  std::vector<std::pair<std::string, Value>> entries = std::move(entries_);
+  entries_.clear();
+  index_.clear();
+}
+
 Value Value::None() {
   Value v;
   v.kind_ = ValueKind::kNone;

@@ -49,6 +49,8 @@ class Dict {
   const Value* Find(absl::string_view key) const;
   Value* FindMutable(absl::string_view key);
   void Set(const std::string& key, Value value);
+  // Drops every entry (Interpreter breaks namespace reference cycles so).
+  void Clear();
   size_t size() const { return entries_.size(); }
   const std::vector<std::pair<std::string, Value>>& entries() const {
     return entries_;

@@ -302,6 +302,19 @@ TEST(JinjaEvalTest, BreakAndContinueAsBlockResults) {
             "chat template 1:16: 'break' outside a loop");
 }
 
+TEST(JinjaEvalTest, FuzzFindings) {
+  // Found by tests/fuzz/template_fuzzer: a truncated UTF-8 sequence was
+  // decoded past the end of the text.
+  EXPECT_EQ(Template::Parse("a\xE2 {%- if 1 %}{% endif %}").status().message(),
+            "chat template: the template is not valid UTF-8");
+  // A namespace that holds itself prints as nested JSON up to a limit and
+  // is freed when rendering ends.
+  absl::StatusOr<std::string> out =
+      RenderText("{% set ns = namespace() %}{% set ns.me = ns %}{{ ns }}");
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
+}
+
 TEST(JinjaEvalTest, BreakOutsideLoopAndBadSet) {
   EXPECT_FALSE(RenderText("{% break %}").ok());
   absl::StatusOr<std::string> out =
