@@ -24,32 +24,13 @@ ABSL_DECLARE_FLAG(std::string, tokenizer);
 ABSL_DECLARE_FLAG(std::string, recipe);
 
 namespace quant {
-namespace {
 
-// `calib inspect FILE --checkpoint DIR [--recipe R]`: no service needed.
-absl::Status RunInspect(const CommandInvocation& invocation) {
-  const std::string& path = invocation.args[1];
-  const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
-  std::string tokenizer_dir = absl::GetFlag(FLAGS_tokenizer);
-  if (checkpoint.empty() && tokenizer_dir.empty()) {
-    return UsageError(
-        "calib inspect: give --checkpoint DIR (its tokenizer and layer "
-        "widths) or --tokenizer DIR");
-  }
-  if (tokenizer_dir.empty()) tokenizer_dir = checkpoint;
-  const std::string recipe_path = absl::GetFlag(FLAGS_recipe);
-  if (!recipe_path.empty() && checkpoint.empty()) {
-    return UsageError(
-        "calib inspect: --recipe needs --checkpoint DIR (the layer widths "
-        "its rank arithmetic uses)");
-  }
+absl::StatusOr<CalibrationInspection> InspectCalibrationForJob(
+    const std::string& path, const std::string& checkpoint,
+    const std::string& tokenizer_dir, const Recipe& recipe) {
   QUANT_ASSIGN_OR_RETURN(const CalibrationFile file, LoadCalibrationFile(path));
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Tokenizer> tokenizer,
                          Tokenizer::LoadFromDirectory(tokenizer_dir));
-  Recipe recipe;  // The defaults, unless a recipe is given.
-  if (!recipe_path.empty()) {
-    QUANT_ASSIGN_OR_RETURN(recipe, LoadRecipe(recipe_path));
-  }
   QUANT_ASSIGN_OR_RETURN(
       const std::unique_ptr<ChatRenderer> chat,
       ChatRenderer::Load(tokenizer_dir, ChatChoiceFromRecipe(recipe)));
@@ -70,6 +51,35 @@ absl::Status RunInspect(const CommandInvocation& invocation) {
     }
     AddSplitInspection(split, layers_by_inputs, &inspection);
   }
+  return inspection;
+}
+
+namespace {
+
+// `calib inspect FILE --checkpoint DIR [--recipe R]`: no service needed.
+absl::Status RunInspect(const CommandInvocation& invocation) {
+  const std::string& path = invocation.args[1];
+  const std::string checkpoint = absl::GetFlag(FLAGS_checkpoint);
+  std::string tokenizer_dir = absl::GetFlag(FLAGS_tokenizer);
+  if (checkpoint.empty() && tokenizer_dir.empty()) {
+    return UsageError(
+        "calib inspect: give --checkpoint DIR (its tokenizer and layer "
+        "widths) or --tokenizer DIR");
+  }
+  if (tokenizer_dir.empty()) tokenizer_dir = checkpoint;
+  const std::string recipe_path = absl::GetFlag(FLAGS_recipe);
+  if (!recipe_path.empty() && checkpoint.empty()) {
+    return UsageError(
+        "calib inspect: --recipe needs --checkpoint DIR (the layer widths "
+        "its rank arithmetic uses)");
+  }
+  Recipe recipe;  // The defaults, unless a recipe is given.
+  if (!recipe_path.empty()) {
+    QUANT_ASSIGN_OR_RETURN(recipe, LoadRecipe(recipe_path));
+  }
+  QUANT_ASSIGN_OR_RETURN(
+      const CalibrationInspection inspection,
+      InspectCalibrationForJob(path, checkpoint, tokenizer_dir, recipe));
   if (absl::GetFlag(FLAGS_json)) {
     nlohmann::json out = CalibrationInspectionToJson(inspection);
     out["file"] = path;

@@ -12,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "client/calib_command.h"
 #include "client/common_flags.h"
 #include "client/estimate_print.h"
 #include "client/job_json.h"
@@ -116,6 +117,25 @@ absl::Status RunSubmit(const CommandInvocation& invocation) {
   }
   request.set_request_id(absl::GetFlag(FLAGS_request_id));
 
+  // What the job will make of a local calibration set, before it is sent:
+  // documents, tokens, the split and T/K per layer width (`calib inspect`).
+  // A checkpoint that only quantd can see is not inspected here.
+  std::error_code exists_error;
+  const bool local_calibration =
+      !calibration.empty() &&
+      std::filesystem::is_regular_file(calibration, exists_error);
+  const bool local_checkpoint =
+      !absl::StrContains(checkpoint, "://") &&
+      std::filesystem::exists(std::filesystem::path(checkpoint) / "config.json",
+                              exists_error);
+  if (local_calibration && local_checkpoint) {
+    QUANT_ASSIGN_OR_RETURN(
+        const CalibrationInspection inspection,
+        InspectCalibrationForJob(calibration, checkpoint, checkpoint, recipe));
+    *invocation.err << "calibration " << calibration << ":\n"
+                    << FormatCalibrationInspection(inspection);
+  }
+
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<ServiceClient> client,
                          ServiceClient::FromFlags());
   if (dry_run) {
@@ -189,7 +209,10 @@ Command SubmitCommand() {
       "one of quantd's allowed roots. The recipe (YAML or JSON, see "
       "`quantctl recipe validate`) is checked here and sent with the job. "
       "--calibration is a local file, uploaded first (as by `quantctl calib "
-      "upload`), or the 64-hex sha256 of a set uploaded earlier. --label "
+      "upload`), or the 64-hex sha256 of a set uploaded earlier. A local "
+      "file with a local checkpoint is inspected first, on stderr, as by "
+      "`quantctl calib inspect`: documents, tokens, lengths, the recipe's "
+      "split and T/K per layer input width. --label "
       "may be repeated (values may not contain ','). Prints the job id "
       "(with --json the job as a JSON object). With --wait it follows the "
       "job (progress on stderr) and exits 0 verdict PASS, 3 verdict FAIL, 1 "

@@ -219,6 +219,14 @@ TEST_F(QuantctlServiceTest, SubmitStatusListCancel) {
   ASSERT_FALSE(id.empty());
   EXPECT_THAT(id, Not(HasSubstr("\n")));
   EXPECT_THAT(first.err, HasSubstr(Sha256sum(CalibrationFile())));
+  // Before the upload, what the job will make of the set (calib inspect):
+  // its 4300 paragraphs, the recipe's 16 windows of 64 tokens, and T/K for
+  // stories260K's input widths.
+  EXPECT_THAT(first.err, HasSubstr("calibration " + CalibrationFile() +
+                                   ":\nsha256 " + Sha256sum(CalibrationFile()) +
+                                   "\n4300 documents (4300 text"));
+  EXPECT_THAT(first.err, HasSubstr("-> 16 windows of 64 tokens, T = 1024"));
+  EXPECT_THAT(first.err, HasSubstr("rank: K = 172 (down_proj): T/K = 5.95"));
 
   const RunResult status = RunQuantctl("status --json " + id);
   ASSERT_EQ(status.exit_code, 0) << status.err;
