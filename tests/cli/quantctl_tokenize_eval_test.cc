@@ -202,7 +202,8 @@ TEST_F(QuantctlTokenizeEvalTest, TokenizeUsageErrorsExitTwo) {
 
   result = RunQuantctl("tokenize --tokenizer /tmp");
   EXPECT_EQ(result.exit_code, 2);
-  EXPECT_THAT(result.err, HasSubstr("give one of --text, --file, --messages or --decode"));
+  EXPECT_THAT(result.err,
+              HasSubstr("give one of --text, --file, --messages or --decode"));
 
   result = RunQuantctl("tokenize --tokenizer /tmp --text hi extra");
   EXPECT_EQ(result.exit_code, 2);
