@@ -88,7 +88,9 @@ TEST_F(CalibInspectTest, DocumentsLengthsSplitAndRank) {
       RunQuantctl(absl::StrCat("calib inspect ", Quote(file_), " --checkpoint ",
                                Quote(model_), " --recipe ", Quote(recipe)));
   ASSERT_EQ(text.exit_code, 0) << text.err;
-  EXPECT_THAT(text.out, HasSubstr("10 documents (0 text, 10 token ids, 0 conversations), 55"));
+  EXPECT_THAT(
+      text.out,
+      HasSubstr("10 documents (0 text, 10 token ids, 0 conversations), 55"));
   EXPECT_THAT(text.out, HasSubstr("K = 172 (down_proj): T/K = 0.19"));
   EXPECT_THAT(text.out, HasSubstr("rank-deficient (T < K)"));
 }
