@@ -231,11 +231,21 @@ class Lexer {
     auto it =
         std::upper_bound(line_starts_.begin(), line_starts_.end(), original);
     size_t line = static_cast<size_t>(it - line_starts_.begin());
+    // Tokens come in source order: count on from the last position asked
+    // for when it is earlier on the same line, so a template on one long
+    // line costs linear time, not quadratic.
+    size_t from = line_starts_[line - 1];
     SourcePos pos{static_cast<int>(line), 1};
-    for (size_t i = line_starts_[line - 1]; i < original && i < source_.size();
-         ++i) {
+    if (cached_.line == pos.line && cached_offset_ >= from &&
+        cached_offset_ <= original) {
+      from = cached_offset_;
+      pos = cached_;
+    }
+    for (size_t i = from; i < original && i < source_.size(); ++i) {
       if ((static_cast<unsigned char>(source_[i]) & 0xC0) != 0x80) ++pos.column;
     }
+    cached_offset_ = original;
+    cached_ = pos;
     return pos;
   }
   absl::Status Error(size_t offset, absl::string_view message) const {
@@ -281,6 +291,9 @@ class Lexer {
   int curly_depth_ = 0;
   std::vector<Token> tokens_;
   std::vector<size_t> line_starts_;
+  // The last position PosAt computed, and its offset in the source.
+  mutable size_t cached_offset_ = 0;
+  mutable SourcePos cached_{1, 1};
 };
 
 absl::StatusOr<std::string> Lexer::ConsumeString(char quote, size_t open) {

@@ -44,6 +44,30 @@ class Parser {
     Parser* p_;
   };
 
+  // A left-associative chain (a + b + c, a.b.c, x | f | g) nests its tree
+  // one level per link although it is parsed in a loop: each link counts as
+  // a level for as long as the chain is being parsed, so the tree's height
+  // (and the recursion that evaluates and frees it) stays under
+  // kMaxParseDepth.
+  class ChainGuard {
+   public:
+    explicit ChainGuard(Parser* p) : p_(p) {}
+    ~ChainGuard() { p_->depth_ -= links_; }
+    ChainGuard(const ChainGuard&) = delete;
+    ChainGuard& operator=(const ChainGuard&) = delete;
+    absl::Status Link(SourcePos pos) {
+      ++links_;
+      ++p_->depth_;
+      if (p_->depth_ <= kMaxParseDepth) return absl::OkStatus();
+      return LimitError(pos, absl::StrCat("template nesting deeper than ",
+                                          kMaxParseDepth, " levels"));
+    }
+
+   private:
+    Parser* p_;
+    int links_ = 0;
+  };
+
   SourcePos PosHere() const {
     if (current_ < tokens_.size()) return tokens_[current_].pos;
     return tokens_.empty() ? SourcePos{1, 1} : tokens_.back().pos;
@@ -372,7 +396,9 @@ absl::StatusOr<NodePtr> Parser::ParseIfExpression() {
 
 absl::StatusOr<NodePtr> Parser::ParseOr() {
   QUANT_ASSIGN_OR_RETURN(NodePtr left, ParseAnd());
+  ChainGuard chain(this);
   while (IsIdentifier("or")) {
+    QUANT_RETURN_IF_ERROR(chain.Link(PosHere()));
     NodePtr n = Make(NodeKind::kBinary, PosHere());
     ++current_;
     n->text = "or";
@@ -385,7 +411,9 @@ absl::StatusOr<NodePtr> Parser::ParseOr() {
 
 absl::StatusOr<NodePtr> Parser::ParseAnd() {
   QUANT_ASSIGN_OR_RETURN(NodePtr left, ParseNot());
+  ChainGuard chain(this);
   while (IsIdentifier("and")) {
+    QUANT_RETURN_IF_ERROR(chain.Link(PosHere()));
     NodePtr n = Make(NodeKind::kBinary, PosHere());
     ++current_;
     n->text = "and";
@@ -411,7 +439,9 @@ absl::StatusOr<NodePtr> Parser::ParseNot() {
 
 absl::StatusOr<NodePtr> Parser::ParseComparison() {
   QUANT_ASSIGN_OR_RETURN(NodePtr left, ParseAdditive());
+  ChainGuard chain(this);
   while (true) {
+    QUANT_RETURN_IF_ERROR(chain.Link(PosHere()));
     SourcePos pos = PosHere();
     std::string op;
     if (IsIdentifierPair("not", "in")) {
@@ -438,7 +468,9 @@ absl::StatusOr<NodePtr> Parser::ParseComparison() {
 absl::StatusOr<NodePtr> Parser::ParseBinaryChain(
     TokenType type, absl::StatusOr<NodePtr> (Parser::*operand)()) {
   QUANT_ASSIGN_OR_RETURN(NodePtr left, (this->*operand)());
+  ChainGuard chain(this);
   while (Is(type)) {
+    QUANT_RETURN_IF_ERROR(chain.Link(PosHere()));
     NodePtr n = Make(NodeKind::kBinary, PosHere());
     n->text = tokens_[current_++].value;
     n->a = std::move(left);
@@ -465,7 +497,9 @@ absl::StatusOr<NodePtr> Parser::ParsePower() {
 
 absl::StatusOr<NodePtr> Parser::ParseTest() {
   QUANT_ASSIGN_OR_RETURN(NodePtr operand, ParseFilter());
+  ChainGuard chain(this);
   while (IsIdentifier("is")) {
+    QUANT_RETURN_IF_ERROR(chain.Link(PosHere()));
     ++current_;
     bool negate = IsIdentifier("not");
     if (negate) ++current_;
@@ -485,7 +519,9 @@ absl::StatusOr<NodePtr> Parser::ParseTest() {
 
 absl::StatusOr<NodePtr> Parser::ParseFilter() {
   QUANT_ASSIGN_OR_RETURN(NodePtr operand, ParseUnarySign());
+  ChainGuard chain(this);
   while (Is(TokenType::kPipe)) {
+    QUANT_RETURN_IF_ERROR(chain.Link(PosHere()));
     ++current_;
     SourcePos pos = PosHere();
     QUANT_ASSIGN_OR_RETURN(NodePtr filter, ParsePrimary());
@@ -630,7 +666,9 @@ absl::StatusOr<NodePtr> Parser::ParseSubscript() {
 }
 
 absl::StatusOr<NodePtr> Parser::ParseMember(NodePtr object) {
+  ChainGuard chain(this);
   while (Is(TokenType::kDot) || Is(TokenType::kOpenSquareBracket)) {
+    QUANT_RETURN_IF_ERROR(chain.Link(PosHere()));
     bool computed = Is(TokenType::kOpenSquareBracket);
     SourcePos pos = PosHere();
     ++current_;

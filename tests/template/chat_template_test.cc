@@ -42,6 +42,7 @@ TEST(LoadChatTemplateTest, ReadsStringListAndFile) {
 }
 
 TEST(LoadChatTemplateTest, RealTokenizers) {
+  QUANT_REQUIRE_SHARED(testing::SharedPath("tokenizers/qwen3"));
   absl::StatusOr<std::string> qwen =
       LoadChatTemplate(testing::SharedPath("tokenizers/qwen3"));
   ASSERT_TRUE(qwen.ok()) << qwen.status();
@@ -121,6 +122,7 @@ TEST(ChatTemplateTest, ContextFollowsApplyChatTemplate) {
 TEST(ChatTemplateTest, RendersRealQwen3AndLlama3) {
   for (const char* name : {"qwen3", "llama3"}) {
     std::string dir = testing::SharedPath(std::string("tokenizers/") + name);
+    QUANT_REQUIRE_SHARED(dir);
     absl::StatusOr<std::string> source = LoadChatTemplate(dir);
     ASSERT_TRUE(source.ok()) << source.status();
     absl::StatusOr<Template> t = Template::Parse(*source);

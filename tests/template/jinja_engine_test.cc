@@ -315,6 +315,35 @@ TEST(JinjaEvalTest, FuzzFindings) {
   EXPECT_EQ(out.status().code(), absl::StatusCode::kResourceExhausted);
 }
 
+// Left-associative chains are parsed in a loop but nest their tree one
+// level per link; a long one is refused at parse time (as deep brackets
+// are) instead of overflowing the stack when it is evaluated or freed.
+TEST(JinjaEvalTest, LongChainsAreRefusedByDepth) {
+  std::string plus, dots, pipes, ors, compares;
+  for (int i = 0; i < 20000; ++i) {
+    plus += "a + ";
+    dots += ".b";
+    pipes += " | trim";
+    ors += "a or ";
+    compares += "a < ";
+  }
+  for (const std::string& expression :
+       {plus + "a", "a" + dots, "'x'" + pipes, ors + "a", compares + "a"}) {
+    absl::StatusOr<Template> parsed =
+        Template::Parse("{{ " + expression + " }}");
+    ASSERT_FALSE(parsed.ok()) << expression.substr(0, 40);
+    EXPECT_EQ(parsed.status().code(), absl::StatusCode::kResourceExhausted);
+    EXPECT_TRUE(absl::StrContains(parsed.status().message(), "nesting deeper"))
+        << parsed.status();
+  }
+  // Real templates' chains are short: 100 links still render.
+  std::string hundred = "'x'";
+  for (int i = 0; i < 100; ++i) hundred += " ~ 'x'";
+  absl::StatusOr<std::string> out = RenderText("{{ " + hundred + " }}");
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(*out, std::string(101, 'x'));
+}
+
 TEST(JinjaEvalTest, BreakOutsideLoopAndBadSet) {
   EXPECT_FALSE(RenderText("{% break %}").ok());
   absl::StatusOr<std::string> out =
