@@ -52,10 +52,14 @@ class EventPrinter {
   }
 
   void Finish() {
-    if (display_.out != nullptr && bar_shown_) {
-      *display_.out << "\n" << std::flush;
+    if (display_.out == nullptr) return;
+    if (bar_shown_) {
+      *display_.out << "\n";
       bar_shown_ = false;
     }
+    if (!final_state_line_.empty()) *display_.out << final_state_line_ << "\n";
+    final_state_line_.clear();
+    *display_.out << std::flush;
   }
 
   bool have_job() const { return have_job_; }
@@ -84,6 +88,12 @@ class EventPrinter {
       absl::StrAppend(&text, ", verdict ", VerdictName(job.verdict()));
     }
     if (!job.error().empty()) absl::StrAppend(&text, ": ", job.error());
+    // A watch that reconnected after the end gets the final state before
+    // the layers it missed: the final state is shown last, by Finish.
+    if (IsTerminalState(job.state())) {
+      final_state_line_ = text;
+      return;
+    }
     Line(text);
   }
 
@@ -137,6 +147,7 @@ class EventPrinter {
   bool header_shown_ = false;
   v1::JobState shown_state_ = v1::JOB_STATE_UNSPECIFIED;
   std::set<std::string> layers_shown_;
+  std::string final_state_line_;
 };
 
 // What the run itself found (the audit's warnings, "audit: ..."); those

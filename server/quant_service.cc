@@ -319,7 +319,11 @@ absl::Status QuantServiceImpl::DoWatchJob(
   *first.mutable_job() = *current;
   *first.mutable_time() = current->update_time();
   if (!send(first)) return absl::OkStatus();
-  bool terminal = store::IsTerminal(job->state);
+  // A job that had ended before the watch (a watcher that reconnected
+  // after quantd restarted, or one that came late) still gets its
+  // progress and layers, then its final state again as the last event.
+  const bool ended_before_watch = store::IsTerminal(job->state);
+  bool terminal = false;
   int64_t after = 0;
   while (!terminal) {
     absl::StatusOr<std::vector<store::Event>> events =
@@ -347,6 +351,10 @@ absl::Status QuantServiceImpl::DoWatchJob(
       }
     }
     if (terminal || !events->empty()) continue;
+    if (ended_before_watch) {
+      send(first);
+      break;
+    }
     if (signal.stopping()) {
       return absl::UnavailableError("quantd is shutting down; watch again");
     }

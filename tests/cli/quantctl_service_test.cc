@@ -528,6 +528,16 @@ TEST(QuantctlServiceRunTest, VerdictsExitCodesReportAndFetch) {
     const RunResult watched = RunQuantctl("watch " + id + addr);
     EXPECT_EQ(watched.exit_code, code) << watched.out << watched.err;
     EXPECT_THAT(watched.out + watched.err, HasSubstr(verdict));
+    // Watched after the end: every layer's row once, then the final state.
+    for (int b = 0; b < 5; ++b) {
+      const std::string row =
+          absl::StrCat("model.layers.", b, ".mlp.down_proj ");
+      const size_t at = watched.out.find(row);
+      ASSERT_NE(at, std::string::npos) << row << watched.out;
+      EXPECT_EQ(watched.out.find(row, at + 1), std::string::npos)
+          << watched.out;
+      EXPECT_LT(at, watched.out.find(": SUCCEEDED")) << watched.out;
+    }
 
     // The job's warnings: none on the full recipe; on the short windows one
     // from submit and one from the audit, which watch prints at the end.

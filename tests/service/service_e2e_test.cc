@@ -129,6 +129,25 @@ TEST_F(ServiceE2eTest, SameCheckpointAsLocalRunAndWatchSeesEveryLayer) {
   const std::string artifact =
       service_->dir() + "/artifacts/jobs/" + job.id() + "/checkpoint";
   EXPECT_EQ(final_job.artifact_uri(), "file://" + artifact);
+  // A watch begun after the end (a watcher back from a reconnect) replays
+  // the same layers and progress, and ends on the final state again.
+  {
+    const std::vector<v1::JobEvent> late =
+        testing::ValueOrFailure(service_->WatchToEnd(job.id()));
+    ASSERT_GE(late.size(), 2u);
+    ASSERT_TRUE(late.front().has_job());
+    EXPECT_EQ(late.front().job().state(), v1::JOB_STATE_SUCCEEDED);
+    std::set<std::string> replayed;
+    int replayed_blocks = 0;
+    for (const v1::JobEvent& e : late) {
+      if (e.has_layer()) replayed.insert(e.layer().name());
+      if (e.has_progress()) replayed_blocks = e.progress().blocks_done();
+    }
+    EXPECT_EQ(replayed, layers);
+    EXPECT_EQ(replayed_blocks, 5);
+    ASSERT_TRUE(late.back().has_job());
+    EXPECT_EQ(late.back().job().state(), v1::JOB_STATE_SUCCEEDED);
+  }
 
   auto got_report = service_->Report(job.id());
   ASSERT_TRUE(got_report.ok()) << got_report.status();
