@@ -25,9 +25,11 @@ ABSL_FLAG(bool, local, false,
           "calib` and create the job with `quantctl submit`.");
 ABSL_FLAG(std::string, calibration, "",
           "Calibration set: JSONL ({\"text\": ...} or {\"input_ids\": [...]} "
-          "per line) or plain text with documents separated by empty lines. "
-          "Split into calibration and held-out documents as the recipe "
-          "says. Required.");
+          "per line, or {\"messages\": [...]} conversations) or plain text "
+          "with documents separated by empty lines. Split into calibration "
+          "and held-out documents as the recipe says. Required unless the "
+          "recipe names calibration.sources (several sets mixed by weight, "
+          "each split on its own).");
 ABSL_FLAG(std::string, recipe, "",
           "Recipe file, YAML or JSON (see `quantctl recipe validate`). "
           "Required.");
@@ -113,7 +115,6 @@ absl::Status RunQuantize(const CommandInvocation& invocation) {
   const std::string recipe_path = absl::GetFlag(FLAGS_recipe);
   for (const auto& [flag, value] : {std::pair<const char*, const std::string*>{
                                         "checkpoint", &options.checkpoint_dir},
-                                    {"calibration", &options.calibration_path},
                                     {"recipe", &recipe_path},
                                     {"out", &options.out_dir}}) {
     if (value->empty()) {
@@ -140,6 +141,18 @@ absl::Status RunQuantize(const CommandInvocation& invocation) {
   }
   options.max_activation_bytes = activation_mb << 20;
   QUANT_ASSIGN_OR_RETURN(options.recipe, LoadRecipe(recipe_path));
+  const bool has_sources = !options.recipe.calibration.sources.empty();
+  if (options.calibration_path.empty() && !has_sources) {
+    return UsageError(
+        "--calibration is required (unless the recipe names "
+        "calibration.sources)");
+  }
+  if (!options.calibration_path.empty() && has_sources) {
+    return UsageError(
+        absl::StrCat("--calibration: the recipe names calibration.sources (",
+                     options.recipe.calibration.sources.size(),
+                     " sets mixed by weight); leave --calibration out"));
+  }
 
   const bool json_output = absl::GetFlag(FLAGS_json);
   ProgressPrinter printer(invocation.err);

@@ -97,9 +97,8 @@ absl::Status RunSubmit(const CommandInvocation& invocation) {
   const bool dry_run = absl::GetFlag(FLAGS_dry_run);
   for (const auto& [flag, value] :
        {std::pair<const char*, const std::string*>{"checkpoint", &checkpoint},
-        {"recipe", &recipe_path},
-        {"calibration", &calibration}}) {
-    if (value->empty() && !(dry_run && value == &calibration)) {
+        {"recipe", &recipe_path}}) {
+    if (value->empty()) {
       return UsageError(absl::StrCat("--", flag, " is required"));
     }
   }
@@ -108,6 +107,19 @@ absl::Status RunSubmit(const CommandInvocation& invocation) {
   if (!labels.ok()) return UsageError(labels.status().message());
   // Checked here so that a bad recipe costs no upload.
   QUANT_ASSIGN_OR_RETURN(const Recipe recipe, LoadRecipe(recipe_path));
+  // A recipe with calibration.sources names its sets itself.
+  const bool mixed = !recipe.calibration.sources.empty();
+  if (calibration.empty() && !mixed && !dry_run) {
+    return UsageError(
+        "--calibration is required (unless the recipe names "
+        "calibration.sources)");
+  }
+  if (!calibration.empty() && mixed) {
+    return UsageError(
+        absl::StrCat("--calibration: the recipe names calibration.sources (",
+                     recipe.calibration.sources.size(),
+                     " sets mixed by weight); leave --calibration out"));
+  }
 
   v1::CreateJobRequest request;
   request.set_checkpoint_uri(CheckpointUri(checkpoint));
@@ -142,8 +154,10 @@ absl::Status RunSubmit(const CommandInvocation& invocation) {
     return RunDryRun(*client, calibration, std::move(request), invocation);
   }
   std::error_code error;
-  if (LooksLikeSha256(calibration) &&
-      !std::filesystem::exists(calibration, error)) {
+  if (mixed) {
+    // quantd reads the recipe's sets from its allowed roots or its uploads.
+  } else if (LooksLikeSha256(calibration) &&
+             !std::filesystem::exists(calibration, error)) {
     request.mutable_calibration()->set_sha256(
         absl::AsciiStrToLower(calibration));
   } else {

@@ -85,6 +85,10 @@ absl::Status CalibrationFromProto(const v1::CalibrationSplit& proto,
       proto.chat_template().empty() ? "auto" : proto.chat_template();
   if (proto.has_system_prompt()) out->system_prompt = proto.system_prompt();
   out->add_generation_prompt = proto.add_generation_prompt();
+  out->sources.clear();
+  for (const v1::CalibrationSource& source : proto.sources()) {
+    out->sources.push_back({source.file(), source.sha256(), source.weight()});
+  }
   switch (proto.packing()) {
     case v1::CALIBRATION_PACKING_UNSPECIFIED:
       break;
@@ -198,6 +202,10 @@ absl::StatusOr<Recipe> RecipeFromProto(const v1::Recipe& proto) {
       recipe.gates.max_ppl_ratio_vs_previous =
           gates.max_ppl_ratio_vs_previous();
     }
+    recipe.gates.tasks = gates.tasks();
+    if (gates.has_min_task_accuracy_ratio()) {
+      recipe.gates.min_task_accuracy_ratio = gates.min_task_accuracy_ratio();
+    }
   }
   switch (proto.format()) {
     case v1::OUTPUT_FORMAT_UNSPECIFIED:
@@ -258,6 +266,12 @@ v1::Recipe RecipeToProto(const Recipe& recipe) {
   }
   calibration->set_add_generation_prompt(
       recipe.calibration.add_generation_prompt);
+  for (const CalibrationSource& source : recipe.calibration.sources) {
+    v1::CalibrationSource* entry = calibration->add_sources();
+    entry->set_file(source.file);
+    entry->set_sha256(source.sha256);
+    entry->set_weight(source.weight);
+  }
   for (const std::string& pattern : recipe.ignore) proto.add_ignore(pattern);
   for (const LayerOverride& layer : recipe.overrides) {
     v1::LayerOverride* out = proto.add_overrides();
@@ -288,6 +302,10 @@ v1::Recipe RecipeToProto(const Recipe& recipe) {
   if (recipe.gates.max_ppl_ratio_vs_previous) {
     gates->set_max_ppl_ratio_vs_previous(
         *recipe.gates.max_ppl_ratio_vs_previous);
+  }
+  gates->set_tasks(recipe.gates.tasks);
+  if (recipe.gates.min_task_accuracy_ratio) {
+    gates->set_min_task_accuracy_ratio(*recipe.gates.min_task_accuracy_ratio);
   }
   proto.set_format(recipe.format == OutputFormat::kGptq
                        ? v1::OUTPUT_FORMAT_GPTQ

@@ -168,7 +168,8 @@ if want local; then
     # shellcheck disable=SC2086  # Split into method, format, group.
     set -- $variant
     sed -e "s/^method: gptq/method: $1/" -e "s/^format: compressed-tensors/format: $2/" \
-        -e "s/^group_size: 0/group_size: $3/" recipes/stories260k-gptq-w4.yaml > "$work/r.yaml"
+        -e "s/^group_size: 0/group_size: $3/" \
+        -e "s|^  tasks: tasks/|  tasks: $PWD/recipes/tasks/|" recipes/stories260k-gptq-w4.yaml > "$work/r.yaml"
     if [ "$1" != gptq ]; then sed -i '/^act_order/d; /^damp:/d' "$work/r.yaml"; fi
     out="$work/out-$1-$2"
     read -r wall rss < <(run_local "$checkpoint" "$work/r.yaml" "$out")
@@ -264,7 +265,7 @@ if want service; then
   }
   local_row 1
   # One thread per worker: two workers share the cores.
-  start_quantd 2 "--threads=1" "$work/svc" "$(dirname "$checkpoint"),$(dirname "$text")"
+  start_quantd 2 "--threads=1" "$work/svc" "$(dirname "$checkpoint"),$(dirname "$text"),$PWD/recipes"
   read -r wall blocks block_s final_s quantd_mib worker_mib < <(run_service "$checkpoint" "$recipe")
   stop_quantd
   printf '%-34s %7s %6s %8s %10s %8s %10s %10s\n' "quantd, 2 local workers, --threads=1" "$wall" \

@@ -47,6 +47,7 @@ run() {  # $1 label, $2 checkpoint, $3 recipe
 for method in gptq rtn awq; do
   sed -e "s/^method: .*/method: $method/" \
     -e "$([ "$method" = gptq ] || echo "s/^act_order: .*/act_order: false/")" \
+    -e "s|^  tasks: tasks/|  tasks: $PWD/recipes/tasks/|" \
     recipes/stories260k-gptq-w4.yaml \
     >"$work/stories260k-$method-w4.yaml"
   run stories260K "$checkpoint" "$work/stories260k-$method-w4.yaml"

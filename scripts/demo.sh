@@ -60,7 +60,7 @@ else
   echo "== starting quantd (state in $work, 2 local workers)"
   ./build/server/quantd --listen=127.0.0.1:0 --data-dir="$work/data" \
     --artifact-root="file://$work/artifacts" \
-    --allowed-roots="$(dirname "$checkpoint"),$(dirname "$text")" \
+    --allowed-roots="$(dirname "$checkpoint"),$(dirname "$text"),$(cd "$(dirname "$recipe")" && pwd)" \
     --local-workers=2 >"$work/quantd.out" 2>"$work/quantd.log" &
   quantd_pid=$!
   for _ in $(seq 1 100); do

@@ -8,6 +8,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/recipe_convert.h"
 #include "core/base/file_uri.h"
 #include "core/base/file_util.h"
@@ -17,10 +18,12 @@
 #include "core/calib/chat_rendering.h"
 #include "core/estimate/work_model.h"
 #include "core/model/checkpoint.h"
+#include "core/pipeline/gates.h"
 #include "core/pipeline/output_size.h"
 #include "core/pipeline/previous_release.h"
 #include "core/pipeline/quantization_plan.h"
 #include "core/recipe/recipe.h"
+#include "core/text/tokenizer.h"
 
 namespace quant::server {
 namespace {
@@ -51,7 +54,8 @@ absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
 // ("auto") must parse where it has one.
 absl::Status CheckChatTemplate(const Recipe& recipe,
                                const std::string& checkpoint_path,
-                               const UriPolicy& policy) {
+                               const UriPolicy& policy,
+                               std::string* pinned_sha256) {
   constexpr char kField[] = "recipe.calibration.chat_template";
   ChatTemplateChoice choice = ChatChoiceFromRecipe(recipe);
   if (choice.chat_template != "auto" && choice.chat_template != "none") {
@@ -66,6 +70,35 @@ absl::Status CheckChatTemplate(const Recipe& recipe,
   absl::StatusOr<std::unique_ptr<ChatRenderer>> renderer =
       ChatRenderer::Load(checkpoint_path, choice);
   if (!renderer.ok()) return Prefixed(renderer.status(), "recipe: ");
+  if (*renderer != nullptr) *pinned_sha256 = (*renderer)->origin().sha256;
+  return absl::OkStatus();
+}
+
+// recipe.gates.tasks: under the allowed roots, a task file that parses, and
+// tasks that encode with the checkpoint's tokenizer and fit its positions.
+absl::Status CheckTaskFile(const Recipe& recipe,
+                           const std::string& checkpoint_path,
+                           const ModelConfig& config, const UriPolicy& policy,
+                           std::string* pinned_sha256) {
+  constexpr char kField[] = "recipe.gates.tasks";
+  const std::string& tasks = recipe.gates.tasks;
+  const std::string uri = absl::StartsWith(tasks, kFileUriScheme)
+                              ? tasks
+                              : absl::StrCat(kFileUriScheme, tasks);
+  absl::StatusOr<std::string> path = policy.Resolve(uri, kField);
+  if (!path.ok()) return path.status();
+  Gates resolved;
+  resolved.tasks = *path;
+  absl::StatusOr<std::optional<TaskFile>> file = LoadGateTaskFile(resolved);
+  if (!file.ok()) return Prefixed(file.status(), "recipe.");
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
+      Tokenizer::LoadFromDirectory(checkpoint_path);
+  if (!tokenizer.ok()) return Prefixed(tokenizer.status(), "checkpoint_uri: ");
+  if (absl::Status s = CheckGateTasksFit(**file, **tokenizer, config);
+      !s.ok()) {
+    return Prefixed(s, "recipe.");
+  }
+  *pinned_sha256 = (*file)->sha256;
   return absl::OkStatus();
 }
 
@@ -166,6 +199,67 @@ absl::Status ResolveCalibration(const v1::CalibrationRef& ref,
       "calibration: required (sha256 of an uploaded set, or uri + sha256)");
 }
 
+// recipe.calibration.sources: each an uploaded set (sha256) or a file under
+// the allowed roots (file, hashed and parsed here; with sha256, it must
+// match). The job's calibration_sha256 is the mix's identity
+// (core/calib/mixed_calibration.h).
+absl::Status ResolveCalibrationSources(const Recipe& recipe,
+                                       const UriPolicy& policy,
+                                       store::JobStore& store,
+                                       int64_t max_bytes,
+                                       ValidatedJobRequest* out) {
+  std::string identity;
+  for (size_t i = 0; i < recipe.calibration.sources.size(); ++i) {
+    const CalibrationSource& source = recipe.calibration.sources[i];
+    const std::string field =
+        absl::StrCat("recipe.calibration.sources[", i, "]");
+    CalibrationSourceSpec resolved;
+    resolved.weight = source.weight;
+    if (source.file.empty()) {
+      absl::StatusOr<store::CalibrationSet> set =
+          store.GetCalibrationSet(source.sha256);
+      if (absl::IsNotFound(set.status())) {
+        return absl::NotFoundError(
+            absl::StrCat(field, ".sha256: no calibration set ", source.sha256,
+                         " was uploaded"));
+      }
+      if (!set.ok()) return set.status();
+      resolved.sha256 = set->sha256;
+      resolved.path = set->path;
+    } else {
+      const std::string uri = absl::StartsWith(source.file, kFileUriScheme)
+                                  ? source.file
+                                  : absl::StrCat(kFileUriScheme, source.file);
+      absl::StatusOr<std::string> path = policy.Resolve(uri, field + ".file");
+      if (!path.ok()) return path.status();
+      absl::StatusOr<std::string> bytes =
+          ReadFileToString(*path, static_cast<size_t>(max_bytes));
+      if (!bytes.ok()) {
+        return Prefixed(bytes.status(), absl::StrCat(field, ".file: "));
+      }
+      resolved.sha256 = Sha256Hex(*bytes);
+      if (!source.sha256.empty() && source.sha256 != resolved.sha256) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(field, ".sha256: expected ", source.sha256, " but \"",
+                         source.file, "\" has sha256 ", resolved.sha256));
+      }
+      absl::StatusOr<CalibrationFile> parsed = ParseCalibrationFile(*bytes);
+      if (!parsed.ok()) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(field, ".file: \"", source.file,
+                         "\": ", parsed.status().message()));
+      }
+      resolved.path = *path;
+    }
+    absl::StrAppend(&identity, resolved.sha256, " ",
+                    absl::StrFormat("%.17g", resolved.weight), "\n");
+    out->spec.calibration_sources.push_back(std::move(resolved));
+  }
+  out->spec.calibration_sha256 = Sha256Hex(identity);
+  out->spec.calibration_path.clear();
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status CheckSha256(const std::string& sha256, absl::string_view field) {
@@ -235,10 +329,17 @@ absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
   spec.work = EstimateJobWork(config, *recipe, *plan);
   spec.recipe = *std::move(recipe);
   spec.warnings = plan->warnings;
-  if (absl::Status s =
-          CheckChatTemplate(spec.recipe, spec.checkpoint_path, policy);
+  if (absl::Status s = CheckChatTemplate(spec.recipe, spec.checkpoint_path,
+                                         policy, &spec.chat_template_sha256);
       !s.ok()) {
     return s;
+  }
+  if (!spec.recipe.gates.tasks.empty()) {
+    if (absl::Status s = CheckTaskFile(spec.recipe, spec.checkpoint_path,
+                                       config, policy, &spec.tasks_sha256);
+        !s.ok()) {
+      return s;
+    }
   }
   if (!spec.recipe.gates.compare_to.empty()) {
     if (absl::Status s = ResolvePreviousRelease(spec.recipe.gates.compare_to,
@@ -248,7 +349,19 @@ absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
     }
   }
 
-  if (!request.has_calibration() && !calibration_optional) {
+  if (!spec.recipe.calibration.sources.empty()) {
+    if (request.has_calibration()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("calibration: the recipe names calibration.sources (",
+                       spec.recipe.calibration.sources.size(),
+                       " sets mixed by weight); leave calibration unset"));
+    }
+    if (absl::Status s = ResolveCalibrationSources(spec.recipe, policy, store,
+                                                   max_calibration_bytes, &out);
+        !s.ok()) {
+      return s;
+    }
+  } else if (!request.has_calibration() && !calibration_optional) {
     return absl::InvalidArgumentError(
         "calibration: required (sha256 of an uploaded set, or uri + sha256)");
   }

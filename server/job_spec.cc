@@ -26,6 +26,19 @@ std::string JobSpecToJson(const JobSpec& spec) {
   json["recipe"] = nlohmann::json::parse(RecipeToJson(spec.recipe));
   json["calibration"] = {{"sha256", spec.calibration_sha256},
                          {"path", spec.calibration_path}};
+  if (!spec.calibration_sources.empty()) {
+    nlohmann::json sources = nlohmann::json::array();
+    for (const CalibrationSourceSpec& source : spec.calibration_sources) {
+      sources.push_back({{"sha256", source.sha256},
+                         {"path", source.path},
+                         {"weight", source.weight}});
+    }
+    json["calibration"]["sources"] = std::move(sources);
+  }
+  if (!spec.chat_template_sha256.empty() || !spec.tasks_sha256.empty()) {
+    json["pinned"] = {{"chat_template_sha256", spec.chat_template_sha256},
+                      {"tasks_sha256", spec.tasks_sha256}};
+  }
   json["labels"] = nlohmann::json::object();
   for (const auto& [key, value] : spec.labels) json["labels"][key] = value;
   if (!spec.warnings.empty()) json["warnings"] = spec.warnings;
@@ -131,6 +144,33 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
   QUANT_ASSIGN_OR_RETURN(
       spec.calibration_path,
       fields::GetString(*calibration, "path", "calibration"));
+  if (auto sources = calibration->find("sources");
+      sources != calibration->end()) {
+    if (!sources->is_array()) {
+      return absl::InvalidArgumentError("calibration.sources: not an array");
+    }
+    for (size_t i = 0; i < sources->size(); ++i) {
+      const std::string at = absl::StrCat("calibration.sources[", i, "]");
+      const nlohmann::json& entry = (*sources)[i];
+      QUANT_RETURN_IF_ERROR(fields::ExpectObject(entry, at));
+      CalibrationSourceSpec source;
+      QUANT_ASSIGN_OR_RETURN(source.sha256,
+                             fields::GetString(entry, "sha256", at));
+      QUANT_ASSIGN_OR_RETURN(source.path, fields::GetString(entry, "path", at));
+      QUANT_ASSIGN_OR_RETURN(source.weight,
+                             fields::GetNumber(entry, "weight", at));
+      spec.calibration_sources.push_back(std::move(source));
+    }
+  }
+  if (auto pinned = json.find("pinned"); pinned != json.end()) {
+    QUANT_RETURN_IF_ERROR(fields::ExpectObject(*pinned, "pinned"));
+    QUANT_ASSIGN_OR_RETURN(
+        spec.chat_template_sha256,
+        fields::GetString(*pinned, "chat_template_sha256", "pinned"));
+    QUANT_ASSIGN_OR_RETURN(
+        spec.tasks_sha256,
+        fields::GetString(*pinned, "tasks_sha256", "pinned"));
+  }
   QUANT_ASSIGN_OR_RETURN(const nlohmann::json* labels,
                          fields::GetObject(json, "labels", ""));
   for (const auto& [key, value] : labels->items()) {

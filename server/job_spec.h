@@ -3,7 +3,9 @@
 // URIs again. Also the store::Job -> quant.v1.Job conversion.
 //
 // spec_json keys: checkpoint {uri, path, blocks}, recipe (RecipeToJson's
-// object, a valid recipe file), calibration {sha256, path}, labels,
+// object, a valid recipe file), calibration {sha256, path, sources: [{sha256,
+// path, weight}] (only for a mixed set)}, labels,
+// pinned {chat_template_sha256, tasks_sha256} (absent when neither),
 // warnings (absent in specs written before it existed), work
 // {calibration_tokens, heldout_tokens, blocks: [[forward, hessian, gptq]
 // flops per block], finalize: [...]} (absent before estimates existed).
@@ -24,13 +26,28 @@
 
 namespace quant::server {
 
+// One source of a mixed calibration set (recipe calibration.sources) as
+// resolved at submit.
+struct CalibrationSourceSpec {
+  std::string sha256;
+  std::string path;  // Real path: an uploaded set's or under an allowed root.
+  double weight = 1.0;
+};
+
 struct JobSpec {
   std::string checkpoint_uri;
   std::string checkpoint_path;  // Real path, under an allowed root.
   int num_blocks = 0;           // Decoder layers.
   Recipe recipe;
+  // One set: its sha256 and path. A mixed set (calibration_sources): the
+  // mix's identity (core/calib/mixed_calibration.h) and no path.
   std::string calibration_sha256;
   std::string calibration_path;
+  std::vector<CalibrationSourceSpec> calibration_sources;
+  // The files the recipe names, pinned by content at submit (the chat
+  // template the set is rendered with, gates.tasks); empty when none.
+  std::string chat_template_sha256;
+  std::string tasks_sha256;
   std::map<std::string, std::string> labels;
   // recipe gates.compare_to resolved at submit: a job's id (its checkpoint
   // in the artifact store, found when a task is leased) or a real path

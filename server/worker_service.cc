@@ -273,8 +273,18 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
   // URIs or know the roots.
   out.set_checkpoint_uri(absl::StrCat("file://", spec->checkpoint_path));
   *out.mutable_recipe() = common::RecipeToProto(spec->recipe);
-  out.set_calibration_uri(absl::StrCat("file://", spec->calibration_path));
   out.set_calibration_sha256(spec->calibration_sha256);
+  out.set_chat_template_sha256(spec->chat_template_sha256);
+  out.set_tasks_sha256(spec->tasks_sha256);
+  if (spec->calibration_sources.empty()) {
+    out.set_calibration_uri(absl::StrCat("file://", spec->calibration_path));
+  }
+  for (const CalibrationSourceSpec& source : spec->calibration_sources) {
+    v1::CalibrationSourceRef* ref = out.add_calibration_sources();
+    ref->set_uri(absl::StrCat("file://", source.path));
+    ref->set_sha256(source.sha256);
+    ref->set_weight(source.weight);
+  }
   out.set_work_uri(artifacts.JobWorkUri(task.job_id));
   out.set_attempt_uri(
       artifacts.AttemptUri(task.job_id, task.index, task.attempts));

@@ -63,9 +63,20 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
       FileUriPath(task.checkpoint_uri(), "checkpoint_uri");
   if (!path.ok()) return path.status();
   context.checkpoint_dir = *path;
-  path = FileUriPath(task.calibration_uri(), "calibration_uri");
-  if (!path.ok()) return path.status();
-  context.calibration_path = *path;
+  for (int i = 0; i < task.calibration_sources_size(); ++i) {
+    const v1::CalibrationSourceRef& source = task.calibration_sources(i);
+    path = FileUriPath(source.uri(),
+                       absl::StrCat("calibration_sources[", i, "].uri"));
+    if (!path.ok()) return path.status();
+    // OpenJobInputs checks each file against its sha256 as it reads it.
+    context.calibration_sources.push_back(
+        {*path, source.sha256(), source.weight()});
+  }
+  if (context.calibration_sources.empty()) {
+    path = FileUriPath(task.calibration_uri(), "calibration_uri");
+    if (!path.ok()) return path.status();
+    context.calibration_path = *path;
+  }
   path = FileUriPath(task.work_uri(), "work_uri");
   if (!path.ok()) return path.status();
   context.work_dir = *path;
@@ -80,14 +91,18 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   absl::StatusOr<Recipe> recipe = common::RecipeFromProto(task.recipe());
   if (!recipe.ok()) return recipe.status();
   context.recipe = *std::move(recipe);
+  context.chat_template_sha256 = task.chat_template_sha256();
+  context.tasks_sha256 = task.tasks_sha256();
 
   // The set the job was submitted with, not one replaced since.
-  absl::StatusOr<std::string> sha256 = Sha256File(context.calibration_path);
-  if (!sha256.ok()) return sha256.status();
-  if (*sha256 != task.calibration_sha256()) {
-    return absl::DataLossError(absl::StrCat(
-        "calibration_uri: ", context.calibration_path, " has sha256 ", *sha256,
-        ", the job was submitted with ", task.calibration_sha256()));
+  if (context.calibration_sources.empty()) {
+    absl::StatusOr<std::string> sha256 = Sha256File(context.calibration_path);
+    if (!sha256.ok()) return sha256.status();
+    if (*sha256 != task.calibration_sha256()) {
+      return absl::DataLossError(absl::StrCat(
+          "calibration_uri: ", context.calibration_path, " has sha256 ",
+          *sha256, ", the job was submitted with ", task.calibration_sha256()));
+    }
   }
   if (absl::Status s = MakeDirectories(context.work_dir); !s.ok()) return s;
 

@@ -52,7 +52,23 @@ struct TokenWindows {
   int64_t RealTokens() const;
 };
 
+// One source's part of a mixed split (mixed_calibration.h).
+struct CalibrationSourceSplit {
+  std::string sha256;  // The source file's.
+  double weight = 1.0;
+  int samples = 0;                         // Calibration windows wanted of it.
+  int heldout_samples = 0;                 // Held-out windows wanted of it.
+  std::vector<int> calibration_documents;  // Indices into its file.
+  std::vector<int> heldout_documents;
+  int calibration_windows = 0;
+  int heldout_windows = 0;
+  int64_t calibration_tokens = 0;  // Real tokens in its windows.
+  int64_t heldout_tokens = 0;
+  int conversation_documents = 0;
+};
+
 struct CalibrationSplit {
+  // The file's sha256; for a mixed split the mix's (mixed_calibration.h).
   std::string calibration_hash;
   CalibrationSplitOptions options;
   std::vector<int>
@@ -65,6 +81,10 @@ struct CalibrationSplit {
   int conversation_documents = 0;
   TokenWindows calibration;
   TokenWindows heldout;
+  // A mixed split's sources in order (calibration_documents and
+  // heldout_documents above are then empty: each source has its own);
+  // empty for a split of one file.
+  std::vector<CalibrationSourceSplit> sources;
 };
 
 // A document's tokens as the split uses them: input_ids as given (each

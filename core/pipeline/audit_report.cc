@@ -188,6 +188,32 @@ std::string FormatAuditTable(const json& audit) {
             p->at("top1_agreement").get<double>(),
             g.at("ppl_ratio_vs_previous").get<double>()));
   }
+  // Checked by CheckAuditTableFields when present.
+  if (const auto t = g.find("tasks"); t != g.end() && t->is_object()) {
+    const json& overall = t->at("overall");
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("tasks %s: %d tasks, accuracy %.4f unquantized, %.4f "
+                        "packed, ratio %.4f\n",
+                        t->at("file").get<std::string>(),
+                        overall.at("count").get<int>(),
+                        overall.at("reference_accuracy").get<double>(),
+                        overall.at("candidate_accuracy").get<double>(),
+                        overall.at("ratio").get<double>()));
+    for (const auto& [name, group] : t->at("groups").items()) {
+      absl::StrAppend(
+          &out,
+          absl::StrFormat(
+              "  task group %-20s %5d tasks  %.4f -> %.4f  ratio %.4f%s\n",
+              name, group.at("count").get<int>(),
+              group.at("reference_accuracy").get<double>(),
+              group.at("candidate_accuracy").get<double>(),
+              group.at("ratio").get<double>(),
+              group.value("reference_zero", false)
+                  ? " (unquantized scored 0: no bound)"
+                  : ""));
+    }
+  }
   for (const json& c : g.at("checks")) {
     absl::StrAppend(
         &out, absl::StrFormat("gate %-25s value %.5f threshold %.5f  %s\n",
@@ -254,6 +280,31 @@ absl::Status CheckAuditTableFields(const json& audit) {
     }
     QUANT_RETURN_IF_ERROR(
         jf::GetNumber(*gates, "ppl_ratio_vs_previous", gates_at).status());
+  }
+  // The task gate's file (gates.tasks), when scored: what FormatAuditTable
+  // prints of it.
+  if (const auto tasks = gates->find("tasks");
+      tasks != gates->end() && !tasks->is_null()) {
+    const std::string at = gates_at + ".tasks";
+    QUANT_RETURN_IF_ERROR(jf::ExpectObject(*tasks, at));
+    QUANT_RETURN_IF_ERROR(jf::GetString(*tasks, "file", at).status());
+    auto check_ratio = [](const json& ratio, const std::string& where) {
+      QUANT_RETURN_IF_ERROR(jf::ExpectObject(ratio, where));
+      QUANT_RETURN_IF_ERROR(jf::GetInt(ratio, "count", where).status());
+      for (const char* key :
+           {"reference_accuracy", "candidate_accuracy", "ratio"}) {
+        QUANT_RETURN_IF_ERROR(jf::GetNumber(ratio, key, where).status());
+      }
+      return jf::GetBoolOr(ratio, "reference_zero", false, where).status();
+    };
+    QUANT_ASSIGN_OR_RETURN(const json* overall,
+                           jf::GetObject(*tasks, "overall", at));
+    QUANT_RETURN_IF_ERROR(check_ratio(*overall, at + ".overall"));
+    QUANT_ASSIGN_OR_RETURN(const json* groups,
+                           jf::GetObject(*tasks, "groups", at));
+    for (const auto& [name, group] : groups->items()) {
+      QUANT_RETURN_IF_ERROR(check_ratio(group, at + ".groups." + name));
+    }
   }
   QUANT_ASSIGN_OR_RETURN(const json* checks,
                          jf::GetArray(*gates, "checks", gates_at));

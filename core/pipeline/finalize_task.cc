@@ -186,6 +186,24 @@ json SplitJson(const CalibrationSplit& split) {
       {"heldout_windows", split.heldout.sequences.size()},
       {"calibration_tokens", split.calibration.RealTokens()},
       {"heldout_tokens", split.heldout.RealTokens()}};
+  // A mixed set: each source's part (the document lists above are empty).
+  if (!split.sources.empty()) {
+    json sources = json::array();
+    for (const CalibrationSourceSplit& s : split.sources) {
+      sources.push_back({{"sha256", s.sha256},
+                         {"weight", s.weight},
+                         {"samples", s.samples},
+                         {"heldout_samples", s.heldout_samples},
+                         {"calibration_documents", s.calibration_documents},
+                         {"heldout_documents", s.heldout_documents},
+                         {"calibration_windows", s.calibration_windows},
+                         {"heldout_windows", s.heldout_windows},
+                         {"calibration_tokens", s.calibration_tokens},
+                         {"heldout_tokens", s.heldout_tokens},
+                         {"conversation_documents", s.conversation_documents}});
+    }
+    result["sources"] = std::move(sources);
+  }
   // What the model saw of its conversations: the template by content, so a
   // changed tokenizer_config.json or file shows.
   if (o.chat != nullptr && split.conversation_documents > 0) {
@@ -299,6 +317,19 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
                       recipe.gates.compare_to, input.previous_dir,
                       input.source->config(), {!input.previous_verified, fs}));
   }
+  std::optional<TaskGateInput> tasks;
+  if (!recipe.gates.tasks.empty()) {
+    if (input.tasks == nullptr || input.tokenizer == nullptr) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("gates.tasks: \"", recipe.gates.tasks,
+                       "\" was not loaded for this run"));
+    }
+    tasks.emplace();
+    tasks->source = recipe.gates.tasks;
+    tasks->file = input.tasks;
+    tasks->tokenizer = input.tokenizer;
+    tasks->options.max_hidden_bytes = input.eval_max_hidden_bytes;
+  }
   const std::string temp = absl::StrCat(out, ".partial-", ::getpid());
   QUANT_RETURN_IF_ERROR(RemoveTree(temp, fs));
   QUANT_RETURN_IF_ERROR(MakeDirectory(temp, fs));
@@ -349,10 +380,9 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   }
 
   // The gates run on the checkpoint as a runtime would read it.
-  say(previous.has_value()
-          ? "evaluating gates on the packed checkpoint and the previous "
-            "release"
-          : "evaluating gates on the packed checkpoint");
+  say(absl::StrCat("evaluating gates on the packed checkpoint",
+                   previous.has_value() ? " and the previous release" : "",
+                   tasks.has_value() ? ", with the task file" : ""));
   CheckpointOptions open_options;
   open_options.allow_packed = true;
   open_options.file_system = fs;
@@ -367,7 +397,8 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   QUANT_ASSIGN_OR_RETURN(
       output.gates,
       EvaluateGates(*packed, *input.source, input.split->heldout, recipe.gates,
-                    eval_options, previous.has_value() ? &*previous : nullptr));
+                    eval_options, previous.has_value() ? &*previous : nullptr,
+                    tasks.has_value() ? &*tasks : nullptr));
   packed.reset();
   previous.reset();
 
@@ -402,6 +433,12 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
     output.manifest["compared_with"] = {{"compare_to", p.compare_to},
                                         {"manifest_sha256", p.manifest_sha256},
                                         {"job_id", p.job_id}};
+  }
+  if (output.gates.tasks.has_value()) {
+    output.manifest["tasks"] = {
+        {"file", output.gates.tasks->source},
+        {"sha256", output.gates.tasks->comparison.reference.file_sha256},
+        {"count", output.gates.tasks->comparison.reference.items.size()}};
   }
   if (!input.job_id.empty()) {
     output.manifest["job"] = {{"id", input.job_id},

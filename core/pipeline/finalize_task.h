@@ -13,7 +13,8 @@
 //   audit.json               see audit_report.h
 //   manifest.json            recipe, tool version, source fingerprint,
 //                            calibration hash and split, sha256 of every
-//                            other file, and (a service job) the job's id
+//                            other file, the task file's hash when gates
+//                            score tasks, and (a service job) the job's id
 //                            and recipe hash
 #ifndef QUANT_CORE_PIPELINE_FINALIZE_TASK_H_
 #define QUANT_CORE_PIPELINE_FINALIZE_TASK_H_
@@ -27,12 +28,14 @@
 #include "core/base/file_system.h"
 #include "core/calib/calibration_split.h"
 #include "core/eval/streamed_evaluation.h"
+#include "core/eval/task_file.h"
 #include "core/model/checkpoint.h"
 #include "core/pack/packed_tensor.h"
 #include "core/pipeline/block_task.h"
 #include "core/pipeline/gates.h"
 #include "core/pipeline/model_files_writer.h"
 #include "core/recipe/recipe.h"
+#include "core/text/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {
@@ -62,6 +65,10 @@ struct FinalizeInput {
   // Its files were already hashed against its manifest.json in this run
   // (JobTaskContext::verify_previous_at_open); only its shape is checked.
   bool previous_verified = false;
+  // recipe gates.tasks loaded (LoadGateTaskFile) and the tokenizer that
+  // encodes it; both required when gates.tasks is set, ignored when not.
+  const TaskFile* tasks = nullptr;
+  const Tokenizer* tokenizer = nullptr;
   // Per block in order: its tensors and layer results.
   std::vector<std::vector<PackedTensor>> block_tensors;
   std::vector<LayerResult> layers;

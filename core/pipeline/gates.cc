@@ -2,18 +2,55 @@
 #include "core/pipeline/gates.h"
 
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "core/base/file_uri.h"
 #include "core/base/status_macros.h"
+#include "core/eval/logits_model.h"
 #include "core/eval/streamed_evaluation.h"
+#include "core/eval/task_results_json.h"
+#include "core/eval/task_tokens.h"
+#include "core/forward/streamed_model.h"
 
 namespace quant {
+
+absl::StatusOr<std::optional<TaskFile>> LoadGateTaskFile(const Gates& gates,
+                                                         FileSystem* fs) {
+  if (gates.tasks.empty()) return std::optional<TaskFile>();
+  std::string path = gates.tasks;
+  if (absl::StartsWith(path, kFileUriScheme)) {
+    QUANT_ASSIGN_OR_RETURN(path, FileUriPath(gates.tasks, "gates.tasks"));
+  }
+  absl::StatusOr<TaskFile> file = LoadTaskFile(path, {}, fs);
+  if (!file.ok()) {
+    return absl::Status(file.status().code(),
+                        absl::StrCat("gates.tasks: ", file.status().message()));
+  }
+  return std::optional<TaskFile>(*std::move(file));
+}
+
+absl::Status CheckGateTasksFit(const TaskFile& file, const Tokenizer& tokenizer,
+                               const ModelConfig& config) {
+  absl::StatusOr<std::vector<TokenizedTask>> tokens =
+      TokenizeTasks(file, tokenizer, config.max_position_embeddings,
+                    TaskEvaluationOptions().extra_generation_tokens);
+  if (!tokens.ok()) {
+    return absl::Status(
+        tokens.status().code(),
+        absl::StrCat("gates.tasks: ", tokens.status().message()));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<GateReport> EvaluateGates(
     const Checkpoint& quantized, const Checkpoint& reference,
     const TokenWindows& heldout, const Gates& gates,
-    const StreamedEvaluationOptions& options, const PreviousRelease* previous) {
+    const StreamedEvaluationOptions& options, const PreviousRelease* previous,
+    const TaskGateInput* tasks) {
   // A previous release is scored in the same pass: the reference's forward
   // runs once for both.
   std::vector<const Checkpoint*> models = {&quantized};
@@ -34,14 +71,41 @@ absl::StatusOr<GateReport> EvaluateGates(
     comparison->ppl_ratio_vs_previous =
         metrics.quantized_ppl / comparison->metrics.quantized_ppl;
   }
-  return CheckGates(metrics, gates, std::move(comparison));
+  std::optional<TaskGateResult> task_result;
+  if (tasks != nullptr) {
+    if (tasks->file == nullptr || tasks->tokenizer == nullptr) {
+      return absl::InvalidArgumentError(
+          "EvaluateGates: the task gate needs a task file and a tokenizer");
+    }
+    QUANT_ASSIGN_OR_RETURN(std::unique_ptr<StreamedModel> reference_model,
+                           StreamedModel::Open(reference));
+    QUANT_ASSIGN_OR_RETURN(std::unique_ptr<StreamedModel> quantized_model,
+                           StreamedModel::Open(quantized));
+    const StreamedLogitsModel reference_logits(*reference_model, options.pool);
+    const StreamedLogitsModel quantized_logits(*quantized_model, options.pool);
+    task_result.emplace();
+    task_result->source = tasks->source;
+    absl::StatusOr<TaskComparison> compared =
+        CompareModelsOnTasks(reference_logits, quantized_logits,
+                             *tasks->tokenizer, *tasks->file, tasks->options);
+    if (!compared.ok()) {
+      return absl::Status(compared.status().code(),
+                          absl::StrCat("gates.tasks ", tasks->source, ": ",
+                                       compared.status().message()));
+    }
+    task_result->comparison = *std::move(compared);
+  }
+  return CheckGates(metrics, gates, std::move(comparison),
+                    std::move(task_result));
 }
 
 GateReport CheckGates(const NextTokenMetrics& metrics, const Gates& gates,
-                      std::optional<PreviousComparison> previous) {
+                      std::optional<PreviousComparison> previous,
+                      std::optional<TaskGateResult> tasks) {
   GateReport report;
   report.metrics = metrics;
   report.previous = std::move(previous);
+  report.tasks = std::move(tasks);
   const NextTokenMetrics& m = report.metrics;
   auto check = [&](const char* name, double threshold, double value,
                    bool passed) {
@@ -66,6 +130,15 @@ GateReport CheckGates(const NextTokenMetrics& metrics, const Gates& gates,
                              : std::numeric_limits<double>::quiet_NaN();
     check("max_ppl_ratio_vs_previous", *gates.max_ppl_ratio_vs_previous, ratio,
           ratio <= *gates.max_ppl_ratio_vs_previous);
+  }
+  if (gates.min_task_accuracy_ratio.has_value()) {
+    const double ratio = report.tasks.has_value()
+                             ? report.tasks->comparison.min_ratio
+                             : std::numeric_limits<double>::quiet_NaN();
+    check("min_task_accuracy_ratio", *gates.min_task_accuracy_ratio, ratio,
+          report.tasks.has_value() &&
+              PassesTaskAccuracyGate(report.tasks->comparison,
+                                     *gates.min_task_accuracy_ratio));
   }
   return report;
 }
@@ -99,6 +172,11 @@ nlohmann::json GateReportToJson(const GateReport& report) {
                        {"ppl_ratio", p.metrics.ppl_ratio},
                        {"mean_kl", p.metrics.mean_kl},
                        {"top1_agreement", p.metrics.top1_agreement}};
+  }
+  if (report.tasks.has_value()) {
+    nlohmann::json tasks = TaskComparisonToJson(report.tasks->comparison);
+    tasks["file"] = report.tasks->source;
+    out["tasks"] = std::move(tasks);
   }
   return out;
 }

@@ -9,19 +9,23 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "core/base/file_system.h"
 #include "core/calib/calibration_split.h"
 #include "core/eval/next_token_metrics.h"
 #include "core/eval/streamed_evaluation.h"
+#include "core/eval/task_comparison.h"
+#include "core/eval/task_file.h"
 #include "core/model/checkpoint.h"
 #include "core/pipeline/previous_release.h"
 #include "core/recipe/recipe.h"
+#include "core/text/tokenizer.h"
 #include "nlohmann/json.hpp"
 
 namespace quant {
 
 struct GateCheck {
   // "max_ppl_ratio", "max_mean_kl", "min_top1_agreement",
-  // "max_ppl_ratio_vs_previous"
+  // "max_ppl_ratio_vs_previous", "min_task_accuracy_ratio"
   std::string name;
   double threshold = 0.0;
   double value = 0.0;
@@ -40,33 +44,68 @@ struct PreviousComparison {
   double ppl_ratio_vs_previous = 0.0;
 };
 
+// The task file of gates.tasks, loaded by whoever opened the job's inputs.
+struct TaskGateInput {
+  std::string source;  // gates.tasks as the recipe wrote it.
+  const TaskFile* file = nullptr;
+  // The checkpoint's; the tasks are encoded with it.
+  const Tokenizer* tokenizer = nullptr;
+  TaskEvaluationOptions options;
+};
+
+// gates.tasks scored on the unquantized (reference) and packed (candidate)
+// model.
+struct TaskGateResult {
+  std::string source;
+  TaskComparison comparison;
+};
+
 struct GateReport {
   NextTokenMetrics metrics;  // Quantized vs unquantized on held-out windows.
   std::optional<PreviousComparison> previous;
+  std::optional<TaskGateResult> tasks;
   std::vector<GateCheck> checks;  // The gates the recipe sets.
   bool passed = true;             // Every check passed (true when none set).
 };
 
+// gates.tasks read and parsed (a path or file:/// URI); nullopt when the
+// recipe names none. Errors start with "gates.tasks: ".
+absl::StatusOr<std::optional<TaskFile>> LoadGateTaskFile(
+    const Gates& gates, FileSystem* fs = FileSystem::Default());
+
+// Whether every task of `file` encodes with `tokenizer` and fits `config`'s
+// positions (TokenizeTasks), so that a job fails at its start rather than
+// in its finalize. Errors start with "gates.tasks: " and name the line.
+absl::Status CheckGateTasksFit(const TaskFile& file, const Tokenizer& tokenizer,
+                               const ModelConfig& config);
+
 // Evaluates `quantized` against `reference` on `heldout` with
 // EvaluateCheckpoints (one block of each in memory at a time) and checks
 // `gates`. With `previous`, the previous release is evaluated against
-// `reference` on the same windows too (gates.compare_to).
+// `reference` on the same windows too (gates.compare_to). With `tasks`,
+// the task file is scored on both models, a block at a time as well
+// (StreamedLogitsModel), on options.pool.
 absl::StatusOr<GateReport> EvaluateGates(
     const Checkpoint& quantized, const Checkpoint& reference,
     const TokenWindows& heldout, const Gates& gates,
     const StreamedEvaluationOptions& options = {},
-    const PreviousRelease* previous = nullptr);
+    const PreviousRelease* previous = nullptr,
+    const TaskGateInput* tasks = nullptr);
 
-// `metrics` (and `previous`, when compared) checked against `gates`. A
-// max_ppl_ratio_vs_previous gate without a previous release fails.
+// `metrics` (and `previous`, `tasks` when evaluated) checked against
+// `gates`. A max_ppl_ratio_vs_previous gate without a previous release, or
+// a min_task_accuracy_ratio gate without task results, fails.
 GateReport CheckGates(const NextTokenMetrics& metrics, const Gates& gates,
-                      std::optional<PreviousComparison> previous = {});
+                      std::optional<PreviousComparison> previous = {},
+                      std::optional<TaskGateResult> tasks = {});
 
 // {"perplexity", "reference_perplexity", "ppl_ratio", "mean_kl",
 //  "top1_agreement", "tokens", "checks": [...], "verdict": "PASS"|"FAIL"},
 // and with a previous release "ppl_ratio_vs_previous" and "previous":
 // {"compare_to", "manifest_sha256", "job_id", "verdict", "method",
-//  "perplexity", "ppl_ratio", "mean_kl", "top1_agreement"}.
+//  "perplexity", "ppl_ratio", "mean_kl", "top1_agreement"}, and with tasks
+// "tasks": TaskComparisonToJson (core/eval/task_results_json.h) plus
+// "file": the recipe's gates.tasks.
 nlohmann::json GateReportToJson(const GateReport& report);
 
 }  // namespace quant

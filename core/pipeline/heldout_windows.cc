@@ -29,6 +29,13 @@ absl::StatusOr<CalibrationSplit> SplitFromManifest(
         path, ": not a manifest (needs \"recipe\" and \"calibration\")"));
   }
   const nlohmann::json& calibration = manifest["calibration"];
+  if (const auto sources = calibration.find("sources");
+      sources != calibration.end() && sources->is_array()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": the job calibrated on ", sources->size(),
+        " sources mixed by weight (calibration.sources); its held-out "
+        "windows are rebuilt from one calibration file only"));
+  }
   const auto sha = calibration.find("sha256");
   if (sha == calibration.end() || !sha->is_string()) {
     return absl::InvalidArgumentError(

@@ -312,6 +312,8 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
   finalize.job_id = context.job_id;
   finalize.previous_dir = context.previous_dir;
   finalize.previous_verified = context.verify_previous_at_open;
+  finalize.tasks = inputs.tasks.has_value() ? &*inputs.tasks : nullptr;
+  finalize.tokenizer = inputs.tokenizer.get();
   finalize.max_shard_bytes = max_shard_bytes;
   finalize.eval_batch_windows = context.eval_batch_windows;
   finalize.threads = context.threads;

@@ -29,6 +29,14 @@ namespace quant {
 // The default bound on the hidden states a block task holds in memory.
 inline constexpr int64_t kDefaultMaxActivationBytes = int64_t{1} << 30;
 
+// One source of a mixed calibration set (recipe calibration.sources) as a
+// file this process reads.
+struct CalibrationSourceFile {
+  std::string path;
+  std::string sha256;  // The file must have it; empty: not checked.
+  double weight = 1.0;
+};
+
 // What every task of a job reads.
 struct JobTaskContext {
   // The service job the tasks belong to; empty for a local run. The
@@ -38,7 +46,16 @@ struct JobTaskContext {
   std::string checkpoint_dir;
   std::string tokenizer_dir;  // Empty: checkpoint_dir.
   std::string calibration_path;
+  // The recipe's calibration.sources resolved to files (calibration_path
+  // is then empty): the split is their weighted mix.
+  std::vector<CalibrationSourceFile> calibration_sources;
   Recipe recipe;
+  // The files the recipe names by path, pinned by content when the job was
+  // submitted: the chat template the calibration set is rendered with, and
+  // gates.tasks. A task refuses (DataLoss) one that has changed since, so
+  // every task of a job reads the same bytes. Empty: not checked.
+  std::string chat_template_sha256;
+  std::string tasks_sha256;
   // The previous release's directory (recipe gates.compare_to resolved by
   // whoever planned the job); the finalize evaluates it.
   std::string previous_dir;

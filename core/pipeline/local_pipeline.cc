@@ -10,8 +10,10 @@
 #include <set>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/directory_util.h"
+#include "core/base/file_uri.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/base/strict_json.h"
@@ -31,6 +33,45 @@ using pipeline_internal::JobInputs;
 using pipeline_internal::OpenJobInputs;
 using pipeline_internal::RunBlockJobTaskOnInputs;
 using pipeline_internal::RunFinalizeJobTaskOnInputs;
+
+// The recipe's calibration.sources as files this process reads; none when
+// the recipe names none. A local run reads files: a source named only by
+// the sha256 of a set uploaded to quantd is refused, as is a --calibration
+// beside sources.
+absl::StatusOr<std::vector<CalibrationSourceFile>> LocalCalibrationSources(
+    const Recipe& recipe, const std::string& calibration_path) {
+  std::vector<CalibrationSourceFile> files;
+  const std::vector<CalibrationSource>& sources = recipe.calibration.sources;
+  if (sources.empty()) {
+    if (calibration_path.empty()) {
+      return absl::InvalidArgumentError(
+          "no calibration set: give one, or name calibration.sources in the "
+          "recipe");
+    }
+    return files;
+  }
+  if (!calibration_path.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the recipe names calibration.sources (", sources.size(),
+                     " sets) and a calibration set was given too (",
+                     calibration_path, "); use one or the other"));
+  }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const CalibrationSource& source = sources[i];
+    const std::string field = absl::StrCat("calibration.sources[", i, "]");
+    if (source.file.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, ": sha256 ", source.sha256,
+          " names a set uploaded to quantd; a local run needs its file"));
+    }
+    std::string path = source.file;
+    if (absl::StartsWith(path, kFileUriScheme)) {
+      QUANT_ASSIGN_OR_RETURN(path, FileUriPath(source.file, field + ".file"));
+    }
+    files.push_back({path, source.sha256, source.weight});
+  }
+  return files;
+}
 
 // What identifies a job's block outputs: a work directory is only reused
 // for the same source, recipe, calibration set and kernel level.
@@ -158,6 +199,9 @@ absl::StatusOr<LocalQuantizeResult> RunLocalQuantization(
   context.checkpoint_dir = options.checkpoint_dir;
   context.tokenizer_dir = options.tokenizer_dir;
   context.calibration_path = options.calibration_path;
+  QUANT_ASSIGN_OR_RETURN(
+      context.calibration_sources,
+      LocalCalibrationSources(options.recipe, options.calibration_path));
   context.recipe = options.recipe;
   context.file_system = options.file_system;
   context.max_activation_bytes = options.max_activation_bytes;

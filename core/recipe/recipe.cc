@@ -165,6 +165,10 @@ bool operator==(const Damping& a, const Damping& b) {
          a.auto_grid == b.auto_grid;
 }
 
+bool operator==(const CalibrationSource& a, const CalibrationSource& b) {
+  return a.file == b.file && a.sha256 == b.sha256 && a.weight == b.weight;
+}
+
 bool operator==(const CalibrationSettings& a, const CalibrationSettings& b) {
   return a.samples == b.samples && a.seq_len == b.seq_len &&
          a.heldout_fraction == b.heldout_fraction &&
@@ -172,7 +176,8 @@ bool operator==(const CalibrationSettings& a, const CalibrationSettings& b) {
          a.heldout_samples == b.heldout_samples && a.seed == b.seed &&
          a.packing == b.packing && a.chat_template == b.chat_template &&
          a.system_prompt == b.system_prompt &&
-         a.add_generation_prompt == b.add_generation_prompt;
+         a.add_generation_prompt == b.add_generation_prompt &&
+         a.sources == b.sources;
 }
 
 bool operator==(const LayerOverride& a, const LayerOverride& b) {
@@ -186,7 +191,9 @@ bool operator==(const Gates& a, const Gates& b) {
   return a.max_ppl_ratio == b.max_ppl_ratio && a.max_mean_kl == b.max_mean_kl &&
          a.min_top1_agreement == b.min_top1_agreement &&
          a.compare_to == b.compare_to &&
-         a.max_ppl_ratio_vs_previous == b.max_ppl_ratio_vs_previous;
+         a.max_ppl_ratio_vs_previous == b.max_ppl_ratio_vs_previous &&
+         a.tasks == b.tasks &&
+         a.min_task_accuracy_ratio == b.min_task_accuracy_ratio;
 }
 
 bool operator==(const Recipe& a, const Recipe& b) {
@@ -234,6 +241,17 @@ std::string RecipeToJson(const Recipe& recipe) {
   if (calibration.add_generation_prompt) {
     calibration_json["add_generation_prompt"] = true;
   }
+  if (!calibration.sources.empty()) {
+    OrderedJson& sources = calibration_json["sources"];
+    sources = OrderedJson::array();
+    for (const CalibrationSource& source : calibration.sources) {
+      OrderedJson entry = OrderedJson::object();
+      if (!source.file.empty()) entry["file"] = source.file;
+      if (!source.sha256.empty()) entry["sha256"] = source.sha256;
+      entry["weight"] = source.weight;
+      sources.push_back(std::move(entry));
+    }
+  }
 
   json["ignore"] = recipe.ignore;
   OrderedJson& overrides_json = json["overrides"];
@@ -256,6 +274,11 @@ std::string RecipeToJson(const Recipe& recipe) {
   if (recipe.gates.max_ppl_ratio_vs_previous.has_value()) {
     gates_json["max_ppl_ratio_vs_previous"] =
         OptionalToJson(recipe.gates.max_ppl_ratio_vs_previous);
+  }
+  if (!recipe.gates.tasks.empty()) gates_json["tasks"] = recipe.gates.tasks;
+  if (recipe.gates.min_task_accuracy_ratio.has_value()) {
+    gates_json["min_task_accuracy_ratio"] =
+        OptionalToJson(recipe.gates.min_task_accuracy_ratio);
   }
 
   json["format"] = OutputFormatName(recipe.format);

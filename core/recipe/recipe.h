@@ -17,13 +17,15 @@
 //   static_groups: false
 //   propagation: sequential # sequential | independent
 //   calibration: {samples, seq_len, heldout_fraction, heldout_count,
-//                 heldout_samples, seed, packing: concatenate | per-document}
+//                 heldout_samples, seed, packing: concatenate | per-document,
+//                 chat_template, system_prompt, add_generation_prompt,
+//                 sources: [{file, sha256, weight}, ...]}
 //   ignore: ["lm_head"]     # full-match regexes of layers kept unquantized
 //   overrides:              # per-layer settings, see LayerOverride
 //     - match: "model\\.layers\\.0\\..*down_proj"
 //       bits: 8
 //   gates: {max_ppl_ratio, max_mean_kl, min_top1_agreement, compare_to,
-//           max_ppl_ratio_vs_previous}
+//           max_ppl_ratio_vs_previous, tasks, min_task_accuracy_ratio}
 //   format: gptq            # gptq | compressed-tensors
 //   awq_alpha_grid: [0, 0.05, ...]
 //   awq_clip_search: false
@@ -40,9 +42,15 @@
 // - calibration: samples and seq_len in [1, 2^20]; heldout_fraction in
 //   [0, 1); heldout_count, heldout_samples >= 0; a held-out split must exist
 //   (heldout_fraction > 0 or heldout_count > 0): the audit and gates need it.
+//   sources: at most 64, each with a file or a sha256 (64 lowercase hex)
+//   and a weight > 0; samples and heldout_samples (when set) at least one
+//   per source.
 // - gates: max_ppl_ratio >= 1, max_mean_kl >= 0, min_top1_agreement in [0, 1];
 //   max_ppl_ratio_vs_previous > 0 and only with compare_to; compare_to at
-//   most 4096 bytes without control characters.
+//   most 4096 bytes without control characters; tasks an absolute path or
+//   file:/// URI (LoadRecipe resolves a relative one against the recipe
+//   file's directory); min_task_accuracy_ratio in [0, 1] and only with
+//   tasks.
 // - ignore / overrides[i].match: non-empty PCRE2 patterns that compile.
 // - overrides: each must set something; keep_unquantized excludes the other
 //   settings.
@@ -90,6 +98,17 @@ struct Damping {
                                    0.025, 0.05,   0.1};
 };
 
+// One source of a mixed calibration set (calibration.sources): a file (an
+// absolute path or file:/// URI; LoadRecipe resolves a relative one against
+// the recipe file's directory) or, on quantd, an uploaded set by `sha256`;
+// with both, the file must have that sha256.
+struct CalibrationSource {
+  std::string file;
+  std::string sha256;
+  double weight =
+      1.0;  // Its share of the windows (core/calib/mixed_calibration.h).
+};
+
 // Mirrors quant.v1.CalibrationSplit and core/calib's CalibrationSplitOptions.
 struct CalibrationSettings {
   int samples = 128;  // Calibration sequences.
@@ -108,6 +127,9 @@ struct CalibrationSettings {
   // A system message put first in conversations that have none.
   std::optional<std::string> system_prompt;
   bool add_generation_prompt = false;
+  // Several calibration sets mixed by weight, each split into calibration
+  // and held-out documents on its own; empty: the one set the job is given.
+  std::vector<CalibrationSource> sources;
 };
 
 // One layer's damping: a fraction, or auto (chosen from the recipe's
@@ -140,6 +162,13 @@ struct Gates {
   std::string compare_to;
   // This checkpoint's held-out perplexity over the previous release's.
   std::optional<double> max_ppl_ratio_vs_previous;
+  // A task file (core/eval/task_file.h) the finalize scores on the
+  // unquantized and the packed model: an absolute path or file:/// URI.
+  // Empty: none.
+  std::string tasks;
+  // The packed model's task accuracy over the unquantized model's, for
+  // every task group and overall (core/eval/task_comparison.h).
+  std::optional<double> min_task_accuracy_ratio;
 };
 
 struct Recipe {
@@ -162,6 +191,7 @@ struct Recipe {
   bool awq_clip_search = false;
 };
 
+bool operator==(const CalibrationSource& a, const CalibrationSource& b);
 bool operator==(const DampValue& a, const DampValue& b);
 bool operator==(const Damping& a, const Damping& b);
 bool operator==(const CalibrationSettings& a, const CalibrationSettings& b);

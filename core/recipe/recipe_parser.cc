@@ -1,6 +1,9 @@
 // ParseRecipe / LoadRecipe: YAML (or JSON) text -> Recipe, strictly typed,
 // every error pointing at the field's line and column. The YAML itself is
 // read by libyaml (yaml_tree.h).
+#include <limits.h>
+#include <stdlib.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -44,7 +47,14 @@ const std::vector<std::string>& CalibrationKeys() {
                                    "heldout_fraction", "heldout_count",
                                    "heldout_samples",  "seed",
                                    "packing",          "chat_template",
-                                   "system_prompt",    "add_generation_prompt"};
+                                   "system_prompt",    "add_generation_prompt",
+                                   "sources"};
+  return *keys;
+}
+
+const std::vector<std::string>& SourceKeys() {
+  static const auto* keys =
+      new std::vector<std::string>{"file", "sha256", "weight"};
   return *keys;
 }
 
@@ -56,9 +66,14 @@ const std::vector<std::string>& OverrideKeys() {
 }
 
 const std::vector<std::string>& GateKeys() {
-  static const auto* keys = new std::vector<std::string>{
-      "max_ppl_ratio", "max_mean_kl", "min_top1_agreement", "compare_to",
-      "max_ppl_ratio_vs_previous"};
+  static const auto* keys =
+      new std::vector<std::string>{"max_ppl_ratio",
+                                   "max_mean_kl",
+                                   "min_top1_agreement",
+                                   "compare_to",
+                                   "max_ppl_ratio_vs_previous",
+                                   "tasks",
+                                   "min_task_accuracy_ratio"};
   return *keys;
 }
 
@@ -105,8 +120,10 @@ std::string Describe(const YamlNode& node) {
 // naming the source, line, column and field path.
 class RecipeReader {
  public:
-  explicit RecipeReader(absl::string_view source_name)
-      : source_name_(source_name) {}
+  // `base_dir`: the recipe file's directory (absolute), against which a
+  // relative gates.tasks is resolved; empty for a text without a file.
+  RecipeReader(absl::string_view source_name, std::string base_dir)
+      : source_name_(source_name), base_dir_(std::move(base_dir)) {}
 
   absl::StatusOr<Recipe> Read(const YamlNode& root) {
     if (root.IsNull()) {
@@ -395,6 +412,40 @@ class RecipeReader {
       } else if (key == "add_generation_prompt") {
         QUANT_RETURN_IF_ERROR(
             ReadBool(value, path, &calibration.add_generation_prompt));
+      } else if (key == "sources") {
+        QUANT_RETURN_IF_ERROR(ReadSources(value, calibration.sources));
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadSources(const YamlNode& node,
+                           std::vector<CalibrationSource>& sources) {
+    const std::string list_path = "calibration.sources";
+    if (!node.IsSequence()) {
+      return Error(
+          node, list_path,
+          absl::StrCat("expected a list of mappings, got ", Describe(node)));
+    }
+    sources.clear();
+    for (size_t i = 0; i < node.items.size(); ++i) {
+      const std::string path = absl::StrCat(list_path, "[", i, "]");
+      marks_[path] = node.items[i].mark;
+      QUANT_ASSIGN_OR_RETURN(const Entries entries,
+                             MapEntries(node.items[i], path, SourceKeys()));
+      CalibrationSource& source = sources.emplace_back();
+      for (const auto& key_value : entries) {
+        const std::string& key = key_value.first;
+        const YamlNode& value = key_value.second;
+        const std::string field = Child(path, key);
+        if (key == "file") {
+          QUANT_RETURN_IF_ERROR(ReadString(value, field, &source.file));
+          source.file = RelativeToRecipe(source.file);
+        } else if (key == "sha256") {
+          QUANT_RETURN_IF_ERROR(ReadString(value, field, &source.sha256));
+        } else {
+          QUANT_RETURN_IF_ERROR(ReadDouble(value, field, &source.weight));
+        }
       }
     }
     return absl::OkStatus();
@@ -412,11 +463,17 @@ class RecipeReader {
         QUANT_RETURN_IF_ERROR(ReadString(value, path, &gates.compare_to));
         continue;
       }
+      if (key == "tasks") {
+        QUANT_RETURN_IF_ERROR(ReadString(value, path, &gates.tasks));
+        gates.tasks = RelativeToRecipe(gates.tasks);
+        continue;
+      }
       std::optional<double>* target =
-          key == "max_ppl_ratio"        ? &gates.max_ppl_ratio
-          : key == "max_mean_kl"        ? &gates.max_mean_kl
-          : key == "min_top1_agreement" ? &gates.min_top1_agreement
-                                        : &gates.max_ppl_ratio_vs_previous;
+          key == "max_ppl_ratio"             ? &gates.max_ppl_ratio
+          : key == "max_mean_kl"             ? &gates.max_mean_kl
+          : key == "min_top1_agreement"      ? &gates.min_top1_agreement
+          : key == "min_task_accuracy_ratio" ? &gates.min_task_accuracy_ratio
+                                             : &gates.max_ppl_ratio_vs_previous;
       QUANT_RETURN_IF_ERROR(ReadOptional(value, target, [&](double* out) {
         return ReadDouble(value, path, out);
       }));
@@ -516,14 +573,25 @@ class RecipeReader {
     return absl::InternalError(absl::StrCat("unhandled recipe key ", key));
   }
 
+  // A relative path resolved against the recipe file's directory; kept as
+  // written (for validation to refuse) when there is no file, or when it
+  // is empty or a URI.
+  std::string RelativeToRecipe(const std::string& path) const {
+    if (base_dir_.empty() || path.empty() || absl::StartsWith(path, "/") ||
+        absl::StrContains(path, "://")) {
+      return path;
+    }
+    return JoinPath(base_dir_, path);
+  }
+
   std::string source_name_;
+  std::string base_dir_;
   std::map<std::string, YamlMark> marks_;  // Field path -> its value.
 };
 
-}  // namespace
-
-absl::StatusOr<Recipe> ParseRecipe(absl::string_view text,
-                                   absl::string_view source_name) {
+absl::StatusOr<Recipe> ParseRecipeIn(absl::string_view text,
+                                     absl::string_view source_name,
+                                     std::string base_dir) {
   if (text.size() > kMaxRecipeBytes) {
     return absl::InvalidArgumentError(
         absl::StrCat(source_name, ": recipe is ", text.size(),
@@ -549,13 +617,27 @@ absl::StatusOr<Recipe> ParseRecipe(absl::string_view text,
         absl::StrCat(source_name, ": ", documents.size(),
                      " YAML documents; a recipe is exactly one"));
   }
-  return RecipeReader(source_name).Read(documents[0]);
+  return RecipeReader(source_name, std::move(base_dir)).Read(documents[0]);
+}
+
+}  // namespace
+
+absl::StatusOr<Recipe> ParseRecipe(absl::string_view text,
+                                   absl::string_view source_name) {
+  return ParseRecipeIn(text, source_name, "");
 }
 
 absl::StatusOr<Recipe> LoadRecipe(const std::string& path) {
   QUANT_ASSIGN_OR_RETURN(const std::string text,
                          ReadFileToString(path, kMaxRecipeBytes));
-  return ParseRecipe(text, path);
+  const size_t slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "."
+                          : slash == 0               ? "/"
+                                                     : path.substr(0, slash);
+  char buffer[PATH_MAX];
+  const std::string base_dir =
+      ::realpath(dir.c_str(), buffer) != nullptr ? buffer : "";
+  return ParseRecipeIn(text, path, base_dir);
 }
 
 }  // namespace quant

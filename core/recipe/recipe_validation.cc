@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/file_uri.h"
 #include "core/base/regex.h"
+#include "core/base/sha256.h"
 
 namespace quant {
 namespace {
@@ -63,33 +64,39 @@ MaybeError CheckPattern(const std::string& path, const std::string& pattern) {
   return std::nullopt;
 }
 
+// A file the recipe names (`field`): an absolute path or file:/// URI of at
+// most 4096 bytes without control characters; `expected` says what else
+// the field accepts, for the error.
+MaybeError CheckFileReference(const char* field, const std::string& value,
+                              const std::string& expected) {
+  if (value.size() > 4096) {
+    return Error(field,
+                 absl::StrCat(value.size(), " bytes; a path of at most 4096"));
+  }
+  for (const char c : value) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      return Error(field,
+                   absl::StrCat("holds a control character; ", expected));
+    }
+  }
+  if (absl::StartsWith(value, kFileUriScheme)) {
+    absl::StatusOr<std::string> path = FileUriPath(value, field);
+    if (!path.ok()) return Error(field, std::string(path.status().message()));
+  } else if (!absl::StartsWith(value, "/")) {
+    return Error(field, absl::StrCat("\"", value, "\": ", expected));
+  }
+  return std::nullopt;
+}
+
 // calibration.chat_template, system_prompt, add_generation_prompt.
 MaybeError CheckChatTemplate(const CalibrationSettings& calibration) {
   const std::string& choice = calibration.chat_template;
   if (choice != "auto" && choice != "none") {
-    if (choice.size() > 4096) {
-      return Error(
-          "calibration.chat_template",
-          absl::StrCat(choice.size(), " bytes; a path of at most 4096"));
-    }
-    if (absl::StartsWith(choice, kFileUriScheme)) {
-      absl::StatusOr<std::string> path =
-          FileUriPath(choice, "calibration.chat_template");
-      if (!path.ok()) {
-        return Error("calibration.chat_template",
-                     std::string(path.status().message()));
-      }
-    } else if (!absl::StartsWith(choice, "/")) {
-      return Error("calibration.chat_template",
-                   absl::StrCat("\"", choice,
-                                "\": auto, none, or a template file's "
-                                "absolute path or file:/// URI"));
-    }
-    for (const char c : choice) {
-      if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-        return Error("calibration.chat_template",
-                     "holds a control character; auto, none or a path");
-      }
+    if (MaybeError error = CheckFileReference(
+            "calibration.chat_template", choice,
+            "auto, none, or a template file's absolute path or file:/// "
+            "URI")) {
+      return error;
     }
   }
   if (calibration.system_prompt.has_value() &&
@@ -104,6 +111,58 @@ MaybeError CheckChatTemplate(const CalibrationSettings& calibration) {
                      ? "calibration.system_prompt"
                      : "calibration.add_generation_prompt",
                  "applies to conversations, which chat_template none refuses");
+  }
+  return std::nullopt;
+}
+
+// calibration.sources.
+MaybeError CheckSources(const CalibrationSettings& calibration) {
+  const std::vector<CalibrationSource>& sources = calibration.sources;
+  constexpr size_t kMaxSources = 64;
+  if (sources.size() > kMaxSources) {
+    return Error(
+        "calibration.sources",
+        absl::StrCat(sources.size(), " sources; at most ", kMaxSources));
+  }
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const std::string path = absl::StrCat("calibration.sources[", i, "]");
+    const CalibrationSource& source = sources[i];
+    if (source.file.empty() && source.sha256.empty()) {
+      return Error(path, "needs file (a path) or sha256 (an uploaded set)");
+    }
+    if (!source.file.empty()) {
+      const std::string field = path + ".file";
+      if (MaybeError error = CheckFileReference(
+              field.c_str(), source.file,
+              "a calibration file's absolute path or file:/// URI (in a "
+              "recipe file, a path relative to it)")) {
+        return error;
+      }
+    }
+    if (!source.sha256.empty() && !IsSha256Hex(source.sha256)) {
+      return Error(path + ".sha256",
+                   absl::StrCat("\"", source.sha256.substr(0, 80),
+                                "\" is not a sha256 (64 lowercase hex)"));
+    }
+    if (!(std::isfinite(source.weight) && source.weight > 0)) {
+      return Error(path + ".weight",
+                   absl::StrCat(source.weight, " is out of range (> 0)"));
+    }
+  }
+  if (!sources.empty()) {
+    const int n = static_cast<int>(sources.size());
+    if (calibration.samples < n) {
+      return Error(
+          "calibration.samples",
+          absl::StrCat(calibration.samples, " windows cannot give each of ", n,
+                       " sources one"));
+    }
+    if (calibration.heldout_samples > 0 && calibration.heldout_samples < n) {
+      return Error(
+          "calibration.heldout_samples",
+          absl::StrCat(calibration.heldout_samples,
+                       " windows cannot give each of ", n, " sources one"));
+    }
   }
   return std::nullopt;
 }
@@ -142,7 +201,8 @@ MaybeError CheckCalibration(const CalibrationSettings& calibration) {
                  "no held-out split (heldout_fraction and heldout_count are "
                  "both 0); the audit and the gates need one");
   }
-  return CheckChatTemplate(calibration);
+  if (MaybeError error = CheckChatTemplate(calibration)) return error;
+  return CheckSources(calibration);
 }
 
 MaybeError CheckGates(const Gates& gates) {
@@ -185,6 +245,26 @@ MaybeError CheckGates(const Gates& gates) {
       return Error("gates.max_ppl_ratio_vs_previous",
                    "needs gates.compare_to (the previous release to compare "
                    "with)");
+    }
+  }
+  if (!gates.tasks.empty()) {
+    if (MaybeError error = CheckFileReference(
+            "gates.tasks", gates.tasks,
+            "a task file's absolute path or file:/// URI (in a recipe file, "
+            "a path relative to it)")) {
+      return error;
+    }
+  }
+  if (gates.min_task_accuracy_ratio.has_value()) {
+    if (!(*gates.min_task_accuracy_ratio >= 0.0 &&
+          *gates.min_task_accuracy_ratio <= 1.0)) {
+      return Error("gates.min_task_accuracy_ratio",
+                   absl::StrCat(*gates.min_task_accuracy_ratio,
+                                " is out of range [0, 1]"));
+    }
+    if (gates.tasks.empty()) {
+      return Error("gates.min_task_accuracy_ratio",
+                   "needs gates.tasks (the task file to score)");
     }
   }
   return std::nullopt;

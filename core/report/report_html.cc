@@ -193,9 +193,41 @@ struct Previous {
   double ppl_ratio_vs_previous = kNaN;
 };
 
+// A task group's (or every task's) accuracy, unquantized and packed.
+struct TaskRatio {
+  std::string name;
+  int64_t count = 0;
+  double reference_accuracy = kNaN;
+  double candidate_accuracy = kNaN;
+  double ratio = kNaN;
+  bool reference_zero = false;
+};
+
+// A task the two models scored differently.
+struct TaskFlip {
+  int64_t line = 0;
+  std::string id;
+  std::string task;
+  bool reference_correct = false;
+  bool candidate_correct = false;
+  std::string reference_answer;  // The predicted choice or generated text.
+  std::string candidate_answer;
+};
+
+// The task gate's file (gates.tasks) scored on both models.
+struct Tasks {
+  std::string file;
+  std::string file_sha256;
+  double min_ratio = kNaN;
+  TaskRatio overall;
+  std::vector<TaskRatio> groups;
+  std::vector<TaskFlip> flips;  // In file order.
+};
+
 struct Gates {
   std::string verdict;
   std::optional<Previous> previous;
+  std::optional<Tasks> tasks;
   std::vector<GateCheck> checks;
   double perplexity = kNaN;
   double reference_perplexity = kNaN;
@@ -204,6 +236,108 @@ struct Gates {
   double top1_agreement = kNaN;
   int64_t tokens = 0;
 };
+
+absl::StatusOr<TaskRatio> ReadTaskRatio(const json& ratio,
+                                        const std::string& path) {
+  QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(ratio, path));
+  TaskRatio r;
+  QUANT_ASSIGN_OR_RETURN(r.count,
+                         json_fields::GetIntOr(ratio, "count", 0, path));
+  QUANT_RETURN_IF_ERROR(
+      ReadNumbers(ratio, path,
+                  {{"reference_accuracy", &r.reference_accuracy},
+                   {"candidate_accuracy", &r.candidate_accuracy},
+                   {"ratio", &r.ratio}}));
+  QUANT_ASSIGN_OR_RETURN(
+      r.reference_zero,
+      json_fields::GetBoolOr(ratio, "reference_zero", false, path));
+  return r;
+}
+
+// What a task item answered: its predicted choice's index, or the text it
+// generated.
+std::string TaskAnswer(const json& item) {
+  if (const auto it = item.find("generated");
+      it != item.end() && it->is_string()) {
+    return it->get<std::string>();
+  }
+  if (const auto it = item.find("predicted");
+      it != item.end() && it->is_number_integer()) {
+    return absl::StrCat("choice ", it->get<int64_t>());
+  }
+  return "";
+}
+
+// The tasks the two evaluations scored differently; none when audit.json
+// holds no per-task results (a report rebuilt from GetJobReport).
+absl::StatusOr<std::vector<TaskFlip>> ReadTaskFlips(const json& tasks,
+                                                    const std::string& path) {
+  const json& reference_items =
+      MemberOrNull(MemberOrNull(tasks, "reference"), "items");
+  const json& candidate_items =
+      MemberOrNull(MemberOrNull(tasks, "candidate"), "items");
+  std::vector<TaskFlip> flips;
+  if (reference_items.is_null() || candidate_items.is_null()) return flips;
+  if (!reference_items.is_array() || !candidate_items.is_array() ||
+      reference_items.size() != candidate_items.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path,
+        ": reference.items and candidate.items must be arrays of the "
+        "same length"));
+  }
+  for (size_t i = 0; i < reference_items.size(); ++i) {
+    const json& r = reference_items[i];
+    const json& c = candidate_items[i];
+    const std::string at = IndexPath(FieldPath(path, "candidate.items"), i);
+    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(r, at));
+    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(c, at));
+    QUANT_ASSIGN_OR_RETURN(const bool r_correct,
+                           json_fields::GetBoolOr(r, "correct", false, at));
+    QUANT_ASSIGN_OR_RETURN(const bool c_correct,
+                           json_fields::GetBoolOr(c, "correct", false, at));
+    if (r_correct == c_correct) continue;
+    TaskFlip flip;
+    flip.reference_correct = r_correct;
+    flip.candidate_correct = c_correct;
+    QUANT_ASSIGN_OR_RETURN(flip.line, json_fields::GetIntOr(c, "line", 0, at));
+    QUANT_ASSIGN_OR_RETURN(flip.id, json_fields::GetStringOr(c, "id", "", at));
+    QUANT_ASSIGN_OR_RETURN(flip.task,
+                           json_fields::GetStringOr(c, "task", "", at));
+    flip.reference_answer = TaskAnswer(r);
+    flip.candidate_answer = TaskAnswer(c);
+    flips.push_back(std::move(flip));
+  }
+  return flips;
+}
+
+absl::StatusOr<Tasks> ReadTasks(const json& tasks, const std::string& path) {
+  QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(tasks, path));
+  Tasks t;
+  QUANT_ASSIGN_OR_RETURN(t.file,
+                         json_fields::GetStringOr(tasks, "file", "", path));
+  QUANT_ASSIGN_OR_RETURN(
+      t.file_sha256, json_fields::GetStringOr(tasks, "file_sha256", "", path));
+  QUANT_ASSIGN_OR_RETURN(
+      t.min_ratio, json_fields::GetNumberOr(tasks, "min_ratio", kNaN, path));
+  if (const json& overall = MemberOrNull(tasks, "overall");
+      !overall.is_null()) {
+    QUANT_ASSIGN_OR_RETURN(t.overall,
+                           ReadTaskRatio(overall, FieldPath(path, "overall")));
+  }
+  t.overall.name = "all";
+  if (const json& groups = MemberOrNull(tasks, "groups"); !groups.is_null()) {
+    const std::string at = FieldPath(path, "groups");
+    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(groups, at));
+    for (const auto& [name, group] : groups.items()) {
+      QUANT_ASSIGN_OR_RETURN(TaskRatio r,
+                             ReadTaskRatio(group, FieldPath(at, name)));
+      r.name = name;
+      t.groups.push_back(std::move(r));
+    }
+  }
+  QUANT_ASSIGN_OR_RETURN(t.flips, ReadTaskFlips(tasks, path));
+  return t;
+}
 
 absl::StatusOr<Gates> ReadGates(const json& audit) {
   Gates g;
@@ -254,6 +388,10 @@ absl::StatusOr<Gates> ReadGates(const json& audit) {
         p.ppl_ratio_vs_previous,
         json_fields::GetNumberOr(*gates, "ppl_ratio_vs_previous", kNaN, path));
     g.previous = std::move(p);
+  }
+  if (const auto it = gates->find("tasks");
+      it != gates->end() && !it->is_null()) {
+    QUANT_ASSIGN_OR_RETURN(g.tasks, ReadTasks(*it, FieldPath(path, "tasks")));
   }
   const auto checks = gates->find("checks");
   if (checks != gates->end() && !checks->is_null()) {
@@ -670,6 +808,67 @@ void AppendPrevious(std::string* html, const Gates& g,
   absl::StrAppend(html, "</section>\n");
 }
 
+void AppendTasks(std::string* html, const Gates& g) {
+  if (!g.tasks.has_value()) return;
+  const Tasks& t = *g.tasks;
+  constexpr size_t kMaxFlipsShown = 100;
+  absl::StrAppend(
+      html,
+      "<section id=\"tasks-section\">\n<h2>Tasks</h2>\n<p class=\"sub\">The "
+      "task file <code>",
+      HtmlEscape(t.file), "</code>",
+      t.file_sha256.empty()
+          ? std::string()
+          : absl::StrCat(" (sha256 <code>", HtmlEscape(t.file_sha256),
+                         "</code>)"),
+      ", scored on the unquantized and the packed model: multiple choice by "
+      "the log-likelihood of each choice, generation by greedy exact match. "
+      "Ratio: packed accuracy over unquantized (1 where the unquantized "
+      "model scored 0). The gate min_task_accuracy_ratio reads the lowest, "
+      "<b id=\"task-min-ratio\">",
+      Fmt(t.min_ratio, "%.4g"),
+      "</b>.</p>\n<table id=\"tasks\"><thead><tr><th>task "
+      "group</th><th>tasks</th><th>unquantized</th><th>packed</th>"
+      "<th>ratio</th></tr></thead><tbody>\n");
+  std::vector<const TaskRatio*> rows;
+  for (const TaskRatio& r : t.groups) rows.push_back(&r);
+  rows.push_back(&t.overall);
+  for (const TaskRatio* r : rows) {
+    absl::StrAppend(
+        html, "<tr data-task=\"", HtmlEscape(r->name), "\"><td>",
+        r == &t.overall ? "<b>all</b>" : HtmlEscape(r->name), "</td><td>",
+        r->count, "</td><td>", Fmt(r->reference_accuracy, "%.4f"), "</td><td>",
+        Fmt(r->candidate_accuracy, "%.4f"), "</td><td>", Fmt(r->ratio, "%.4f"),
+        r->reference_zero ? " (no bound)" : "", "</td></tr>\n");
+  }
+  absl::StrAppend(html, "</tbody></table>\n");
+  if (!t.flips.empty()) {
+    absl::StrAppend(
+        html, "<p class=\"sub\">", t.flips.size(),
+        " task(s) scored differently by the two models",
+        t.flips.size() > kMaxFlipsShown
+            ? absl::StrCat(" (the first ", kMaxFlipsShown, " shown)")
+            : std::string(),
+        ":</p>\n<table id=\"task-flips\"><thead><tr><th>line</th><th>id"
+        "</th><th>group</th><th>unquantized</th><th>packed</th></tr>"
+        "</thead><tbody>\n");
+    for (size_t i = 0; i < t.flips.size() && i < kMaxFlipsShown; ++i) {
+      const TaskFlip& f = t.flips[i];
+      auto answer = [](bool correct, const std::string& text) {
+        return absl::StrCat(correct ? "right" : "wrong",
+                            text.empty() ? "" : ": ", HtmlEscape(text));
+      };
+      absl::StrAppend(
+          html, "<tr><td>", f.line, "</td><td>", HtmlEscape(f.id), "</td><td>",
+          HtmlEscape(f.task), "</td><td>",
+          answer(f.reference_correct, f.reference_answer), "</td><td>",
+          answer(f.candidate_correct, f.candidate_answer), "</td></tr>\n");
+    }
+    absl::StrAppend(html, "</tbody></table>\n");
+  }
+  absl::StrAppend(html, "</section>\n");
+}
+
 void AppendHessian(std::string* html, const std::vector<Layer>& layers,
                    Palette* palette) {
   const auto by_group = GroupPacked(layers, InputGroupOf);
@@ -939,6 +1138,7 @@ absl::StatusOr<std::string> RenderReportHtml(const json& audit,
   AppendHeader(&html, manifest, gates);
   AppendGates(&html, gates);
   AppendPrevious(&html, gates, layers, &palette);
+  AppendTasks(&html, gates);
   AppendSummary(&html, layers);
   AppendErrorPlots(&html, layers, &palette);
   AppendHessian(&html, layers, &palette);

@@ -1,6 +1,7 @@
 // `quantctl quantize --local` end to end as a user runs it: exit codes (0
 // PASS, 3 gates FAIL, 1 error, 2 usage), the audit table, --json, and the
 // packed checkpoint read back by `quantctl eval`.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -9,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
+#include "core/base/sha256.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
@@ -288,6 +290,91 @@ TEST_F(QuantizeCommandTest, FailedGatesExitThreeAndKeepTheCheckpoint) {
   EXPECT_EQ(into_folder.exit_code, 1);
   EXPECT_THAT(into_folder.err,
               HasSubstr("--html: " + temp_ + " is a directory"));
+}
+
+// gates.tasks: the shipped task file scored on both models, the gate
+// passing at the ratio measured and failing just above it; the per-task
+// results in audit.json, the file's hash in the manifest, the groups in
+// the table and the page; a bad task file fails before any work.
+TEST_F(QuantizeCommandTest, TaskGatePassesAndFailsByItsThreshold) {
+  const std::string tasks =
+      testing::FixturesDir() + "/../../recipes/tasks/stories260k_endings.jsonl";
+  // Relative to the recipe file, as the demo recipe names it.
+  ASSERT_TRUE(
+      WriteFileAtomically(temp_ + "/tasks.jsonl", *ReadFileToString(tasks))
+          .ok());
+  auto recipe_with = [&](const std::string& name, double ratio) {
+    return WriteRecipe(name, absl::StrCat(kRecipe,
+                                          "gates:\n  tasks: tasks.jsonl\n"
+                                          "  min_task_accuracy_ratio: ",
+                                          ratio, "\n"));
+  };
+  const std::string out = temp_ + "/scored";
+  const RunResult run = Quantize(recipe_with("t0.yaml", 0), out);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("tasks " + temp_ + "/tasks.jsonl: 70 tasks"));
+  EXPECT_THAT(run.out, HasSubstr("task group story_endings"));
+  EXPECT_THAT(run.out, HasSubstr("task group story_words"));
+  EXPECT_THAT(run.out, HasSubstr("gate min_task_accuracy_ratio"));
+  EXPECT_THAT(run.err, HasSubstr("with the task file"));
+
+  auto audit_text = ReadFileToString(out + "/audit.json");
+  ASSERT_TRUE(audit_text.ok()) << audit_text.status();
+  const nlohmann::json audit = nlohmann::json::parse(*audit_text);
+  const nlohmann::json& scored = audit["gates"]["tasks"];
+  EXPECT_EQ(scored["file"], temp_ + "/tasks.jsonl");
+  ASSERT_EQ(scored["reference"]["items"].size(), 70u);
+  ASSERT_EQ(scored["candidate"]["items"].size(), 70u);
+  EXPECT_EQ(scored["overall"]["count"], 70);
+  // The unquantized model's accuracy is the float model's, whatever the
+  // recipe (tests/eval/task_eval_test.cc counts it: 31/60 endings, 10/10
+  // words).
+  EXPECT_NEAR(
+      scored["groups"]["story_endings"]["reference_accuracy"].get<double>(),
+      31.0 / 60, 1e-12);
+  EXPECT_EQ(scored["groups"]["story_words"]["reference_accuracy"], 1.0);
+  const double min_ratio = scored["min_ratio"].get<double>();
+  ASSERT_LT(min_ratio, 1.0) << "4-bit g32 on 8 windows changes some answer";
+  ASSERT_GT(min_ratio, 0.0);
+  auto manifest_text = ReadFileToString(out + "/manifest.json");
+  ASSERT_TRUE(manifest_text.ok());
+  const nlohmann::json manifest = nlohmann::json::parse(*manifest_text);
+  EXPECT_EQ(manifest["tasks"]["sha256"], *Sha256File(tasks));
+  EXPECT_EQ(manifest["tasks"]["count"], 70);
+  EXPECT_EQ(scored["file_sha256"], manifest["tasks"]["sha256"]);
+  auto page = ReadFileToString(out + "/report.html");
+  ASSERT_TRUE(page.ok());
+  EXPECT_THAT(*page, HasSubstr("id=\"tasks-section\""));
+
+  // At the measured ratio it passes; just above, it fails (exit 3).
+  const RunResult at =
+      Quantize(recipe_with("at.yaml", min_ratio), temp_ + "/at");
+  EXPECT_EQ(at.exit_code, 0) << at.err << at.out;
+  const RunResult above =
+      Quantize(recipe_with("above.yaml", std::min(1.0, min_ratio + 0.01)),
+               temp_ + "/above");
+  EXPECT_EQ(above.exit_code, 3) << above.err << above.out;
+  EXPECT_THAT(above.out, ::testing::ContainsRegex(
+                             "gate min_task_accuracy_ratio +value [0-9.]+ "
+                             "threshold [0-9.]+  FAIL"));
+
+  // A task file that does not parse, or that does not exist: exit 1, named
+  // by line, nothing written.
+  ASSERT_TRUE(
+      WriteFileAtomically(temp_ + "/tasks.jsonl",
+                          "{\"prompt\": \"a\", \"choices\": [\" b\"]}\n")
+          .ok());
+  const RunResult bad = Quantize(recipe_with("bad.yaml", 0.5), temp_ + "/bad");
+  EXPECT_EQ(bad.exit_code, 1) << bad.err;
+  EXPECT_THAT(bad.err, HasSubstr("gates.tasks: "));
+  EXPECT_THAT(bad.err, HasSubstr("line 1"));
+  EXPECT_FALSE(FileExists(temp_ + "/bad"));
+  std::filesystem::remove(temp_ + "/tasks.jsonl");
+  const RunResult missing =
+      Quantize(recipe_with("missing.yaml", 0.5), temp_ + "/missing");
+  EXPECT_EQ(missing.exit_code, 1) << missing.err;
+  EXPECT_THAT(missing.err, HasSubstr(temp_ + "/tasks.jsonl"));
+  EXPECT_FALSE(FileExists(temp_ + "/missing"));
 }
 
 TEST_F(QuantizeCommandTest, BadInputsExitOneOrTwoAndWriteNothing) {

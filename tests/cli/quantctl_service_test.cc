@@ -8,6 +8,7 @@
 #include <signal.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -53,6 +54,31 @@ std::string CalibrationFile() {
 }
 std::string RecipeFile() {
   return testing::FixturesDir() + "/service/stories260k-gptq-small.yaml";
+}
+
+// The service recipe with `lines` added to its calibration section (after
+// its seed) or, `in_gates`, to its gates (its last section), written to
+// DIR/NAME; the path.
+std::string RecipeVariant(const std::string& dir, const std::string& name,
+                          const std::string& lines, bool in_gates = false) {
+  std::string text = ReadFileToString(RecipeFile()).value_or("");
+  const std::string anchor = "  seed: 0\n";
+  const size_t at = in_gates ? text.size() : text.find(anchor) + anchor.size();
+  EXPECT_TRUE(in_gates || text.find(anchor) != std::string::npos);
+  text.insert(at, lines);
+  const std::string path = dir + "/" + name;
+  EXPECT_TRUE(WriteFileAtomically(path, text).ok());
+  return path;
+}
+
+// `submit` of stories260K with `recipe` and `calibration` (none: empty),
+// then `extra` (other flags and the address).
+std::string SubmitOf(const std::string& recipe, const std::string& calibration,
+                     const std::string& extra) {
+  return absl::StrCat(
+      "submit --checkpoint ", Quote(CheckpointDir()), " --recipe ",
+      Quote(recipe),
+      calibration.empty() ? "" : " --calibration " + Quote(calibration), extra);
 }
 
 // A quantd subprocess on a free loopback port.
@@ -759,27 +785,16 @@ TEST(QuantctlServiceRunTest, ConversationsCalibrateThroughTheChatTemplate) {
   }
   const std::string calibration = dir + "/conversations.jsonl";
   ASSERT_TRUE(WriteFileAtomically(calibration, conversations).ok());
-  auto recipe_text = ReadFileToString(RecipeFile());
-  ASSERT_TRUE(recipe_text.ok());
   const auto recipe_with = [&](const std::string& name,
                                const std::string& lines) {
-    std::string text = *recipe_text;
-    const std::string anchor = "  seed: 0\n";
-    const size_t at = text.find(anchor);
-    EXPECT_NE(at, std::string::npos);
-    text.insert(at + anchor.size(), lines);
-    const std::string path = dir + "/" + name;
-    EXPECT_TRUE(WriteFileAtomically(path, text).ok());
-    return path;
+    return RecipeVariant(dir, name, lines);
   };
   const std::string recipe =
       recipe_with("chat.yaml", "  chat_template: " + template_path +
                                    "\n  system_prompt: You tell stories.\n");
 
   const RunResult run =
-      RunQuantctl(absl::StrCat("submit --checkpoint ", Quote(CheckpointDir()),
-                               " --recipe ", Quote(recipe), " --calibration ",
-                               Quote(calibration), " --wait --json", addr));
+      RunQuantctl(SubmitOf(recipe, calibration, " --wait --json" + addr));
   ASSERT_EQ(run.exit_code, 0) << run.out << run.err << quantd.Log();
   const json job = json::parse(run.out, nullptr, false);
   const std::string artifact = job["artifact_uri"].get<std::string>().substr(7);
@@ -824,13 +839,241 @@ TEST(QuantctlServiceRunTest, ConversationsCalibrateThroughTheChatTemplate) {
            {"broken.yaml", "  chat_template: " + broken + "\n", "2:"}}) {
     SCOPED_TRACE(name);
     const RunResult refused =
-        RunQuantctl(absl::StrCat("submit --checkpoint ", Quote(CheckpointDir()),
-                                 " --recipe ", Quote(recipe_with(name, lines)),
-                                 " --calibration ", Quote(calibration), addr));
+        RunQuantctl(SubmitOf(recipe_with(name, lines), calibration, addr));
     EXPECT_NE(refused.exit_code, 0) << refused.out;
     EXPECT_THAT(refused.err, HasSubstr("calibration.chat_template"));
     EXPECT_THAT(refused.err, HasSubstr(says));
   }
+}
+
+// gates.tasks through quantd: checked at submit (allowed roots, a file that
+// parses and fits the model), scored in the finalize, shown by report with
+// the same numbers as the artifact's audit.json; the gate fails the
+// verdict (exit 3) when the threshold asks for more than the packed model
+// kept.
+TEST(QuantctlServiceRunTest, TaskGateIsCheckedAtSubmitAndScoredInTheFinalize) {
+  QUANT_REQUIRE_SHARED(CheckpointDir());
+  QUANT_REQUIRE_SHARED(CalibrationFile());
+  Quantd quantd({"--local-workers=1"});
+  ASSERT_FALSE(quantd.address().empty()) << quantd.Log();
+  const std::string addr = " --addr " + quantd.address();
+  const std::string dir = quantd.temp();
+  auto shipped =
+      ReadFileToString(testing::FixturesDir() +
+                       "/../../recipes/tasks/stories260k_endings.jsonl");
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  ASSERT_TRUE(WriteFileAtomically(dir + "/tasks.jsonl", *shipped).ok());
+  const auto recipe_with = [&](const std::string& name,
+                               const std::string& lines) {
+    return RecipeVariant(dir, name, lines, /*in_gates=*/true);
+  };
+  const auto submit = [&](const std::string& recipe) {
+    return RunQuantctl(
+        SubmitOf(recipe, CalibrationFile(), " --wait --json" + addr));
+  };
+
+  const RunResult run = submit(recipe_with(
+      "tasks.yaml", "  tasks: tasks.jsonl\n  min_task_accuracy_ratio: 0\n"));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err << quantd.Log();
+  const json job = json::parse(run.out, nullptr, false);
+  ASSERT_TRUE(job.is_object()) << run.out;
+  EXPECT_EQ(job["verdict"], "PASS");
+  const std::string id = job["id"];
+  const std::string artifact = job["artifact_uri"].get<std::string>().substr(7);
+  auto audit_text = ReadFileToString(artifact + "/audit.json");
+  ASSERT_TRUE(audit_text.ok()) << audit_text.status();
+  const json tasks = json::parse(*audit_text)["gates"]["tasks"];
+  ASSERT_TRUE(tasks.is_object()) << *audit_text;
+  EXPECT_EQ(tasks["file"], dir + "/tasks.jsonl");
+  EXPECT_EQ(tasks["candidate"]["items"].size(), 70u);
+  EXPECT_EQ(tasks["file_sha256"], Sha256Hex(*shipped));
+
+  const RunResult report = RunQuantctl("report " + id + " --json" + addr);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const json served = json::parse(report.out, nullptr, false)["gates"]["tasks"];
+  ASSERT_TRUE(served.is_object()) << report.out;
+  EXPECT_EQ(served["file"], tasks["file"]);
+  EXPECT_EQ(served["min_ratio"], tasks["min_ratio"]);
+  EXPECT_EQ(served["overall"], tasks["overall"]);
+  EXPECT_EQ(served["groups"], tasks["groups"]);
+  const RunResult table = RunQuantctl("report " + id + addr);
+  EXPECT_THAT(table.out, HasSubstr("tasks " + dir + "/tasks.jsonl: 70 tasks"));
+  EXPECT_THAT(table.out, HasSubstr("gate min_task_accuracy_ratio"));
+
+  // A threshold above what the packed model kept: verdict FAIL.
+  const double min_ratio = tasks["min_ratio"];
+  if (min_ratio < 1.0) {
+    const RunResult failed = submit(recipe_with(
+        "strict.yaml", absl::StrCat("  tasks: tasks.jsonl\n"
+                                    "  min_task_accuracy_ratio: ",
+                                    std::min(1.0, min_ratio + 0.01), "\n")));
+    EXPECT_EQ(failed.exit_code, 3) << failed.out << failed.err;
+    EXPECT_EQ(json::parse(failed.out, nullptr, false)["verdict"], "FAIL");
+  } else {
+    ADD_FAILURE() << "the packed model kept every task; the test needs one "
+                     "it lost to check a failing threshold";
+  }
+
+  // The file is pinned by content at submit: changed under a running job,
+  // the job's next task refuses it and the job fails, naming it.
+  const RunResult pinned =
+      RunQuantctl(SubmitOf(recipe_with("pinned.yaml", "  tasks: tasks.jsonl\n"),
+                           CalibrationFile(), addr));
+  ASSERT_EQ(pinned.exit_code, 0) << pinned.err;
+  const std::string pinned_id(absl::StripAsciiWhitespace(pinned.out));
+  ASSERT_TRUE(
+      WriteFileAtomically(dir + "/tasks.jsonl", *shipped + "\n\n").ok());
+  const RunResult watched = RunQuantctl("watch " + pinned_id + addr);
+  EXPECT_EQ(watched.exit_code, 1) << watched.out << watched.err;
+  const RunResult status =
+      RunQuantctl("status " + pinned_id + " --json" + addr);
+  const json failed_job = json::parse(status.out, nullptr, false);
+  EXPECT_EQ(failed_job["state"], "FAILED") << status.out;
+  EXPECT_THAT(failed_job["error"].get<std::string>(),
+              HasSubstr("the job was submitted with " + Sha256Hex(*shipped)));
+  ASSERT_TRUE(WriteFileAtomically(dir + "/tasks.jsonl", *shipped).ok());
+
+  // Refused at submit, naming the field.
+  ASSERT_TRUE(WriteFileAtomically(dir + "/bad.jsonl",
+                                  "{\"prompt\": \"x\", \"target\": 3}\n")
+                  .ok());
+  std::string long_prompt(4000, 'a');
+  for (size_t i = 1; i < long_prompt.size(); i += 2) long_prompt[i] = ' ';
+  ASSERT_TRUE(WriteFileAtomically(
+                  dir + "/long.jsonl",
+                  json{{"prompt", long_prompt}, {"target", "b"}}.dump() + "\n")
+                  .ok());
+  for (const auto& [name, lines, says] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"outside.yaml", "  tasks: /etc/hostname\n",
+            "outside the allowed roots"},
+           {"bad.yaml", "  tasks: bad.jsonl\n", "line 1"},
+           {"long.yaml", "  tasks: long.jsonl\n", "line 1"},
+           {"absent.yaml", "  tasks: absent.jsonl\n", "absent.jsonl"}}) {
+    SCOPED_TRACE(name);
+    const RunResult refused = RunQuantctl(
+        SubmitOf(recipe_with(name, lines), CalibrationFile(), addr));
+    EXPECT_NE(refused.exit_code, 0) << refused.out;
+    EXPECT_THAT(refused.err, HasSubstr("recipe.gates.tasks"));
+    EXPECT_THAT(refused.err, HasSubstr(says));
+  }
+}
+
+// recipe calibration.sources through quantd: one set uploaded (named by
+// sha256), one a file under the allowed roots; each split on its own and
+// recorded per source in the manifest, with the same windows as the same
+// mix run locally (both sources as files there).
+TEST(QuantctlServiceRunTest, MixedCalibrationSourcesAreRecordedPerSource) {
+  QUANT_REQUIRE_SHARED(CheckpointDir());
+  QUANT_REQUIRE_SHARED(CalibrationFile());
+  Quantd quantd({"--local-workers=1"});
+  ASSERT_FALSE(quantd.address().empty()) << quantd.Log();
+  const std::string addr = " --addr " + quantd.address();
+  const std::string dir = quantd.temp();
+  // Two sets from TinyStories: the first 150 paragraphs and the next 50.
+  auto stories = ReadFileToString(CalibrationFile());
+  ASSERT_TRUE(stories.ok());
+  std::string first;
+  std::string second;
+  int count = 0;
+  for (absl::string_view paragraph : absl::StrSplit(*stories, "\n\n")) {
+    paragraph = absl::StripAsciiWhitespace(paragraph);
+    if (paragraph.empty()) continue;
+    absl::StrAppend(count < 150 ? &first : &second, paragraph, "\n\n");
+    if (++count == 200) break;
+  }
+  ASSERT_TRUE(WriteFileAtomically(dir + "/first.txt", first).ok());
+  ASSERT_TRUE(WriteFileAtomically(dir + "/second.txt", second).ok());
+  const RunResult uploaded =
+      RunQuantctl("calib upload " + Quote(dir + "/first.txt") + addr);
+  ASSERT_EQ(uploaded.exit_code, 0) << uploaded.err;
+  const std::string first_sha = Sha256Hex(first);
+  const std::string second_sha = Sha256Hex(second);
+
+  const auto recipe_with = [&](const std::string& name,
+                               const std::string& sources) {
+    return RecipeVariant(dir, name, "  sources:\n" + sources);
+  };
+  const std::string recipe = recipe_with(
+      "mixed.yaml", "    - {sha256: " + first_sha + ", weight: 3}\n" +
+                        "    - {file: second.txt, weight: 1}\n");
+  const RunResult run =
+      RunQuantctl(SubmitOf(recipe, "", " --wait --json" + addr));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err << quantd.Log();
+  const json job = json::parse(run.out, nullptr, false);
+  const std::string artifact = job["artifact_uri"].get<std::string>().substr(7);
+  auto manifest_text = ReadFileToString(artifact + "/manifest.json");
+  ASSERT_TRUE(manifest_text.ok()) << manifest_text.status();
+  const json calibration =
+      json::parse(*manifest_text, nullptr, false)["calibration"];
+  const json& sources = calibration["sources"];
+  ASSERT_EQ(sources.size(), 2u) << calibration.dump(2);
+  EXPECT_EQ(sources[0]["sha256"], first_sha);
+  EXPECT_EQ(sources[1]["sha256"], second_sha);
+  EXPECT_EQ(sources[0]["weight"], 3.0);
+  // 16 windows, one each, then 14 shared 3:1 (10.5 and 3.5, the tie to
+  // the first): 12 and 4.
+  EXPECT_EQ(sources[0]["samples"], 12);
+  EXPECT_EQ(sources[1]["samples"], 4);
+  // A quarter of each source held out.
+  EXPECT_EQ(sources[0]["heldout_documents"].size(), 38u);
+  EXPECT_EQ(sources[1]["heldout_documents"].size(), 13u);
+  EXPECT_EQ(job["calibration_sha256"], calibration["sha256"]);
+  EXPECT_EQ(calibration["sha256"],
+            Sha256Hex(absl::StrCat(first_sha, " 3\n", second_sha, " 1\n")));
+
+  // The same mix locally, both as files: the same split.
+  const std::string local_recipe =
+      recipe_with("mixed-local.yaml",
+                  "    - {file: first.txt, weight: 3}\n"
+                  "    - {file: second.txt, sha256: " +
+                      second_sha + "}\n");
+  const std::string local = dir + "/local-out";
+  const RunResult local_run = RunQuantctl(
+      absl::StrCat("quantize --local --checkpoint ", Quote(CheckpointDir()),
+                   " --recipe ", Quote(local_recipe), " --out ", Quote(local)));
+  ASSERT_EQ(local_run.exit_code, 0) << local_run.out << local_run.err;
+  auto local_manifest = ReadFileToString(local + "/manifest.json");
+  ASSERT_TRUE(local_manifest.ok());
+  const json local_calibration =
+      json::parse(*local_manifest, nullptr, false)["calibration"];
+  EXPECT_EQ(local_calibration["sources"], sources);
+  EXPECT_EQ(local_calibration["calibration_tokens"],
+            calibration["calibration_tokens"]);
+  // Its held-out windows cannot be rebuilt from one file.
+  const RunResult heldout = RunQuantctl(
+      absl::StrCat("eval --checkpoint ", Quote(local), " --reference ",
+                   Quote(CheckpointDir()), " --text ",
+                   Quote(dir + "/first.txt"), " --heldout_of ", Quote(local)));
+  EXPECT_EQ(heldout.exit_code, 1) << heldout.out;
+  EXPECT_THAT(heldout.err, HasSubstr("2 sources mixed by weight"));
+
+  // Refused, naming the field.
+  const RunResult both = RunQuantctl(SubmitOf(recipe, CalibrationFile(), addr));
+  EXPECT_EQ(both.exit_code, 2) << both.err;
+  EXPECT_THAT(both.err, HasSubstr("leave --calibration out"));
+  for (const auto& [name, lines, says] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"outside.yaml", "    - {file: /etc/hostname}\n",
+            "outside the allowed roots"},
+           {"unknown.yaml", "    - {sha256: " + std::string(64, 'f') + "}\n",
+            "was uploaded"},
+           {"wrong.yaml",
+            "    - {file: second.txt, sha256: " + first_sha + "}\n",
+            "has sha256 " + second_sha}}) {
+    SCOPED_TRACE(name);
+    const RunResult refused =
+        RunQuantctl(SubmitOf(recipe_with(name, lines), "", addr));
+    EXPECT_EQ(refused.exit_code, 1) << refused.out;
+    EXPECT_THAT(refused.err, HasSubstr("recipe.calibration.sources[0]"));
+    EXPECT_THAT(refused.err, HasSubstr(says));
+  }
+  const RunResult sha_only = RunQuantctl(absl::StrCat(
+      "quantize --local --checkpoint ", Quote(CheckpointDir()), " --recipe ",
+      Quote(recipe), " --out ", Quote(dir + "/never")));
+  EXPECT_EQ(sha_only.exit_code, 1);
+  EXPECT_THAT(sha_only.err, HasSubstr("a local run needs its file"));
+  EXPECT_FALSE(FileExists(dir + "/never"));
 }
 
 }  // namespace

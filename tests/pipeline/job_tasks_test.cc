@@ -169,6 +169,47 @@ void FlipLastByte(const std::string& path) {
 // A block output changed on disk between tasks used to end up in the
 // published checkpoint with a PASS. Each block's layers.json records the
 // sha256 of its other files; the next block and the finalize check them.
+// The files a recipe names by path (gates.tasks, a chat template file) are
+// pinned by content at submit: a task that finds other bytes refuses to run
+// (DataLoss) and writes nothing.
+TEST_F(JobTasksTest, PinnedRecipeFilesChangedSinceSubmitAreRefused) {
+  Recipe recipe = SmallRecipe(QuantMethod::kRtn, 0, OutputFormat::kGptq,
+                              Propagation::kSequential);
+  const std::string tasks = temp_ + "/tasks.jsonl";
+  const std::string task_text =
+      "{\"prompt\": \"Once upon\", \"target\": \"a time\"}\n";
+  ASSERT_TRUE(WriteFileAtomically(tasks, task_text).ok());
+  const std::string chat = temp_ + "/chat.jinja";
+  const std::string chat_text =
+      "{% for m in messages %}{{ m.content }}{% endfor %}";
+  ASSERT_TRUE(WriteFileAtomically(chat, chat_text).ok());
+  recipe.gates.tasks = tasks;
+  recipe.calibration.chat_template = chat;
+  JobTaskContext context = Context(recipe, "pinned");
+  context.tasks_sha256 = Sha256Hex(task_text);
+  context.chat_template_sha256 = Sha256Hex(chat_text);
+  ASSERT_TRUE(RunBlockJobTask(context, 0, temp_ + "/p-0", TaskControl()).ok());
+
+  ASSERT_TRUE(WriteFileAtomically(tasks, task_text + "\n").ok());
+  absl::Status changed =
+      RunBlockJobTask(context, 1, temp_ + "/p-1", TaskControl());
+  EXPECT_TRUE(absl::IsDataLoss(changed)) << changed;
+  EXPECT_NE(changed.message().find("gates.tasks: " + tasks), std::string::npos)
+      << changed;
+  EXPECT_FALSE(
+      FileExists(BlockOutputPrefix(context.work_dir, 1) + ".layers.json"));
+
+  ASSERT_TRUE(WriteFileAtomically(tasks, task_text).ok());
+  ASSERT_TRUE(WriteFileAtomically(chat, chat_text + " ").ok());
+  changed = RunBlockJobTask(context, 1, temp_ + "/p-1b", TaskControl());
+  EXPECT_TRUE(absl::IsDataLoss(changed)) << changed;
+  EXPECT_NE(changed.message().find("calibration.chat_template: " + chat),
+            std::string::npos)
+      << changed;
+  ASSERT_TRUE(WriteFileAtomically(chat, chat_text).ok());
+  EXPECT_TRUE(RunBlockJobTask(context, 1, temp_ + "/p-1c", TaskControl()).ok());
+}
+
 TEST_F(JobTasksTest, BlockFilesChangedOnDiskAreRefused) {
   const Recipe recipe = SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kGptq,
                                     Propagation::kSequential);

@@ -4,6 +4,9 @@
 #include "core/recipe/recipe.h"
 
 #include <dirent.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <set>
@@ -114,6 +117,8 @@ Recipe EverythingSet() {
   recipe.calibration.chat_template = "/srv/templates/chatml.jinja";
   recipe.calibration.system_prompt = "You are helpful.";
   recipe.calibration.add_generation_prompt = true;
+  recipe.calibration.sources = {{"/srv/calib/chat.jsonl", "", 3.0},
+                                {"", std::string(64, 'a'), 0.5}};
   recipe.ignore = {"lm_head", "model\\.layers\\.4\\..*"};
   LayerOverride gptq_attention;
   gptq_attention.match = ".*self_attn\\.(q|k|v)_proj";
@@ -133,6 +138,8 @@ Recipe EverythingSet() {
   recipe.gates.min_top1_agreement = 0.0;
   recipe.gates.compare_to = "job-000041";
   recipe.gates.max_ppl_ratio_vs_previous = 1.01;
+  recipe.gates.tasks = "/srv/tasks/endings.jsonl";
+  recipe.gates.min_task_accuracy_ratio = 0.9;
   recipe.format = OutputFormat::kCompressedTensors;
   recipe.awq_alpha_grid = {0.0, 0.3, 1.0};
   recipe.awq_clip_search = true;
@@ -260,7 +267,7 @@ TEST(RecipeToJsonTest, EqualityNoticesEveryChange) {
   // Guards the round-trip test: a field missing from operator== would make
   // it pass vacuously.
   const Recipe base = EverythingSet();
-  std::vector<Recipe> changed(21, base);
+  std::vector<Recipe> changed(26, base);
   changed[0].method = QuantMethod::kRtn;
   changed[1].bits = 4;
   changed[2].group_size = 128;
@@ -282,6 +289,11 @@ TEST(RecipeToJsonTest, EqualityNoticesEveryChange) {
   changed[18].calibration.chat_template = "auto";
   changed[19].calibration.system_prompt.reset();
   changed[20].calibration.add_generation_prompt = false;
+  changed[21].gates.tasks = "/srv/tasks/other.jsonl";
+  changed[22].gates.min_task_accuracy_ratio = 0.95;
+  changed[23].calibration.sources[0].weight = 2.0;
+  changed[24].calibration.sources[1].sha256 = std::string(64, 'b');
+  changed[25].calibration.sources.pop_back();
   for (size_t i = 0; i < changed.size(); ++i) {
     EXPECT_FALSE(changed[i] == base) << "change " << i;
     EXPECT_NE(RecipeToJson(changed[i]), RecipeToJson(base)) << "change " << i;
@@ -310,10 +322,13 @@ TEST(RecipeToJsonTest, KeysInSchemaOrderWithNullForUnsetOptionals) {
   // from before they existed are unchanged.
   EXPECT_FALSE(json["gates"].contains("compare_to"));
   EXPECT_FALSE(json["gates"].contains("max_ppl_ratio_vs_previous"));
+  EXPECT_FALSE(json["gates"].contains("tasks"));
+  EXPECT_FALSE(json["gates"].contains("min_task_accuracy_ratio"));
   // So are the chat template's.
   EXPECT_FALSE(json["calibration"].contains("chat_template"));
   EXPECT_FALSE(json["calibration"].contains("system_prompt"));
   EXPECT_FALSE(json["calibration"].contains("add_generation_prompt"));
+  EXPECT_FALSE(json["calibration"].contains("sources"));
   const nlohmann::ordered_json everything =
       nlohmann::ordered_json::parse(RecipeToJson(EverythingSet()));
   EXPECT_EQ(everything["calibration"]["chat_template"],
@@ -409,7 +424,7 @@ TEST(ParseRecipeTest, ErrorsGiveSourceLineAndColumn) {
                         "field (known: samples, seq_len, heldout_fraction, "
                         "heldout_count, heldout_samples, seed, packing, "
                         "chat_template, system_prompt, "
-                        "add_generation_prompt)"));
+                        "add_generation_prompt, sources)"));
 }
 
 TEST(ParseRecipeTest, ValidationErrorsPointAtTheField) {
@@ -459,6 +474,134 @@ TEST(ParseRecipeTest, OverridesCanEnableGptqOptionsUnderRtn) {
       "r.yaml");
   ASSERT_TRUE(recipe.ok()) << recipe.status();
   EXPECT_EQ(recipe->overrides[0].method, QuantMethod::kGptq);
+}
+
+TEST(ParseRecipeTest, TaskGate) {
+  absl::StatusOr<Recipe> recipe = ParseRecipe(
+      "gates:\n  tasks: file:///srv/tasks/t.jsonl\n"
+      "  min_task_accuracy_ratio: 0.9\n",
+      "r.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(recipe->gates.tasks, "file:///srv/tasks/t.jsonl");
+  EXPECT_EQ(recipe->gates.min_task_accuracy_ratio, 0.9);
+  const nlohmann::ordered_json json =
+      nlohmann::ordered_json::parse(RecipeToJson(*recipe));
+  EXPECT_EQ(json["gates"]["tasks"], "file:///srv/tasks/t.jsonl");
+  EXPECT_EQ(json["gates"]["min_task_accuracy_ratio"], 0.9);
+
+  for (const auto& [yaml, says] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"gates: {min_task_accuracy_ratio: 0.9}",
+            "gates.min_task_accuracy_ratio: needs gates.tasks"},
+           {"gates: {tasks: /t.jsonl, min_task_accuracy_ratio: 1.5}",
+            "gates.min_task_accuracy_ratio: 1.5 is out of range [0, 1]"},
+           {"gates: {tasks: /t.jsonl, min_task_accuracy_ratio: -0.1}",
+            "out of range"},
+           // Relative only in a recipe file (LoadRecipe), not in a text.
+           {"gates: {tasks: t.jsonl}",
+            "gates.tasks: \"t.jsonl\": a task file's absolute path"},
+           {"gates: {tasks: \"file://host/t\"}", "no host part"},
+           {"gates: {tasks: [a]}", "gates.tasks: expected a string"},
+       }) {
+    SCOPED_TRACE(yaml);
+    absl::StatusOr<Recipe> bad = ParseRecipe(yaml + "\n", "r.yaml");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(bad.status().message(), HasSubstr(says));
+  }
+  Recipe control;
+  control.gates.tasks = "/a\tb";
+  EXPECT_THAT(ValidateRecipe(control).message(),
+              HasSubstr("gates.tasks: holds a control character"));
+  Recipe nan_ratio;
+  nan_ratio.gates.tasks = "/t.jsonl";
+  nan_ratio.gates.min_task_accuracy_ratio = std::nan("");
+  EXPECT_THAT(ValidateRecipe(nan_ratio).message(),
+              HasSubstr("gates.min_task_accuracy_ratio"));
+}
+
+TEST(ParseRecipeTest, CalibrationSources) {
+  const std::string sha(64, 'c');
+  absl::StatusOr<Recipe> recipe = ParseRecipe(
+      "calibration:\n  sources:\n    - {file: /srv/a.jsonl, weight: 3}\n"
+      "    - {sha256: " +
+          sha +
+          "}\n"
+          "    - {file: \"file:///srv/b.txt\", sha256: " +
+          sha + ", weight: 0.5}\n",
+      "r.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  ASSERT_EQ(recipe->calibration.sources.size(), 3u);
+  EXPECT_EQ(recipe->calibration.sources[0].file, "/srv/a.jsonl");
+  EXPECT_EQ(recipe->calibration.sources[0].weight, 3.0);
+  EXPECT_EQ(recipe->calibration.sources[1].sha256, sha);
+  EXPECT_EQ(recipe->calibration.sources[1].weight, 1.0);  // The default.
+  EXPECT_EQ(recipe->calibration.sources[2].file, "file:///srv/b.txt");
+  const nlohmann::ordered_json json =
+      nlohmann::ordered_json::parse(RecipeToJson(*recipe));
+  EXPECT_EQ(
+      json["calibration"]["sources"][0],
+      nlohmann::ordered_json({{"file", "/srv/a.jsonl"}, {"weight", 3.0}}));
+  EXPECT_EQ(json["calibration"]["sources"][1],
+            nlohmann::ordered_json({{"sha256", sha}, {"weight", 1.0}}));
+  auto again = ParseRecipe(RecipeToJson(*recipe), "canonical");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *recipe);
+
+  for (const auto& [yaml, says] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"calibration: {sources: [{weight: 2}]}",
+            "calibration.sources[0]: needs file (a path) or sha256"},
+           {"calibration: {sources: [{file: a.jsonl}]}",
+            "calibration.sources[0].file: \"a.jsonl\": a calibration file's "
+            "absolute path"},
+           {"calibration: {sources: [{sha256: abc}]}",
+            "calibration.sources[0].sha256: \"abc\" is not a sha256"},
+           {"calibration: {sources: [{file: /a, weight: 0}]}",
+            "calibration.sources[0].weight: 0 is out of range (> 0)"},
+           {"calibration: {sources: [{file: /a, wieght: 1}]}",
+            "calibration.sources[0].wieght: unknown field (known: file, "
+            "sha256, weight)"},
+           {"calibration: {sources: {file: /a}}",
+            "calibration.sources: expected a list of mappings"},
+           {"calibration: {samples: 1, sources: [{file: /a}, {file: /b}]}",
+            "calibration.samples: 1 windows cannot give each of 2 sources"},
+           {"calibration: {heldout_samples: 1, sources: [{file: /a}, {file: "
+            "/b}]}",
+            "calibration.heldout_samples: 1 windows"},
+       }) {
+    SCOPED_TRACE(yaml);
+    absl::StatusOr<Recipe> bad = ParseRecipe(yaml + "\n", "r.yaml");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(bad.status().message(), HasSubstr(says));
+  }
+  Recipe many;
+  many.calibration.sources.assign(65, CalibrationSource{"/a", "", 1.0});
+  EXPECT_THAT(ValidateRecipe(many).message(),
+              HasSubstr("calibration.sources: 65 sources; at most 64"));
+}
+
+TEST(LoadRecipeTest, TasksRelativeToTheRecipeFile) {
+  const std::string dir = testing::MakeTempDir();
+  ASSERT_EQ(::mkdir(JoinPath(dir, "sub").c_str(), 0755), 0);
+  const std::string path = JoinPath(dir, "sub/r.yaml");
+  ASSERT_TRUE(WriteFileAtomically(path,
+                                  "gates: {tasks: tasks/t.jsonl}\n"
+                                  "calibration: {sources: [{file: c.txt}]}\n")
+                  .ok());
+  absl::StatusOr<Recipe> recipe = LoadRecipe(path);
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  char real[PATH_MAX];
+  ASSERT_NE(::realpath(dir.c_str(), real), nullptr);
+  EXPECT_EQ(recipe->gates.tasks, std::string(real) + "/sub/tasks/t.jsonl");
+  EXPECT_EQ(recipe->calibration.sources.at(0).file,
+            std::string(real) + "/sub/c.txt");
+  // Absolute paths and URIs stay as written.
+  ASSERT_TRUE(
+      WriteFileAtomically(path, "gates: {tasks: \"file:///x/t.jsonl\"}\n")
+          .ok());
+  recipe = LoadRecipe(path);
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(recipe->gates.tasks, "file:///x/t.jsonl");
 }
 
 TEST(LoadRecipeTest, MissingFileNamesThePath) {

@@ -292,6 +292,76 @@ TEST(ReportHtmlTest, ThePreviousReleaseSideBySide) {
               HasSubstr("audit.json: gates.previous.perplexity"));
 }
 
+// gates.tasks: the groups' accuracies, unquantized and packed, their ratios,
+// and the tasks the two models answered differently; no section without.
+TEST(ReportHtmlTest, TaskGroupsAndTheTasksThatFlipped) {
+  json audit = Audit(1);
+  auto plain = RenderReportHtml(audit, Manifest());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_THAT(*plain, Not(HasSubstr("tasks-section")));
+
+  auto ratio = [](int count, double reference, double candidate) {
+    return json{{"count", count},
+                {"reference_accuracy", reference},
+                {"candidate_accuracy", candidate},
+                {"ratio", reference == 0 ? 1.0 : candidate / reference},
+                {"reference_zero", reference == 0}};
+  };
+  auto item = [](int line, const char* id, bool correct, int predicted) {
+    return json{{"line", line},       {"id", id},
+                {"task", "endings"},  {"kind", "multiple_choice"},
+                {"correct", correct}, {"predicted", predicted}};
+  };
+  json generated = item(3, "w<1>", false, -1);
+  generated.erase("predicted");
+  generated["kind"] = "generation";
+  generated["generated"] = "tree";
+  json generated_right = generated;
+  generated_right["correct"] = true;
+  generated_right["generated"] = "<b>";
+  audit["gates"]["tasks"] = {
+      {"file", "/srv/tasks/<endings>.jsonl"},
+      {"file_sha256", std::string(64, 'c')},
+      {"min_ratio", 0.5},
+      {"overall", ratio(3, 2.0 / 3, 1.0 / 3)},
+      {"groups",
+       {{"endings", ratio(2, 0.5, 0.5)}, {"words", ratio(1, 1.0, 0.0)}}},
+      {"reference",
+       {{"items",
+         {item(1, "e1", true, 0), item(2, "e2", false, 1), generated_right}}}},
+      {"candidate",
+       {{"items",
+         {item(1, "e1", true, 0), item(2, "e2", false, 1), generated}}}}};
+  auto html = RenderReportHtml(audit, Manifest());
+  ASSERT_TRUE(html.ok()) << html.status();
+  EXPECT_THAT(*html, HasSubstr("id=\"tasks-section\""));
+  EXPECT_THAT(*html,
+              HasSubstr("<code>/srv/tasks/&lt;endings&gt;.jsonl</code>"));
+  EXPECT_THAT(*html, HasSubstr(std::string(64, 'c')));
+  EXPECT_THAT(*html, HasSubstr("id=\"task-min-ratio\">0.5</b>"));
+  EXPECT_THAT(*html, HasSubstr("<tr data-task=\"words\"><td>words</td><td>1"
+                               "</td><td>1.0000</td><td>0.0000</td><td>"
+                               "0.0000</td></tr>"));
+  EXPECT_THAT(*html, HasSubstr("<tr data-task=\"all\"><td><b>all</b>"));
+  // Only the generation task flipped, its texts escaped.
+  EXPECT_THAT(*html, HasSubstr("1 task(s) scored differently"));
+  EXPECT_THAT(*html, HasSubstr("<tr><td>3</td><td>w&lt;1&gt;</td><td>endings"
+                               "</td><td>right: &lt;b&gt;</td><td>wrong: "
+                               "tree</td></tr>"));
+  EXPECT_THAT(*html, Not(HasSubstr("<td>e1</td>")));
+
+  audit["gates"]["tasks"]["groups"]["words"]["ratio"] = "0";
+  auto bad = RenderReportHtml(audit, Manifest());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("audit.json: gates.tasks.groups.words.ratio"));
+  audit["gates"]["tasks"]["groups"]["words"]["ratio"] = 0.0;
+  audit["gates"]["tasks"]["candidate"]["items"].erase(0);
+  bad = RenderReportHtml(audit, Manifest());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("same length"));
+}
+
 // An MoE block has many layers of a type (its experts): one point per block,
 // their mean.
 TEST(ReportHtmlTest, ExpertsOfABlockAreOnePointTheirMean) {

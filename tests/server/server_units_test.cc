@@ -66,6 +66,8 @@ TEST(RecipeConvertTest, RoundTripsEveryField) {
   recipe.calibration.chat_template = "file:///srv/chat.jinja";
   recipe.calibration.system_prompt = "";
   recipe.calibration.add_generation_prompt = true;
+  recipe.calibration.sources = {{"/srv/a.jsonl", "", 2.5},
+                                {"", std::string(64, 'e'), 1.0}};
   LayerOverride layer;
   layer.match = "model\\.layers\\.0\\..*";
   layer.bits = 8;
@@ -76,6 +78,8 @@ TEST(RecipeConvertTest, RoundTripsEveryField) {
   recipe.gates.min_top1_agreement = 0.9;
   recipe.gates.compare_to = "job-000007";
   recipe.gates.max_ppl_ratio_vs_previous = 1.02;
+  recipe.gates.tasks = "file:///srv/tasks.jsonl";
+  recipe.gates.min_task_accuracy_ratio = 0.9;
   recipe.format = OutputFormat::kCompressedTensors;
   ASSERT_TRUE(ValidateRecipe(recipe).ok()) << ValidateRecipe(recipe);
   auto back = common::RecipeFromProto(common::RecipeToProto(recipe));
@@ -135,6 +139,24 @@ TEST(JobSpecTest, RoundTripsEveryField) {
   EXPECT_EQ(back->calibration_path, spec.calibration_path);
   EXPECT_EQ(back->labels, spec.labels);
   EXPECT_EQ(back->warnings, spec.warnings);
+  EXPECT_TRUE(back->calibration_sources.empty());
+  EXPECT_TRUE(back->tasks_sha256.empty());
+
+  // A mixed set's sources and the pinned files.
+  JobSpec mixed = spec;
+  mixed.calibration_path.clear();
+  mixed.calibration_sources = {{std::string(64, 'b'), "/data/b.jsonl", 3.0},
+                               {std::string(64, 'c'), "/data/c.txt", 0.25}};
+  mixed.chat_template_sha256 = std::string(64, 'd');
+  mixed.tasks_sha256 = std::string(64, 'e');
+  back = JobSpecFromJson(JobSpecToJson(mixed));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->calibration_sources.size(), 2u);
+  EXPECT_EQ(back->calibration_sources[1].sha256, std::string(64, 'c'));
+  EXPECT_EQ(back->calibration_sources[1].path, "/data/c.txt");
+  EXPECT_EQ(back->calibration_sources[1].weight, 0.25);
+  EXPECT_EQ(back->chat_template_sha256, std::string(64, 'd'));
+  EXPECT_EQ(back->tasks_sha256, std::string(64, 'e'));
 }
 
 // A stored spec this code did not write is an internal error that names the

@@ -7,6 +7,7 @@
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/calib/calibration_file.h"
+#include "core/calib/mixed_calibration.h"
 #include "core/forward/outer_weights.h"
 #include "core/model/linear_layers.h"
 #include "core/pipeline/task_io.h"
@@ -128,19 +129,72 @@ absl::StatusOr<JobInputs> OpenJobInputs(const JobTaskContext& context,
   inputs.tokenizer_dir = context.tokenizer_dir.empty() ? context.checkpoint_dir
                                                        : context.tokenizer_dir;
   QUANT_ASSIGN_OR_RETURN(
-      std::unique_ptr<Tokenizer> tokenizer,
+      inputs.tokenizer,
       Tokenizer::LoadFromDirectory(inputs.tokenizer_dir, context.file_system));
-  QUANT_ASSIGN_OR_RETURN(
-      CalibrationFile file,
-      LoadCalibrationFile(context.calibration_path, {}, context.file_system));
+  // Read at every task's open, so that a bad file fails the job's first
+  // task instead of its finalize.
+  QUANT_ASSIGN_OR_RETURN(inputs.tasks, LoadGateTaskFile(context.recipe.gates,
+                                                        context.file_system));
+  if (inputs.tasks.has_value()) {
+    if (!context.tasks_sha256.empty() &&
+        inputs.tasks->sha256 != context.tasks_sha256) {
+      return absl::DataLossError(absl::StrCat(
+          "gates.tasks: ", context.recipe.gates.tasks, " has sha256 ",
+          inputs.tasks->sha256, "; the job was submitted with ",
+          context.tasks_sha256, " (changed since?)"));
+    }
+    QUANT_RETURN_IF_ERROR(CheckGateTasksFit(*inputs.tasks, *inputs.tokenizer,
+                                            inputs.checkpoint->config()));
+  }
   QUANT_ASSIGN_OR_RETURN(
       inputs.chat, ChatRenderer::Load(inputs.tokenizer_dir,
                                       ChatChoiceFromRecipe(context.recipe)));
+  if (inputs.chat != nullptr && !context.chat_template_sha256.empty() &&
+      inputs.chat->origin().sha256 != context.chat_template_sha256) {
+    return absl::DataLossError(absl::StrCat(
+        "calibration.chat_template: ", inputs.chat->origin().source,
+        " has sha256 ", inputs.chat->origin().sha256,
+        "; the job was submitted with ", context.chat_template_sha256,
+        " (changed since?)"));
+  }
   CalibrationSplitOptions split_options =
       SplitOptionsFromRecipe(context.recipe);
   split_options.chat = inputs.chat.get();
+  if (context.calibration_sources.empty()) {
+    QUANT_ASSIGN_OR_RETURN(
+        CalibrationFile file,
+        LoadCalibrationFile(context.calibration_path, {}, context.file_system));
+    QUANT_ASSIGN_OR_RETURN(
+        inputs.split,
+        BuildCalibrationSplit(file, *inputs.tokenizer, split_options));
+    return inputs;
+  }
+  std::vector<CalibrationFile> files;
+  files.reserve(context.calibration_sources.size());
+  for (size_t i = 0; i < context.calibration_sources.size(); ++i) {
+    const CalibrationSourceFile& source = context.calibration_sources[i];
+    absl::StatusOr<CalibrationFile> file =
+        LoadCalibrationFile(source.path, {}, context.file_system);
+    if (!file.ok()) {
+      return absl::Status(file.status().code(),
+                          absl::StrCat("calibration.sources[", i,
+                                       "]: ", file.status().message()));
+    }
+    if (!source.sha256.empty() && file->sha256 != source.sha256) {
+      // DataLoss as for a job's one set: not what the job was given.
+      return absl::DataLossError(
+          absl::StrCat("calibration.sources[", i, "]: ", source.path,
+                       " has sha256 ", file->sha256, ", not ", source.sha256));
+    }
+    files.push_back(*std::move(file));
+  }
+  std::vector<WeightedCalibrationFile> mix;
+  for (size_t i = 0; i < files.size(); ++i) {
+    mix.push_back({&files[i], context.calibration_sources[i].weight});
+  }
   QUANT_ASSIGN_OR_RETURN(
-      inputs.split, BuildCalibrationSplit(file, *tokenizer, split_options));
+      inputs.split,
+      BuildMixedCalibrationSplit(mix, *inputs.tokenizer, split_options));
   return inputs;
 }
 

@@ -15,14 +15,17 @@
 #include "absl/status/statusor.h"
 #include "core/base/file_system.h"
 #include "core/calib/calibration_split.h"
+#include "core/eval/task_file.h"
 #include "core/forward/block_weights.h"
 #include "core/model/checkpoint.h"
 #include "core/pipeline/block_task.h"
+#include "core/pipeline/gates.h"
 #include "core/pipeline/hidden_state_stream.h"
 #include "core/pipeline/job_tasks.h"
 #include "core/pipeline/previous_release.h"
 #include "core/pipeline/quantization_plan.h"
 #include "core/recipe/recipe.h"
+#include "core/text/tokenizer.h"
 
 namespace quant {
 namespace pipeline_internal {
@@ -38,6 +41,11 @@ struct JobInputs {
   // Renders the set's conversations (split.options.chat points here); null
   // when the recipe's chat_template gives none.
   std::unique_ptr<ChatRenderer> chat;
+  // The checkpoint's tokenizer (tokenizer_dir); the task gate encodes with
+  // it.
+  std::unique_ptr<Tokenizer> tokenizer;
+  // recipe gates.tasks, loaded and parsed; nullopt when it names none.
+  std::optional<TaskFile> tasks;
   // The previous release (context.previous_dir), opened and checked to be
   // the same model; its files are verified by whoever resolved it.
   std::optional<PreviousRelease> previous;
