@@ -57,7 +57,9 @@ class EventPrinter {
       *display_.out << "\n";
       bar_shown_ = false;
     }
-    if (!final_state_line_.empty()) *display_.out << final_state_line_ << "\n";
+    if (!final_state_line_.empty() && display_.show_final_state) {
+      *display_.out << final_state_line_ << "\n";
+    }
     final_state_line_.clear();
     *display_.out << std::flush;
   }
@@ -167,6 +169,7 @@ absl::Status RunWatch(const CommandInvocation& invocation) {
   display.out = invocation.out;
   display.terminal = IsTerminalStream(invocation.out);
   display.err = invocation.err;
+  display.show_final_state = false;  // FinalLine below says it all.
   QUANT_ASSIGN_OR_RETURN(
       const v1::Job job,
       WatchUntilTerminal(*client, invocation.args[0], display));

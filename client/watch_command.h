@@ -24,6 +24,9 @@ struct WatchDisplay {
   std::ostream* out = nullptr;
   bool terminal = false;        // Redraw one progress bar instead of lines.
   std::ostream* err = nullptr;  // Reconnect notices.
+  // Show the final state at the end; off where the caller prints its own
+  // final line to `out` (quantctl watch's FinalLine).
+  bool show_final_state = true;
 };
 
 // Streams the job's events to `display` until the job is terminal and
