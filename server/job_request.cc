@@ -8,7 +8,6 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "common/recipe_convert.h"
 #include "core/base/file_uri.h"
 #include "core/base/file_util.h"
@@ -16,7 +15,9 @@
 #include "core/base/sha256.h"
 #include "core/calib/calibration_file.h"
 #include "core/calib/chat_rendering.h"
+#include "core/calib/mixed_calibration.h"
 #include "core/estimate/work_model.h"
+#include "core/eval/task_file.h"
 #include "core/model/checkpoint.h"
 #include "core/pipeline/gates.h"
 #include "core/pipeline/output_size.h"
@@ -44,6 +45,46 @@ absl::Status Prefixed(const absl::Status& status, absl::string_view prefix) {
   return absl::Status(status.code(), absl::StrCat(prefix, status.message()));
 }
 
+// A file a recipe names (an absolute path or a file:/// URI) as a URI, for
+// UriPolicy::Resolve.
+std::string AsFileUri(const std::string& path_or_uri) {
+  return absl::StartsWith(path_or_uri, kFileUriScheme)
+             ? path_or_uri
+             : absl::StrCat(kFileUriScheme, path_or_uri);
+}
+
+// A calibration file the request names by URI: resolved under the allowed
+// roots, read (at most max_bytes), its sha256 checked against `expected`
+// (when given) and parsed. Errors name `field`.
+struct CheckedCalibrationFile {
+  std::string path;
+  std::string sha256;
+  int64_t size_bytes = 0;
+};
+absl::StatusOr<CheckedCalibrationFile> ReadCheckedCalibrationFile(
+    const std::string& uri, const std::string& expected,
+    const UriPolicy& policy, int64_t max_bytes, const std::string& field,
+    const std::string& sha256_field) {
+  absl::StatusOr<std::string> path = policy.Resolve(uri, field);
+  if (!path.ok()) return path.status();
+  absl::StatusOr<std::string> bytes =
+      ReadFileToString(*path, static_cast<size_t>(max_bytes));
+  if (!bytes.ok()) return Prefixed(bytes.status(), field + ": ");
+  const std::string actual = Sha256Hex(*bytes);
+  if (!expected.empty() && actual != expected) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(sha256_field, ": expected ", expected, " but \"", uri,
+                     "\" has sha256 ", actual));
+  }
+  absl::StatusOr<CalibrationFile> parsed = ParseCalibrationFile(*bytes);
+  if (!parsed.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(field, ": \"", uri, "\": ", parsed.status().message()));
+  }
+  return CheckedCalibrationFile{*path, actual,
+                                static_cast<int64_t>(bytes->size())};
+}
+
 // recipe.gates.compare_to: a job of this quantd that SUCCEEDED (its
 // checkpoint is found in the artifact store when a task is leased), or a
 // file:// URI under an allowed root holding a packed checkpoint of the same
@@ -59,11 +100,8 @@ absl::Status CheckChatTemplate(const Recipe& recipe,
   constexpr char kField[] = "recipe.calibration.chat_template";
   ChatTemplateChoice choice = ChatChoiceFromRecipe(recipe);
   if (choice.chat_template != "auto" && choice.chat_template != "none") {
-    const std::string uri =
-        absl::StartsWith(choice.chat_template, kFileUriScheme)
-            ? choice.chat_template
-            : absl::StrCat(kFileUriScheme, choice.chat_template);
-    absl::StatusOr<std::string> path = policy.Resolve(uri, kField);
+    absl::StatusOr<std::string> path =
+        policy.Resolve(AsFileUri(choice.chat_template), kField);
     if (!path.ok()) return path.status();
     choice.chat_template = *path;
   }
@@ -81,24 +119,18 @@ absl::Status CheckTaskFile(const Recipe& recipe,
                            const ModelConfig& config, const UriPolicy& policy,
                            std::string* pinned_sha256) {
   constexpr char kField[] = "recipe.gates.tasks";
-  const std::string& tasks = recipe.gates.tasks;
-  const std::string uri = absl::StartsWith(tasks, kFileUriScheme)
-                              ? tasks
-                              : absl::StrCat(kFileUriScheme, tasks);
-  absl::StatusOr<std::string> path = policy.Resolve(uri, kField);
+  absl::StatusOr<std::string> path =
+      policy.Resolve(AsFileUri(recipe.gates.tasks), kField);
   if (!path.ok()) return path.status();
-  Gates resolved;
-  resolved.tasks = *path;
-  absl::StatusOr<std::optional<TaskFile>> file = LoadGateTaskFile(resolved);
-  if (!file.ok()) return Prefixed(file.status(), "recipe.");
+  absl::StatusOr<TaskFile> file = LoadTaskFile(*path);
+  if (!file.ok()) return Prefixed(file.status(), absl::StrCat(kField, ": "));
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer =
       Tokenizer::LoadFromDirectory(checkpoint_path);
   if (!tokenizer.ok()) return Prefixed(tokenizer.status(), "checkpoint_uri: ");
-  if (absl::Status s = CheckGateTasksFit(**file, **tokenizer, config);
-      !s.ok()) {
+  if (absl::Status s = CheckGateTasksFit(*file, **tokenizer, config); !s.ok()) {
     return Prefixed(s, "recipe.");
   }
-  *pinned_sha256 = (*file)->sha256;
+  *pinned_sha256 = file->sha256;
   return absl::OkStatus();
 }
 
@@ -166,30 +198,14 @@ absl::Status ResolveCalibration(const v1::CalibrationRef& ref,
           !s.ok()) {
         return s;
       }
-      absl::StatusOr<std::string> path =
-          policy.Resolve(uri.uri(), "calibration.uri.uri");
-      if (!path.ok()) return path.status();
-      absl::StatusOr<std::string> bytes =
-          ReadFileToString(*path, static_cast<size_t>(max_bytes));
-      if (!bytes.ok()) {
-        return Prefixed(bytes.status(), "calibration.uri.uri: ");
-      }
-      const std::string actual = Sha256Hex(*bytes);
-      if (actual != uri.sha256()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("calibration.uri.sha256: expected ", uri.sha256(),
-                         " but \"", uri.uri(), "\" has sha256 ", actual));
-      }
-      absl::StatusOr<CalibrationFile> parsed = ParseCalibrationFile(*bytes);
-      if (!parsed.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("calibration.uri.uri: \"", uri.uri(),
-                         "\": ", parsed.status().message()));
-      }
-      out->spec.calibration_sha256 = actual;
-      out->spec.calibration_path = *path;
+      absl::StatusOr<CheckedCalibrationFile> file = ReadCheckedCalibrationFile(
+          uri.uri(), uri.sha256(), policy, max_bytes, "calibration.uri.uri",
+          "calibration.uri.sha256");
+      if (!file.ok()) return file.status();
+      out->spec.calibration_sha256 = file->sha256;
+      out->spec.calibration_path = file->path;
       out->calibration_from_uri = true;
-      out->calibration_size_bytes = static_cast<int64_t>(bytes->size());
+      out->calibration_size_bytes = file->size_bytes;
       return absl::OkStatus();
     }
     case v1::CalibrationRef::SOURCE_NOT_SET:
@@ -208,7 +224,7 @@ absl::Status ResolveCalibrationSources(const Recipe& recipe,
                                        store::JobStore& store,
                                        int64_t max_bytes,
                                        ValidatedJobRequest* out) {
-  std::string identity;
+  std::vector<std::pair<std::string, double>> identity;
   for (size_t i = 0; i < recipe.calibration.sources.size(); ++i) {
     const CalibrationSource& source = recipe.calibration.sources[i];
     const std::string field =
@@ -227,35 +243,17 @@ absl::Status ResolveCalibrationSources(const Recipe& recipe,
       resolved.sha256 = set->sha256;
       resolved.path = set->path;
     } else {
-      const std::string uri = absl::StartsWith(source.file, kFileUriScheme)
-                                  ? source.file
-                                  : absl::StrCat(kFileUriScheme, source.file);
-      absl::StatusOr<std::string> path = policy.Resolve(uri, field + ".file");
-      if (!path.ok()) return path.status();
-      absl::StatusOr<std::string> bytes =
-          ReadFileToString(*path, static_cast<size_t>(max_bytes));
-      if (!bytes.ok()) {
-        return Prefixed(bytes.status(), absl::StrCat(field, ".file: "));
-      }
-      resolved.sha256 = Sha256Hex(*bytes);
-      if (!source.sha256.empty() && source.sha256 != resolved.sha256) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(field, ".sha256: expected ", source.sha256, " but \"",
-                         source.file, "\" has sha256 ", resolved.sha256));
-      }
-      absl::StatusOr<CalibrationFile> parsed = ParseCalibrationFile(*bytes);
-      if (!parsed.ok()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat(field, ".file: \"", source.file,
-                         "\": ", parsed.status().message()));
-      }
-      resolved.path = *path;
+      absl::StatusOr<CheckedCalibrationFile> file = ReadCheckedCalibrationFile(
+          AsFileUri(source.file), source.sha256, policy, max_bytes,
+          field + ".file", field + ".sha256");
+      if (!file.ok()) return file.status();
+      resolved.sha256 = file->sha256;
+      resolved.path = file->path;
     }
-    absl::StrAppend(&identity, resolved.sha256, " ",
-                    absl::StrFormat("%.17g", resolved.weight), "\n");
+    identity.emplace_back(resolved.sha256, resolved.weight);
     out->spec.calibration_sources.push_back(std::move(resolved));
   }
-  out->spec.calibration_sha256 = Sha256Hex(identity);
+  out->spec.calibration_sha256 = CalibrationMixSha256(identity);
   out->spec.calibration_path.clear();
   return absl::OkStatus();
 }

@@ -53,6 +53,16 @@ absl::StatusOr<std::vector<int>> ShareWindowsByWeight(
   return shares;
 }
 
+std::string CalibrationMixSha256(
+    const std::vector<std::pair<std::string, double>>& sources) {
+  std::string identity;
+  for (const auto& [sha256, weight] : sources) {
+    absl::StrAppend(&identity, sha256, " ", absl::StrFormat("%.17g", weight),
+                    "\n");
+  }
+  return Sha256Hex(identity);
+}
+
 absl::StatusOr<CalibrationSplit> BuildMixedCalibrationSplit(
     const std::vector<WeightedCalibrationFile>& sources,
     const Tokenizer& tokenizer, const CalibrationSplitOptions& options) {
@@ -73,7 +83,7 @@ absl::StatusOr<CalibrationSplit> BuildMixedCalibrationSplit(
   mixed.options = options;
   mixed.calibration.seq_len = options.seq_len;
   mixed.heldout.seq_len = options.seq_len;
-  std::string identity;
+  std::vector<std::pair<std::string, double>> identity;
   for (size_t i = 0; i < sources.size(); ++i) {
     CalibrationSplitOptions own = options;
     own.samples = samples[i];
@@ -100,8 +110,7 @@ absl::StatusOr<CalibrationSplit> BuildMixedCalibrationSplit(
     part.heldout_tokens = split->heldout.RealTokens();
     part.conversation_documents = split->conversation_documents;
     mixed.sources.push_back(std::move(part));
-    absl::StrAppend(&identity, sources[i].file->sha256, " ",
-                    absl::StrFormat("%.17g", sources[i].weight), "\n");
+    identity.emplace_back(sources[i].file->sha256, sources[i].weight);
     mixed.calibration_tokens_available += split->calibration_tokens_available;
     mixed.heldout_tokens_available += split->heldout_tokens_available;
     mixed.conversation_documents += split->conversation_documents;
@@ -115,7 +124,7 @@ absl::StatusOr<CalibrationSplit> BuildMixedCalibrationSplit(
                         from->lengths.end());
     }
   }
-  mixed.calibration_hash = Sha256Hex(identity);
+  mixed.calibration_hash = CalibrationMixSha256(identity);
   return mixed;
 }
 

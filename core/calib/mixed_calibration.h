@@ -13,6 +13,7 @@
 #define QUANT_CORE_CALIB_MIXED_CALIBRATION_H_
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -31,6 +32,10 @@ struct WeightedCalibrationFile {
 // a weight that is not finite and positive, fewer windows than sources.
 absl::StatusOr<std::vector<int>> ShareWindowsByWeight(
     int total, const std::vector<double>& weights);
+
+// The mix's identity (see above) of sources given as (sha256, weight).
+std::string CalibrationMixSha256(
+    const std::vector<std::pair<std::string, double>>& sources);
 
 // The mixed split; split.sources records each source's part. Errors:
 // those of ShareWindowsByWeight and BuildCalibrationSplit, prefixed with
