@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "client/capture_command.h"
+#include "client/check_command.h"
 #include "client/command.h"
 #include "client/eval_command.h"
 #include "client/inspect_command.h"
@@ -71,7 +72,7 @@ int main(int argc, char** argv) {
       quant::EvalCommand(),     quant::CaptureCommand(),
       quant::LabCommand(),      quant::RecipeCommand(),
       quant::QuantizeCommand(), quant::KernelsCommand(),
-      quant::VerifyCommand(),
+      quant::VerifyCommand(),   quant::CheckCommand(),
 #ifdef QUANT_CLIENT_SERVICE
       quant::CalibCommand(),    quant::SubmitCommand(),
       quant::StatusCommand(),   quant::ListCommand(),

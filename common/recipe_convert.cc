@@ -206,6 +206,7 @@ absl::StatusOr<Recipe> RecipeFromProto(const v1::Recipe& proto) {
     if (gates.has_min_task_accuracy_ratio()) {
       recipe.gates.min_task_accuracy_ratio = gates.min_task_accuracy_ratio();
     }
+    recipe.gates.runtime = gates.runtime();
   }
   switch (proto.format()) {
     case v1::OUTPUT_FORMAT_UNSPECIFIED:
@@ -307,6 +308,7 @@ v1::Recipe RecipeToProto(const Recipe& recipe) {
   if (recipe.gates.min_task_accuracy_ratio) {
     gates->set_min_task_accuracy_ratio(*recipe.gates.min_task_accuracy_ratio);
   }
+  gates->set_runtime(recipe.gates.runtime);
   proto.set_format(recipe.format == OutputFormat::kGptq
                        ? v1::OUTPUT_FORMAT_GPTQ
                        : v1::OUTPUT_FORMAT_COMPRESSED_TENSORS);

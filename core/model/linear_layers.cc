@@ -77,6 +77,28 @@ absl::string_view LayerModuleName(LayerType type) {
              : "mlp";
 }
 
+absl::string_view FusedLayerName(LayerType type) {
+  switch (type) {
+    case LayerType::kQProj:
+    case LayerType::kKProj:
+    case LayerType::kVProj:
+      return "qkv_proj";
+    case LayerType::kGateProj:
+    case LayerType::kUpProj:
+      return "gate_up_proj";
+    default:
+      return LayerTypeName(type);
+  }
+}
+
+std::vector<LayerType> FusedLayerMembers(LayerType type) {
+  std::vector<LayerType> members;
+  for (LayerType other : kAllLayerTypes) {
+    if (FusedLayerName(other) == FusedLayerName(type)) members.push_back(other);
+  }
+  return members;
+}
+
 std::string BlockPrefix(int block) {
   return absl::StrCat("model.layers.", block, ".");
 }

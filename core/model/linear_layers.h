@@ -54,6 +54,15 @@ InputGroup InputGroupOf(LayerType type);
 // The module holding it in a checkpoint: "self_attn" or "mlp".
 absl::string_view LayerModuleName(LayerType type);
 
+// The layer runtimes build it into: vLLM's Llama-family models fuse q, k and
+// v into one "qkv_proj" and gate and up into one "gate_up_proj" (their
+// packed_modules_mapping), whose weight is packed with one setting; o and
+// down stay as they are ("o_proj", "down_proj").
+absl::string_view FusedLayerName(LayerType type);
+// The layer types fused into `type`'s fused layer, in checkpoint order
+// ({type} itself when it is not fused).
+std::vector<LayerType> FusedLayerMembers(LayerType type);
+
 struct LinearLayerSpec {
   int block = 0;
   std::string name;  // "model.layers.3.self_attn.q_proj"

@@ -214,6 +214,28 @@ std::string FormatAuditTable(const json& audit) {
                   : ""));
     }
   }
+  // Checked by CheckAuditTableFields when present.
+  if (const auto r = g.find("runtime"); r != g.end() && r->is_array()) {
+    for (const json& check : *r) {
+      const std::vector<std::string> problems =
+          check.at("problems").get<std::vector<std::string>>();
+      std::vector<std::string> kernels;
+      for (const auto& [kernel, count] : check.at("kernels").items()) {
+        kernels.push_back(absl::StrCat(kernel, " ", count.get<int64_t>()));
+      }
+      absl::StrAppend(&out, "runtime ", check.at("runtime").get<std::string>(),
+                      " (", check.at("method").get<std::string>(),
+                      "): ", problems.empty() ? "loads" : "would NOT load",
+                      "; layers on ", absl::StrJoin(kernels, ", "), "\n");
+      for (size_t i = 0; i < problems.size() && i < 5; ++i) {
+        absl::StrAppend(&out, "  ! ", problems[i], "\n");
+      }
+      if (problems.size() > 5) {
+        absl::StrAppend(&out, "  ! ... ", problems.size() - 5,
+                        " more in audit.json\n");
+      }
+    }
+  }
   for (const json& c : g.at("checks")) {
     absl::StrAppend(
         &out, absl::StrFormat("gate %-25s value %.5f threshold %.5f  %s\n",
@@ -304,6 +326,30 @@ absl::Status CheckAuditTableFields(const json& audit) {
                            jf::GetObject(*tasks, "groups", at));
     for (const auto& [name, group] : groups->items()) {
       QUANT_RETURN_IF_ERROR(check_ratio(group, at + ".groups." + name));
+    }
+  }
+  // The runtime conformance checks, when run: what FormatAuditTable prints.
+  if (const auto runtime = gates->find("runtime");
+      runtime != gates->end() && !runtime->is_null()) {
+    QUANT_ASSIGN_OR_RETURN(const json* checks,
+                           jf::GetArray(*gates, "runtime", gates_at));
+    for (size_t i = 0; i < checks->size(); ++i) {
+      const std::string at = jf::IndexPath(gates_at + ".runtime", i);
+      const json& c = (*checks)[i];
+      QUANT_RETURN_IF_ERROR(jf::ExpectObject(c, at));
+      QUANT_RETURN_IF_ERROR(jf::GetString(c, "runtime", at).status());
+      QUANT_RETURN_IF_ERROR(jf::GetString(c, "method", at).status());
+      QUANT_RETURN_IF_ERROR(jf::GetStringArrayOr(c, "problems", at).status());
+      if (!c.contains("problems")) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(at, ".problems: missing"));
+      }
+      QUANT_ASSIGN_OR_RETURN(const json* kernels,
+                             jf::GetObject(c, "kernels", at));
+      for (const auto& [kernel, count] : kernels->items()) {
+        QUANT_RETURN_IF_ERROR(
+            jf::GetInt(*kernels, kernel, at + ".kernels").status());
+      }
     }
   }
   QUANT_ASSIGN_OR_RETURN(const json* checks,

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -15,6 +16,7 @@
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/kernels/dispatch.h"
+#include "core/model/linear_layers.h"
 #include "core/pack/checkpoint_config.h"
 #include "core/pack/compressed_tensors_format.h"
 #include "core/pack/gptq_format.h"
@@ -23,6 +25,7 @@
 #include "core/pipeline/output_size.h"
 #include "core/pipeline/previous_release.h"
 #include "core/report/report_html.h"
+#include "core/runtime/runtime_conformance.h"
 
 #ifndef QUANT_VERSION
 #define QUANT_VERSION "unknown"
@@ -83,6 +86,32 @@ std::vector<const LayerResult*> LayersWithOwnScheme(
   return out;
 }
 
+// A layer's own scheme under the names runtimes look it up by: its own,
+// and for a part of a fused layer (q/k/v, gate/up) the fused layer's too,
+// since vLLM matches GPTQ "dynamic" rules and compressed-tensors targets
+// against "qkv_proj" and "gate_up_proj", never their parts (see
+// docs/RUNTIME_CONFORMANCE.md). PlanQuantization made the parts agree, so
+// the fused name takes the first part's scheme.
+std::vector<std::pair<std::string, const LayerResult*>> SchemeNames(
+    const std::vector<const LayerResult*>& layers) {
+  std::vector<std::pair<std::string, const LayerResult*>> out;
+  std::set<std::string> fused_done;
+  for (const LayerResult* l : layers) {
+    out.emplace_back(l->name, l);
+    const size_t dot = l->name.rfind('.');
+    if (dot == std::string::npos) continue;
+    const std::optional<LayerType> type =
+        LayerTypeFromName(absl::string_view(l->name).substr(dot + 1));
+    if (!type.has_value() || FusedLayerName(*type) == LayerTypeName(*type)) {
+      continue;
+    }
+    std::string fused =
+        absl::StrCat(l->name.substr(0, dot + 1), FusedLayerName(*type));
+    if (fused_done.insert(fused).second) out.emplace_back(std::move(fused), l);
+  }
+  return out;
+}
+
 absl::StatusOr<FormatFiles> FormatConfig(const Recipe& recipe,
                                          const std::vector<LayerResult>& l) {
   FormatFiles files;
@@ -93,9 +122,10 @@ absl::StatusOr<FormatFiles> FormatConfig(const Recipe& recipe,
     options.symmetric = Symmetric(recipe.grid);
     options.actorder = ActOrderFor(recipe, recipe.group_size);
     options.ignore = UnquantizedLinearLayers(l);
-    for (const LayerResult* layer : LayersWithOwnScheme(recipe, l)) {
+    for (const auto& [name, layer] :
+         SchemeNames(LayersWithOwnScheme(recipe, l))) {
       const LayerSettings& s = layer->settings;
-      options.layer_schemes.push_back({layer->name, s.bits, s.group_size,
+      options.layer_schemes.push_back({name, s.bits, s.group_size,
                                        Symmetric(s.grid),
                                        ActOrderFor(recipe, s.group_size)});
     }
@@ -113,10 +143,11 @@ absl::StatusOr<FormatFiles> FormatConfig(const Recipe& recipe,
   options.true_sequential = recipe.propagation == Propagation::kSequential;
   options.unquantized_layers = UnquantizedLinearLayers(l);
   options.quantizer = ToolVersion();
-  for (const LayerResult* layer : LayersWithOwnScheme(recipe, l)) {
+  for (const auto& [name, layer] :
+       SchemeNames(LayersWithOwnScheme(recipe, l))) {
     const LayerSettings& s = layer->settings;
-    options.layer_schemes.push_back({layer->name, s.bits, s.group_size,
-                                     Symmetric(s.grid), recipe.act_order});
+    options.layer_schemes.push_back(
+        {name, s.bits, s.group_size, Symmetric(s.grid), recipe.act_order});
   }
   QUANT_ASSIGN_OR_RETURN(files.quantization_config,
                          GptqQuantizationConfig(options));
@@ -379,6 +410,20 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
     files.push_back(name);
   }
 
+  // Whether vLLM and transformers would load what was just written (the
+  // headers only: cheap next to the gates).
+  say("checking that vLLM and transformers would load it");
+  std::vector<RuntimeCheck> runtime_checks;
+  for (TargetRuntime runtime :
+       {TargetRuntime::kVllm, TargetRuntime::kTransformers}) {
+    RuntimeCheckOptions check_options;
+    check_options.runtime = runtime;
+    QUANT_ASSIGN_OR_RETURN(
+        RuntimeCheck check,
+        CheckCheckpointRuntimeConformance(temp, check_options, fs));
+    runtime_checks.push_back(std::move(check));
+  }
+
   // The gates run on the checkpoint as a runtime would read it.
   say(absl::StrCat("evaluating gates on the packed checkpoint",
                    previous.has_value() ? " and the previous release" : "",
@@ -401,6 +446,7 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
                     tasks.has_value() ? &*tasks : nullptr));
   packed.reset();
   previous.reset();
+  AddRuntimeChecks(recipe.gates, std::move(runtime_checks), &output.gates);
 
   say("writing audit and manifest");
   MarkLayerOutliers(&input.layers);

@@ -143,6 +143,19 @@ GateReport CheckGates(const NextTokenMetrics& metrics, const Gates& gates,
   return report;
 }
 
+void AddRuntimeChecks(const Gates& gates, std::vector<RuntimeCheck> checks,
+                      GateReport* report) {
+  report->runtime = std::move(checks);
+  if (gates.runtime.empty()) return;
+  bool loads = false;
+  for (const RuntimeCheck& c : report->runtime) {
+    if (TargetRuntimeName(c.runtime) == gates.runtime) loads = c.loads();
+  }
+  report->checks.push_back({absl::StrCat("loads_in_", gates.runtime), 1.0,
+                            loads ? 1.0 : 0.0, loads});
+  report->passed = report->passed && loads;
+}
+
 nlohmann::json GateReportToJson(const GateReport& report) {
   nlohmann::json checks = nlohmann::json::array();
   for (const GateCheck& c : report.checks) {
@@ -177,6 +190,13 @@ nlohmann::json GateReportToJson(const GateReport& report) {
     nlohmann::json tasks = TaskComparisonToJson(report.tasks->comparison);
     tasks["file"] = report.tasks->source;
     out["tasks"] = std::move(tasks);
+  }
+  if (!report.runtime.empty()) {
+    nlohmann::json runtime = nlohmann::json::array();
+    for (const RuntimeCheck& c : report.runtime) {
+      runtime.push_back(RuntimeCheckToJson(c));
+    }
+    out["runtime"] = std::move(runtime);
   }
   return out;
 }

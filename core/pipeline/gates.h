@@ -18,6 +18,7 @@
 #include "core/model/checkpoint.h"
 #include "core/pipeline/previous_release.h"
 #include "core/recipe/recipe.h"
+#include "core/runtime/runtime_conformance.h"
 #include "core/text/tokenizer.h"
 #include "nlohmann/json.hpp"
 
@@ -25,7 +26,8 @@ namespace quant {
 
 struct GateCheck {
   // "max_ppl_ratio", "max_mean_kl", "min_top1_agreement",
-  // "max_ppl_ratio_vs_previous", "min_task_accuracy_ratio"
+  // "max_ppl_ratio_vs_previous", "min_task_accuracy_ratio",
+  // "loads_in_vllm", "loads_in_transformers" (value 1 or 0, threshold 1)
   std::string name;
   double threshold = 0.0;
   double value = 0.0;
@@ -64,6 +66,9 @@ struct GateReport {
   NextTokenMetrics metrics;  // Quantized vs unquantized on held-out windows.
   std::optional<PreviousComparison> previous;
   std::optional<TaskGateResult> tasks;
+  // The runtime conformance checks of the packed checkpoint (vLLM, then
+  // transformers), whether or not gates.runtime gates on one.
+  std::vector<RuntimeCheck> runtime;
   std::vector<GateCheck> checks;  // The gates the recipe sets.
   bool passed = true;             // Every check passed (true when none set).
 };
@@ -99,13 +104,20 @@ GateReport CheckGates(const NextTokenMetrics& metrics, const Gates& gates,
                       std::optional<PreviousComparison> previous = {},
                       std::optional<TaskGateResult> tasks = {});
 
+// Records `checks` in `report` and, when gates.runtime names one of their
+// runtimes, adds its gate ("loads_in_vllm": passes when it would load). A
+// gates.runtime without its check fails.
+void AddRuntimeChecks(const Gates& gates, std::vector<RuntimeCheck> checks,
+                      GateReport* report);
+
 // {"perplexity", "reference_perplexity", "ppl_ratio", "mean_kl",
 //  "top1_agreement", "tokens", "checks": [...], "verdict": "PASS"|"FAIL"},
 // and with a previous release "ppl_ratio_vs_previous" and "previous":
 // {"compare_to", "manifest_sha256", "job_id", "verdict", "method",
 //  "perplexity", "ppl_ratio", "mean_kl", "top1_agreement"}, and with tasks
 // "tasks": TaskComparisonToJson (core/eval/task_results_json.h) plus
-// "file": the recipe's gates.tasks.
+// "file": the recipe's gates.tasks, and with runtime checks "runtime":
+// [RuntimeCheckToJson (core/runtime/runtime_conformance.h), ...].
 nlohmann::json GateReportToJson(const GateReport& report);
 
 }  // namespace quant

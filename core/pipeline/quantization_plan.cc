@@ -48,6 +48,53 @@ void AddRankWarnings(const Recipe& recipe,
   }
 }
 
+// How a layer will be packed, for the fused-layer error: "8 bits, group
+// size 128, sym (overrides[0])" or "unquantized (ignore[1] ...)".
+std::string PackedSettingText(const LayerSettings& s) {
+  if (s.keep_unquantized) return absl::StrCat("unquantized (", s.reason, ")");
+  return absl::StrCat(s.bits, " bits, group size ", s.group_size, ", ",
+                      s.grid == QuantGrid::kAsym ? "asym" : "sym", " (",
+                      OverrideList(s), ")");
+}
+
+bool SamePacking(const LayerSettings& a, const LayerSettings& b) {
+  if (a.keep_unquantized || b.keep_unquantized) {
+    return a.keep_unquantized == b.keep_unquantized;
+  }
+  return a.bits == b.bits && a.group_size == b.group_size &&
+         (a.grid == QuantGrid::kAsym) == (b.grid == QuantGrid::kAsym);
+}
+
+// Runtimes build q/k/v and gate/up into one layer each (FusedLayerName)
+// and pack it with one setting: vLLM refuses a fused layer whose parts
+// differ, so such a recipe is refused here, naming the layers, rather than
+// producing a checkpoint it would not load.
+absl::Status CheckFusedLayersAgree(const std::vector<LinearLayerSpec>& specs,
+                                   const std::vector<LayerSettings>& layers) {
+  for (size_t i = 0; i < specs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (specs[j].block != specs[i].block ||
+          FusedLayerName(specs[j].type) != FusedLayerName(specs[i].type) ||
+          SamePacking(layers[j], layers[i])) {
+        continue;
+      }
+      std::vector<std::string> members;
+      for (LayerType t : FusedLayerMembers(specs[i].type)) {
+        members.push_back(std::string(LayerTypeName(t)));
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          specs[i].name, ": runtimes fuse ", absl::StrJoin(members, ", "),
+          " into one layer (vLLM's ", FusedLayerName(specs[i].type),
+          ") packed with one setting, but ", specs[j].type_name(), " gets ",
+          PackedSettingText(layers[j]), " and ", specs[i].type_name(), " gets ",
+          PackedSettingText(layers[i]),
+          "; give all of them the same bits, group_size and grid, or keep "
+          "all of them unquantized"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 CalibrationSplitOptions SplitOptionsFromRecipe(const Recipe& recipe) {
@@ -92,6 +139,7 @@ absl::StatusOr<QuantizationPlan> PlanQuantization(const ModelConfig& config,
   names.push_back("lm_head");
   QUANT_ASSIGN_OR_RETURN(LayerPlan layer_plan,
                          ResolveLayerSettings(recipe, names));
+  QUANT_RETURN_IF_ERROR(CheckFusedLayersAgree(specs, layer_plan.layers));
   QuantizationPlan plan;
   plan.warnings = layer_plan.warnings;
   plan.blocks.resize(config.num_hidden_layers);

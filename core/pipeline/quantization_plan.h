@@ -33,8 +33,11 @@ struct QuantizationPlan {
 // Resolves `recipe` over the model's linear layers. Errors
 // (InvalidArgument or Unimplemented, naming the layer and the override):
 // what ResolveLayerSettings refuses, and overrides that would quantize the
-// embeddings or lm_head (not supported yet). Per-layer bits, group sizes
-// and grids are fine: both formats record them per layer.
+// embeddings or lm_head (not supported yet), and layers that runtimes fuse
+// (q/k/v, gate/up: FusedLayerName) given different bits, group sizes,
+// grids or quantized-ness, naming the block and both settings. Otherwise
+// per-layer bits, group sizes and grids are fine: both formats record them
+// per layer.
 absl::StatusOr<QuantizationPlan> PlanQuantization(const ModelConfig& config,
                                                   const Recipe& recipe);
 

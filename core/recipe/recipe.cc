@@ -193,7 +193,8 @@ bool operator==(const Gates& a, const Gates& b) {
          a.compare_to == b.compare_to &&
          a.max_ppl_ratio_vs_previous == b.max_ppl_ratio_vs_previous &&
          a.tasks == b.tasks &&
-         a.min_task_accuracy_ratio == b.min_task_accuracy_ratio;
+         a.min_task_accuracy_ratio == b.min_task_accuracy_ratio &&
+         a.runtime == b.runtime;
 }
 
 bool operator==(const Recipe& a, const Recipe& b) {
@@ -279,6 +280,9 @@ std::string RecipeToJson(const Recipe& recipe) {
   if (recipe.gates.min_task_accuracy_ratio.has_value()) {
     gates_json["min_task_accuracy_ratio"] =
         OptionalToJson(recipe.gates.min_task_accuracy_ratio);
+  }
+  if (!recipe.gates.runtime.empty()) {
+    gates_json["runtime"] = recipe.gates.runtime;
   }
 
   json["format"] = OutputFormatName(recipe.format);

@@ -25,7 +25,8 @@
 //     - match: "model\\.layers\\.0\\..*down_proj"
 //       bits: 8
 //   gates: {max_ppl_ratio, max_mean_kl, min_top1_agreement, compare_to,
-//           max_ppl_ratio_vs_previous, tasks, min_task_accuracy_ratio}
+//           max_ppl_ratio_vs_previous, tasks, min_task_accuracy_ratio,
+//           runtime}
 //   format: gptq            # gptq | compressed-tensors
 //   awq_alpha_grid: [0, 0.05, ...]
 //   awq_clip_search: false
@@ -50,7 +51,7 @@
 //   most 4096 bytes without control characters; tasks an absolute path or
 //   file:/// URI (LoadRecipe resolves a relative one against the recipe
 //   file's directory); min_task_accuracy_ratio in [0, 1] and only with
-//   tasks.
+//   tasks; runtime "vllm" or "transformers".
 // - ignore / overrides[i].match: non-empty PCRE2 patterns that compile.
 // - overrides: each must set something; keep_unquantized excludes the other
 //   settings.
@@ -169,6 +170,10 @@ struct Gates {
   // The packed model's task accuracy over the unquantized model's, for
   // every task group and overall (core/eval/task_comparison.h).
   std::optional<double> min_task_accuracy_ratio;
+  // A runtime the packed checkpoint must load in, by the conformance check
+  // every finalize runs (core/runtime/runtime_conformance.h): "vllm" or
+  // "transformers". Empty: checked and reported, not gated.
+  std::string runtime;
 };
 
 struct Recipe {

@@ -73,7 +73,8 @@ const std::vector<std::string>& GateKeys() {
                                    "compare_to",
                                    "max_ppl_ratio_vs_previous",
                                    "tasks",
-                                   "min_task_accuracy_ratio"};
+                                   "min_task_accuracy_ratio",
+                                   "runtime"};
   return *keys;
 }
 
@@ -461,6 +462,10 @@ class RecipeReader {
       const std::string path = Child("gates", key);
       if (key == "compare_to") {
         QUANT_RETURN_IF_ERROR(ReadString(value, path, &gates.compare_to));
+        continue;
+      }
+      if (key == "runtime") {
+        QUANT_RETURN_IF_ERROR(ReadString(value, path, &gates.runtime));
         continue;
       }
       if (key == "tasks") {

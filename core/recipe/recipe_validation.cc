@@ -267,6 +267,12 @@ MaybeError CheckGates(const Gates& gates) {
                    "needs gates.tasks (the task file to score)");
     }
   }
+  if (!gates.runtime.empty() && gates.runtime != "vllm" &&
+      gates.runtime != "transformers") {
+    return Error("gates.runtime",
+                 absl::StrCat("\"", gates.runtime,
+                              "\" is not one of vllm, transformers"));
+  }
   return std::nullopt;
 }
 

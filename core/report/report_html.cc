@@ -224,8 +224,18 @@ struct Tasks {
   std::vector<TaskFlip> flips;  // In file order.
 };
 
+// Whether a runtime would load the checkpoint (gates.runtime[i]).
+struct RuntimeLoad {
+  std::string runtime;
+  std::string method;
+  bool loads = false;
+  std::vector<std::pair<std::string, int64_t>> kernels;  // Layers each.
+  std::vector<std::string> problems;
+};
+
 struct Gates {
   std::string verdict;
+  std::vector<RuntimeLoad> runtime;
   std::optional<Previous> previous;
   std::optional<Tasks> tasks;
   std::vector<GateCheck> checks;
@@ -392,6 +402,37 @@ absl::StatusOr<Gates> ReadGates(const json& audit) {
   if (const auto it = gates->find("tasks");
       it != gates->end() && !it->is_null()) {
     QUANT_ASSIGN_OR_RETURN(g.tasks, ReadTasks(*it, FieldPath(path, "tasks")));
+  }
+  if (const auto it = gates->find("runtime");
+      it != gates->end() && !it->is_null()) {
+    const std::string at = FieldPath(path, "runtime");
+    if (!it->is_array()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(at, ": expected an array"));
+    }
+    for (size_t i = 0; i < it->size(); ++i) {
+      const std::string item = IndexPath(at, i);
+      const json& r = (*it)[i];
+      QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(r, item));
+      RuntimeLoad load;
+      QUANT_ASSIGN_OR_RETURN(load.runtime,
+                             json_fields::GetString(r, "runtime", item));
+      QUANT_ASSIGN_OR_RETURN(load.method,
+                             json_fields::GetStringOr(r, "method", "", item));
+      QUANT_ASSIGN_OR_RETURN(load.loads,
+                             json_fields::GetBoolOr(r, "loads", false, item));
+      QUANT_ASSIGN_OR_RETURN(
+          load.problems, json_fields::GetStringArrayOr(r, "problems", item));
+      if (const auto k = r.find("kernels"); k != r.end() && k->is_object()) {
+        for (const auto& [kernel, count] : k->items()) {
+          QUANT_ASSIGN_OR_RETURN(
+              const int64_t n,
+              json_fields::GetIntOr(*k, kernel, 0, FieldPath(item, "kernels")));
+          load.kernels.emplace_back(kernel, n);
+        }
+      }
+      g.runtime.push_back(std::move(load));
+    }
   }
   const auto checks = gates->find("checks");
   if (checks != gates->end() && !checks->is_null()) {
@@ -869,6 +910,48 @@ void AppendTasks(std::string* html, const Gates& g) {
   absl::StrAppend(html, "</section>\n");
 }
 
+void AppendRuntime(std::string* html, const Gates& g) {
+  if (g.runtime.empty()) return;
+  constexpr size_t kMaxProblemsShown = 50;
+  absl::StrAppend(
+      html,
+      "<section id=\"runtime-section\">\n<h2>Runtimes</h2>\n<p "
+      "class=\"sub\">Whether each runtime would load this checkpoint, "
+      "predicted from its config.json and tensor headers by vLLM's and "
+      "transformers' rules (docs/RUNTIME_CONFORMANCE.md; <code>quantctl "
+      "check</code> runs the same), and the kernel each layer would run on "
+      "(vLLM fuses q/k/v and gate/up).</p>\n<table id=\"runtimes\"><thead>"
+      "<tr><th>runtime</th><th>method</th><th>loads</th><th>layers per "
+      "kernel</th></tr></thead><tbody>\n");
+  for (const RuntimeLoad& r : g.runtime) {
+    std::vector<std::string> kernels;
+    for (const auto& [kernel, count] : r.kernels) {
+      kernels.push_back(absl::StrCat(HtmlEscape(kernel), " ", count));
+    }
+    absl::StrAppend(html, "<tr", r.loads ? "" : " class=\"fail\"",
+                    " data-runtime=\"", HtmlEscape(r.runtime), "\"><td>",
+                    HtmlEscape(r.runtime), "</td><td>", HtmlEscape(r.method),
+                    "</td><td class=\"result\">", r.loads ? "yes" : "no",
+                    "</td><td>", absl::StrJoin(kernels, ", "), "</td></tr>\n");
+  }
+  absl::StrAppend(html, "</tbody></table>\n");
+  for (const RuntimeLoad& r : g.runtime) {
+    if (r.problems.empty()) continue;
+    absl::StrAppend(
+        html, "<p class=\"sub\">Why ", HtmlEscape(r.runtime),
+        " would not load it (", r.problems.size(), " problem(s)",
+        r.problems.size() > kMaxProblemsShown
+            ? absl::StrCat(", the first ", kMaxProblemsShown, " shown")
+            : std::string(),
+        "):</p>\n<ul class=\"runtime-problems\">\n");
+    for (size_t i = 0; i < r.problems.size() && i < kMaxProblemsShown; ++i) {
+      absl::StrAppend(html, "<li>", HtmlEscape(r.problems[i]), "</li>\n");
+    }
+    absl::StrAppend(html, "</ul>\n");
+  }
+  absl::StrAppend(html, "</section>\n");
+}
+
 void AppendHessian(std::string* html, const std::vector<Layer>& layers,
                    Palette* palette) {
   const auto by_group = GroupPacked(layers, InputGroupOf);
@@ -1139,6 +1222,7 @@ absl::StatusOr<std::string> RenderReportHtml(const json& audit,
   AppendGates(&html, gates);
   AppendPrevious(&html, gates, layers, &palette);
   AppendTasks(&html, gates);
+  AppendRuntime(&html, gates);
   AppendSummary(&html, layers);
   AppendErrorPlots(&html, layers, &palette);
   AppendHessian(&html, layers, &palette);

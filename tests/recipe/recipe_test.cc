@@ -476,6 +476,27 @@ TEST(ParseRecipeTest, OverridesCanEnableGptqOptionsUnderRtn) {
   EXPECT_EQ(recipe->overrides[0].method, QuantMethod::kGptq);
 }
 
+TEST(ParseRecipeTest, RuntimeGate) {
+  absl::StatusOr<Recipe> recipe =
+      ParseRecipe("gates:\n  runtime: vllm\n", "r.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_EQ(recipe->gates.runtime, "vllm");
+  EXPECT_EQ(
+      nlohmann::ordered_json::parse(RecipeToJson(*recipe))["gates"]["runtime"],
+      "vllm");
+  // Unset, it stays out of the canonical form (older hashes hold).
+  EXPECT_FALSE(
+      nlohmann::ordered_json::parse(RecipeToJson(Recipe()))["gates"].contains(
+          "runtime"));
+  EXPECT_TRUE(ParseRecipe("gates: {runtime: transformers}\n", "r.yaml").ok());
+  absl::StatusOr<Recipe> bad =
+      ParseRecipe("gates: {runtime: sglang}\n", "r.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("gates.runtime: \"sglang\" is not one of vllm, "
+                        "transformers"));
+}
+
 TEST(ParseRecipeTest, TaskGate) {
   absl::StatusOr<Recipe> recipe = ParseRecipe(
       "gates:\n  tasks: file:///srv/tasks/t.jsonl\n"

@@ -362,6 +362,41 @@ TEST(ReportHtmlTest, TaskGroupsAndTheTasksThatFlipped) {
   EXPECT_THAT(bad.status().message(), HasSubstr("same length"));
 }
 
+// gates.runtime: each runtime's method, whether it loads, layers per
+// kernel, and why it would not (escaped); no section without.
+TEST(ReportHtmlTest, RuntimesAndWhyOneWouldNotLoad) {
+  json audit = Audit(1);
+  auto plain = RenderReportHtml(audit, Manifest());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_THAT(*plain, Not(HasSubstr("runtime-section")));
+  audit["gates"]["runtime"] = {
+      {{"runtime", "vllm"},
+       {"method", "gptq_marlin"},
+       {"loads", false},
+       {"kernels", {{"fails", 1}, {"marlin", 3}}},
+       {"problems", {"model.layers.0.self_attn.qkv_proj: <no kernel>"}}},
+      {{"runtime", "transformers"},
+       {"method", "gptq"},
+       {"loads", true},
+       {"kernels", {{"torch", 7}}},
+       {"problems", json::array()}}};
+  auto html = RenderReportHtml(audit, Manifest());
+  ASSERT_TRUE(html.ok()) << html.status();
+  EXPECT_THAT(*html, HasSubstr("id=\"runtime-section\""));
+  EXPECT_THAT(*html, HasSubstr("<tr class=\"fail\" data-runtime=\"vllm\">"
+                               "<td>vllm</td><td>gptq_marlin</td><td "
+                               "class=\"result\">no</td><td>fails 1, "
+                               "marlin 3</td></tr>"));
+  EXPECT_THAT(*html, HasSubstr("<tr data-runtime=\"transformers\">"));
+  EXPECT_THAT(*html, HasSubstr("<li>model.layers.0.self_attn.qkv_proj: "
+                               "&lt;no kernel&gt;</li>"));
+  audit["gates"]["runtime"][1]["kernels"]["torch"] = "7";
+  auto bad = RenderReportHtml(audit, Manifest());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("gates.runtime[1].kernels.torch"));
+}
+
 // An MoE block has many layers of a type (its experts): one point per block,
 // their mean.
 TEST(ReportHtmlTest, ExpertsOfABlockAreOnePointTheirMean) {

@@ -80,6 +80,7 @@ TEST(RecipeConvertTest, RoundTripsEveryField) {
   recipe.gates.max_ppl_ratio_vs_previous = 1.02;
   recipe.gates.tasks = "file:///srv/tasks.jsonl";
   recipe.gates.min_task_accuracy_ratio = 0.9;
+  recipe.gates.runtime = "vllm";
   recipe.format = OutputFormat::kCompressedTensors;
   ASSERT_TRUE(ValidateRecipe(recipe).ok()) << ValidateRecipe(recipe);
   auto back = common::RecipeFromProto(common::RecipeToProto(recipe));
