@@ -896,9 +896,17 @@ TEST(QuantctlServiceRunTest, TaskGateIsCheckedAtSubmitAndScoredInTheFinalize) {
   EXPECT_EQ(served["min_ratio"], tasks["min_ratio"]);
   EXPECT_EQ(served["overall"], tasks["overall"]);
   EXPECT_EQ(served["groups"], tasks["groups"]);
+  // The runtime conformance checks are served too (without the layers).
+  const json runtime =
+      json::parse(report.out, nullptr, false)["gates"]["runtime"];
+  ASSERT_EQ(runtime.size(), 2u) << report.out;
+  EXPECT_EQ(runtime[0]["runtime"], "vllm");
+  EXPECT_EQ(runtime[1]["runtime"], "transformers");
+  EXPECT_TRUE(runtime[1]["loads"].is_boolean()) << runtime;
   const RunResult table = RunQuantctl("report " + id + addr);
   EXPECT_THAT(table.out, HasSubstr("tasks " + dir + "/tasks.jsonl: 70 tasks"));
   EXPECT_THAT(table.out, HasSubstr("gate min_task_accuracy_ratio"));
+  EXPECT_THAT(table.out, HasSubstr("runtime vllm ("));
 
   // A threshold above what the packed model kept: verdict FAIL.
   const double min_ratio = tasks["min_ratio"];
