@@ -24,7 +24,8 @@ namespace {
 
 using json = nlohmann::json;
 
-constexpr size_t kMaxConfigBytes = size_t{1} << 20;
+// Per-layer rules of a large MoE model can take megabytes of config.json.
+constexpr size_t kMaxConfigBytes = size_t{64} << 20;
 
 // How a runtime reads one layer.
 struct Scheme {
