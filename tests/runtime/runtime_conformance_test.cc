@@ -119,6 +119,7 @@ TEST(RuntimeConformanceTest, PublishedLlama2GptqRunsOnMarlinOrMachete) {
   EXPECT_EQ(a100.layers[0].name, "model.layers.0.self_attn.qkv_proj");
   EXPECT_EQ(a100.layers[0].out_features, 3 * 4096);
   EXPECT_EQ(a100.layers[2].name, "model.layers.0.mlp.gate_up_proj");
+  EXPECT_TRUE(a100.layers[0].act_order);  // desc_act: true, g_idx used.
   for (const RuntimeLayerCheck& l : a100.layers) {
     EXPECT_EQ(l.kernel, "marlin") << l.name;
   }
