@@ -225,6 +225,15 @@ absl::StatusOr<Recipe> RecipeFromProto(const v1::Recipe& proto) {
                                  proto.awq_alpha_grid().end());
   }
   recipe.awq_clip_search = proto.awq_clip_search();
+  if (proto.has_mixed_precision()) {
+    const v1::MixedPrecision& m = proto.mixed_precision();
+    MixedPrecision mixed;
+    mixed.average_bits = m.average_bits();
+    mixed.bits.assign(m.bits().begin(), m.bits().end());
+    mixed.group_sizes.assign(m.group_sizes().begin(), m.group_sizes().end());
+    mixed.keep_float = m.keep_float();
+    recipe.mixed_precision = std::move(mixed);
+  }
   if (std::optional<RecipeFieldError> error = FindRecipeError(recipe)) {
     return absl::InvalidArgumentError(
         absl::StrCat("recipe.", error->path, ": ", error->problem));
@@ -314,6 +323,14 @@ v1::Recipe RecipeToProto(const Recipe& recipe) {
                        : v1::OUTPUT_FORMAT_COMPRESSED_TENSORS);
   for (double value : recipe.awq_alpha_grid) proto.add_awq_alpha_grid(value);
   proto.set_awq_clip_search(recipe.awq_clip_search);
+  if (recipe.mixed_precision.has_value()) {
+    const MixedPrecision& m = *recipe.mixed_precision;
+    v1::MixedPrecision* mixed = proto.mutable_mixed_precision();
+    mixed->set_average_bits(m.average_bits);
+    for (int b : m.bits) mixed->add_bits(b);
+    for (int g : m.group_sizes) mixed->add_group_sizes(g);
+    mixed->set_keep_float(m.keep_float);
+  }
   return proto;
 }
 

@@ -205,7 +205,13 @@ bool operator==(const Recipe& a, const Recipe& b) {
          a.ignore == b.ignore && a.overrides == b.overrides &&
          a.gates == b.gates && a.format == b.format &&
          a.awq_alpha_grid == b.awq_alpha_grid &&
-         a.awq_clip_search == b.awq_clip_search;
+         a.awq_clip_search == b.awq_clip_search &&
+         a.mixed_precision == b.mixed_precision;
+}
+
+bool operator==(const MixedPrecision& a, const MixedPrecision& b) {
+  return a.average_bits == b.average_bits && a.bits == b.bits &&
+         a.group_sizes == b.group_sizes && a.keep_float == b.keep_float;
 }
 
 std::string RecipeToJson(const Recipe& recipe) {
@@ -288,6 +294,15 @@ std::string RecipeToJson(const Recipe& recipe) {
   json["format"] = OutputFormatName(recipe.format);
   json["awq_alpha_grid"] = NumbersToJson(recipe.awq_alpha_grid);
   json["awq_clip_search"] = recipe.awq_clip_search;
+  // Written only when set, so that older recipes keep their hash.
+  if (recipe.mixed_precision.has_value()) {
+    const MixedPrecision& m = *recipe.mixed_precision;
+    OrderedJson& mixed = json["mixed_precision"];
+    mixed["average_bits"] = m.average_bits;
+    mixed["bits"] = m.bits;
+    mixed["group_sizes"] = m.group_sizes;
+    mixed["keep_float"] = m.keep_float;
+  }
   // Invalid UTF-8 (possible only in a recipe built in code) becomes U+FFFD
   // instead of an exception.
   return EscapeForYaml(json.dump(2, ' ', /*ensure_ascii=*/false,

@@ -30,6 +30,8 @@
 //   format: gptq            # gptq | compressed-tensors
 //   awq_alpha_grid: [0, 0.05, ...]
 //   awq_clip_search: false
+//   mixed_precision: {average_bits: 4.5, bits: [3, 4, 8], group_sizes: [128],
+//                     keep_float: false}
 //
 // The defaults are the member initialisers below and nowhere else.
 //
@@ -52,6 +54,10 @@
 //   file:/// URI (LoadRecipe resolves a relative one against the recipe
 //   file's directory); min_task_accuracy_ratio in [0, 1] and only with
 //   tasks; runtime "vllm" or "transformers".
+// - mixed_precision: average_bits finite in (0, 32]; bits a non-empty list
+//   of distinct widths in {2, 3, 4, 8}; group_sizes distinct, each 0 or a
+//   positive multiple of 8; no override may set bits or group_size (the
+//   selection chooses them; keep_unquantized and method still apply).
 // - ignore / overrides[i].match: non-empty PCRE2 patterns that compile.
 // - overrides: each must set something; keep_unquantized excludes the other
 //   settings.
@@ -176,6 +182,18 @@ struct Gates {
   std::string runtime;
 };
 
+// Mixed precision chosen by the audit: every layer group runtimes fuse
+// (q/k/v, gate/up; o and down alone) gets one of the candidate settings so
+// that the quantized layers store at most `average_bits` per weight
+// (codes, scales, zeros and g_idx: the audit's bits_per_weight), with the
+// least held-out error weighted by the groups' measured sensitivity.
+struct MixedPrecision {
+  double average_bits = 0.0;
+  std::vector<int> bits;         // Candidate widths, e.g. {3, 4, 8}.
+  std::vector<int> group_sizes;  // Empty: the recipe's group_size only.
+  bool keep_float = false;       // Keeping a group in 16 bits is a candidate.
+};
+
 struct Recipe {
   QuantMethod method = QuantMethod::kGptq;
   int bits = 4;
@@ -194,6 +212,7 @@ struct Recipe {
       0.0, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.35, 0.4, 0.45,
       0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95};
   bool awq_clip_search = false;
+  std::optional<MixedPrecision> mixed_precision;
 };
 
 bool operator==(const CalibrationSource& a, const CalibrationSource& b);
@@ -201,6 +220,7 @@ bool operator==(const DampValue& a, const DampValue& b);
 bool operator==(const Damping& a, const Damping& b);
 bool operator==(const CalibrationSettings& a, const CalibrationSettings& b);
 bool operator==(const LayerOverride& a, const LayerOverride& b);
+bool operator==(const MixedPrecision& a, const MixedPrecision& b);
 bool operator==(const Gates& a, const Gates& b);
 bool operator==(const Recipe& a, const Recipe& b);
 inline bool operator!=(const Recipe& a, const Recipe& b) { return !(a == b); }

@@ -34,10 +34,11 @@ constexpr size_t kMaxRecipeBytes = 1 << 20;
 
 const std::vector<std::string>& TopLevelKeys() {
   static const auto* keys = new std::vector<std::string>{
-      "method",      "bits",        "group_size",     "grid",
-      "damp",        "damp_grid",   "act_order",      "static_groups",
-      "propagation", "calibration", "ignore",         "overrides",
-      "gates",       "format",      "awq_alpha_grid", "awq_clip_search"};
+      "method",         "bits",        "group_size",     "grid",
+      "damp",           "damp_grid",   "act_order",      "static_groups",
+      "propagation",    "calibration", "ignore",         "overrides",
+      "gates",          "format",      "awq_alpha_grid", "awq_clip_search",
+      "mixed_precision"};
   return *keys;
 }
 
@@ -49,6 +50,12 @@ const std::vector<std::string>& CalibrationKeys() {
                                    "packing",          "chat_template",
                                    "system_prompt",    "add_generation_prompt",
                                    "sources"};
+  return *keys;
+}
+
+const std::vector<std::string>& MixedPrecisionKeys() {
+  static const auto* keys = new std::vector<std::string>{
+      "average_bits", "bits", "group_sizes", "keep_float"};
   return *keys;
 }
 
@@ -347,6 +354,52 @@ class RecipeReader {
     return absl::OkStatus();
   }
 
+  absl::Status ReadIntegerList(const YamlNode& node, absl::string_view path,
+                               std::vector<int>* values) {
+    if (!node.IsSequence()) {
+      return Error(
+          node, path,
+          absl::StrCat("expected a list of integers, got ", Describe(node)));
+    }
+    values->clear();
+    for (size_t i = 0; i < node.items.size(); ++i) {
+      const std::string item = absl::StrCat(path, "[", i, "]");
+      marks_[item] = node.items[i].mark;
+      values->push_back(0);
+      QUANT_RETURN_IF_ERROR(ReadInteger(node.items[i], item, &values->back()));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ReadMixedPrecision(const YamlNode& node,
+                                  std::optional<MixedPrecision>& out) {
+    QUANT_ASSIGN_OR_RETURN(
+        const Entries entries,
+        MapEntries(node, "mixed_precision", MixedPrecisionKeys()));
+    MixedPrecision mixed;
+    bool has_average = false;
+    for (const auto& key_value : entries) {
+      const std::string& key = key_value.first;
+      const YamlNode& value = key_value.second;
+      const std::string path = Child("mixed_precision", key);
+      if (key == "average_bits") {
+        has_average = true;
+        QUANT_RETURN_IF_ERROR(ReadDouble(value, path, &mixed.average_bits));
+      } else if (key == "bits") {
+        QUANT_RETURN_IF_ERROR(ReadIntegerList(value, path, &mixed.bits));
+      } else if (key == "group_sizes") {
+        QUANT_RETURN_IF_ERROR(ReadIntegerList(value, path, &mixed.group_sizes));
+      } else {
+        QUANT_RETURN_IF_ERROR(ReadBool(value, path, &mixed.keep_float));
+      }
+    }
+    if (!has_average) {
+      return Error(node, "mixed_precision", "missing field \"average_bits\"");
+    }
+    out = std::move(mixed);
+    return absl::OkStatus();
+  }
+
   absl::Status ReadStringList(const YamlNode& node, absl::string_view path,
                               std::vector<std::string>* values) {
     if (!node.IsSequence()) {
@@ -574,6 +627,9 @@ class RecipeReader {
     }
     if (key == "awq_clip_search") {
       return ReadBool(value, key, &recipe.awq_clip_search);
+    }
+    if (key == "mixed_precision") {
+      return ReadMixedPrecision(value, recipe.mixed_precision);
     }
     return absl::InternalError(absl::StrCat("unhandled recipe key ", key));
   }

@@ -276,6 +276,56 @@ MaybeError CheckGates(const Gates& gates) {
   return std::nullopt;
 }
 
+MaybeError CheckMixedPrecision(const Recipe& recipe) {
+  const MixedPrecision& m = *recipe.mixed_precision;
+  if (!(std::isfinite(m.average_bits) && m.average_bits > 0.0 &&
+        m.average_bits <= 32.0)) {
+    return Error("mixed_precision.average_bits",
+                 absl::StrCat(m.average_bits, " is out of range (0, 32]"));
+  }
+  if (m.bits.empty()) {
+    return Error("mixed_precision.bits",
+                 "empty; list the candidate widths, e.g. [3, 4, 8]");
+  }
+  for (size_t i = 0; i < m.bits.size(); ++i) {
+    const std::string path = absl::StrCat("mixed_precision.bits[", i, "]");
+    if (m.bits[i] != 2 && m.bits[i] != 3 && m.bits[i] != 4 && m.bits[i] != 8) {
+      return Error(path, absl::StrCat(m.bits[i], " is not one of 2, 3, 4, 8"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (m.bits[j] == m.bits[i]) {
+        return Error(path, absl::StrCat(m.bits[i], " is listed twice"));
+      }
+    }
+  }
+  for (size_t i = 0; i < m.group_sizes.size(); ++i) {
+    const std::string path =
+        absl::StrCat("mixed_precision.group_sizes[", i, "]");
+    const int g = m.group_sizes[i];
+    if (g < 0 || g % 8 != 0) {
+      return Error(path, absl::StrCat(g,
+                                      " must be 0 (one group per row) or a "
+                                      "positive multiple of 8"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (m.group_sizes[j] == g) {
+        return Error(path, absl::StrCat(g, " is listed twice"));
+      }
+    }
+  }
+  for (size_t i = 0; i < recipe.overrides.size(); ++i) {
+    const LayerOverride& o = recipe.overrides[i];
+    if (o.bits.has_value() || o.group_size.has_value()) {
+      return Error(absl::StrCat("overrides[", i, "].",
+                                o.bits.has_value() ? "bits" : "group_size"),
+                   "mixed_precision chooses bits and group sizes; an "
+                   "override may keep a layer unquantized or set its "
+                   "method, grid or damp");
+    }
+  }
+  return std::nullopt;
+}
+
 MaybeError CheckOverride(const std::string& path,
                          const LayerOverride& override_entry) {
   if (MaybeError error = CheckPattern(path + ".match", override_entry.match)) {
@@ -431,6 +481,9 @@ std::optional<RecipeFieldError> FindRecipeError(const Recipe& recipe) {
   if (recipe.awq_clip_search && !uses_awq) {
     return Error("awq_clip_search",
                  "true has no effect: no layer uses method awq");
+  }
+  if (recipe.mixed_precision.has_value()) {
+    if (MaybeError error = CheckMixedPrecision(recipe)) return error;
   }
   return std::nullopt;
 }

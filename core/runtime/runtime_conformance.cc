@@ -56,18 +56,37 @@ struct Planned {
   std::string class_name;  // vLLM's module class, for target matching.
 };
 
+// Patterns compiled once per check: a config's rules are matched against
+// every layer.
+struct PatternCache {
+  // nullptr: the pattern does not compile (reported once per layer that
+  // tries it).
+  std::map<std::string, std::unique_ptr<Regex>, std::less<>> compiled;
+  std::map<std::string, std::string, std::less<>> errors;
+};
+
 // Python's re.match: `pattern` anchored at the start of `text` only.
 // Patterns come from the checkpoint, so a bad or runaway one is reported.
 bool ReMatch(const std::string& pattern, absl::string_view text,
-             std::vector<std::string>* problems) {
-  absl::StatusOr<std::unique_ptr<Regex>> re =
-      Regex::Compile(absl::StrCat("\\A(?:", pattern, ")"));
-  if (!re.ok()) {
-    problems->push_back(absl::StrCat(
-        "pattern \"", pattern, "\" does not compile: ", re.status().message()));
+             PatternCache* cache, std::vector<std::string>* problems) {
+  auto it = cache->compiled.find(pattern);
+  if (it == cache->compiled.end()) {
+    absl::StatusOr<std::unique_ptr<Regex>> re =
+        Regex::Compile(absl::StrCat("\\A(?:", pattern, ")"));
+    if (!re.ok()) {
+      cache->errors[pattern] = std::string(re.status().message());
+      it = cache->compiled.emplace(pattern, nullptr).first;
+    } else {
+      it = cache->compiled.emplace(pattern, *std::move(re)).first;
+    }
+  }
+  if (it->second == nullptr) {
+    problems->push_back(
+        absl::StrCat("pattern \"", pattern,
+                     "\" does not compile: ", cache->errors[pattern]));
     return false;
   }
-  absl::StatusOr<std::vector<Regex::Match>> matches = (*re)->FindAll(text);
+  absl::StatusOr<std::vector<Regex::Match>> matches = it->second->FindAll(text);
   if (!matches.ok()) {
     problems->push_back(std::string(matches.status().message()));
     return false;
@@ -77,9 +96,9 @@ bool ReMatch(const std::string& pattern, absl::string_view text,
 
 // compressed-tensors' exact-or-"re:" comparison.
 bool EqualOrRegex(const std::string& target, absl::string_view name,
-                  std::vector<std::string>* problems) {
+                  PatternCache* cache, std::vector<std::string>* problems) {
   if (absl::StartsWith(target, "re:")) {
-    return ReMatch(target.substr(3), name, problems);
+    return ReMatch(target.substr(3), name, cache, problems);
   }
   return target == name;
 }
@@ -411,6 +430,7 @@ void CheckGptq(const json& q, const ModelConfig& model,
                                    !tensors.count("lm_head.qweight")) {
     problems.push_back("\"lm_head\": true but lm_head is not stored packed");
   }
+  PatternCache patterns;
   std::vector<DynamicRule> rules;
   if (auto d = q.find("dynamic"); d != q.end() && !d->is_null()) {
     if (!d->is_object()) {
@@ -478,7 +498,7 @@ void CheckGptq(const json& q, const ModelConfig& model,
     s.quantized = quantized_parts != 0;
     const DynamicRule* applied = nullptr;
     for (const DynamicRule& rule : rules) {
-      if (ReMatch(rule.pattern, out.name, &lp)) {
+      if (ReMatch(rule.pattern, out.name, &patterns, &lp)) {
         applied = &rule;
         break;
       }
@@ -507,12 +527,13 @@ void CheckGptq(const json& q, const ModelConfig& model,
         std::vector<std::string> ignored;
         const LinearLayerSpec* part = nullptr;
         for (const LinearLayerSpec& candidate : p.parts) {
-          if (ReMatch(rule.pattern, candidate.name, &ignored)) {
+          if (ReMatch(rule.pattern, candidate.name, &patterns, &ignored)) {
             part = &candidate;
             break;
           }
         }
-        if (part == nullptr || ReMatch(rule.pattern, out.name, &ignored)) {
+        if (part == nullptr ||
+            ReMatch(rule.pattern, out.name, &patterns, &ignored)) {
           continue;
         }
         bool differs = rule.negative ? s.quantized : !s.quantized;
@@ -715,9 +736,10 @@ void CheckCompressedTensors(const json& q, const ModelConfig& model,
     }
   }
   if (!problems.empty()) return;
+  PatternCache patterns;
   auto ignored = [&](absl::string_view name, std::vector<std::string>* p) {
     return std::any_of(ignore.begin(), ignore.end(), [&](const std::string& e) {
-      return EqualOrRegex(e, name, p);
+      return EqualOrRegex(e, name, &patterns, p);
     });
   };
   // The group of the first target matching `name` (exact or "re:").
@@ -725,7 +747,7 @@ void CheckCompressedTensors(const json& q, const ModelConfig& model,
                      std::vector<std::string>* p) -> const CtGroup* {
     for (const CtGroup& g : groups) {
       for (const std::string& t : g.targets) {
-        if (EqualOrRegex(t, name, p)) return &g;
+        if (EqualOrRegex(t, name, &patterns, p)) return &g;
       }
     }
     return nullptr;
@@ -735,7 +757,7 @@ void CheckCompressedTensors(const json& q, const ModelConfig& model,
     for (const CtGroup& g : groups) {
       for (const std::string& t : g.targets) {
         if (absl::StartsWith(t, "re:")
-                ? ReMatch(t.substr(3), class_name, p)
+                ? ReMatch(t.substr(3), class_name, &patterns, p)
                 : absl::StrContains(absl::AsciiStrToLower(class_name),
                                     absl::AsciiStrToLower(t))) {
           return &g;

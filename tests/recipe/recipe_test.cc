@@ -476,6 +476,53 @@ TEST(ParseRecipeTest, OverridesCanEnableGptqOptionsUnderRtn) {
   EXPECT_EQ(recipe->overrides[0].method, QuantMethod::kGptq);
 }
 
+TEST(ParseRecipeTest, MixedPrecision) {
+  absl::StatusOr<Recipe> recipe = ParseRecipe(
+      "mixed_precision:\n  average_bits: 4.5\n  bits: [3, 4, 8]\n"
+      "  group_sizes: [64, 128]\n  keep_float: true\n"
+      "overrides:\n  - match: 'lm_head'\n    keep_unquantized: true\n",
+      "r.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  ASSERT_TRUE(recipe->mixed_precision.has_value());
+  EXPECT_EQ(recipe->mixed_precision->average_bits, 4.5);
+  EXPECT_EQ(recipe->mixed_precision->bits, (std::vector<int>{3, 4, 8}));
+  EXPECT_EQ(recipe->mixed_precision->group_sizes, (std::vector<int>{64, 128}));
+  EXPECT_TRUE(recipe->mixed_precision->keep_float);
+  const nlohmann::ordered_json json =
+      nlohmann::ordered_json::parse(RecipeToJson(*recipe));
+  EXPECT_EQ(json["mixed_precision"]["bits"], nlohmann::json({3, 4, 8}));
+  // Unset, it stays out of the canonical form.
+  EXPECT_FALSE(nlohmann::ordered_json::parse(RecipeToJson(Recipe()))
+                   .contains("mixed_precision"));
+
+  for (const auto& [yaml, says] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"mixed_precision: {bits: [4]}",
+            "mixed_precision: missing field \"average_bits\""},
+           {"mixed_precision: {average_bits: 0, bits: [4]}",
+            "mixed_precision.average_bits: 0 is out of range (0, 32]"},
+           {"mixed_precision: {average_bits: 4, bits: []}",
+            "mixed_precision.bits: empty"},
+           {"mixed_precision: {average_bits: 4, bits: [4, 5]}",
+            "mixed_precision.bits[1]: 5 is not one of 2, 3, 4, 8"},
+           {"mixed_precision: {average_bits: 4, bits: [4, 4]}",
+            "mixed_precision.bits[1]: 4 is listed twice"},
+           {"mixed_precision: {average_bits: 4, bits: [4], group_sizes: "
+            "[12]}",
+            "mixed_precision.group_sizes[0]: 12 must be 0"},
+           {"mixed_precision: {average_bits: 4, bits: [4], bit: 3}",
+            "mixed_precision"},
+           {"mixed_precision: {average_bits: 4, bits: [4]}\n"
+            "overrides: [{match: '.*down_proj', bits: 8}]",
+            "overrides[0].bits: mixed_precision chooses bits"},
+       }) {
+    SCOPED_TRACE(yaml);
+    absl::StatusOr<Recipe> bad = ParseRecipe(yaml + "\n", "r.yaml");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_THAT(bad.status().message(), HasSubstr(says));
+  }
+}
+
 TEST(ParseRecipeTest, RuntimeGate) {
   absl::StatusOr<Recipe> recipe =
       ParseRecipe("gates:\n  runtime: vllm\n", "r.yaml");

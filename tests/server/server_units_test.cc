@@ -89,6 +89,20 @@ TEST(RecipeConvertTest, RoundTripsEveryField) {
   EXPECT_EQ(RecipeToJson(*back), RecipeToJson(recipe));
 }
 
+TEST(RecipeConvertTest, MixedPrecisionRoundTrips) {
+  Recipe recipe;
+  recipe.mixed_precision = MixedPrecision{4.25, {3, 4, 8}, {64, 128}, true};
+  ASSERT_TRUE(ValidateRecipe(recipe).ok()) << ValidateRecipe(recipe);
+  const v1::Recipe proto = common::RecipeToProto(recipe);
+  EXPECT_TRUE(proto.has_mixed_precision());
+  auto back = common::RecipeFromProto(proto);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, recipe);
+  EXPECT_EQ(RecipeToJson(*back), RecipeToJson(recipe));
+  // Without it the proto has none either.
+  EXPECT_FALSE(common::RecipeToProto(Recipe()).has_mixed_precision());
+}
+
 TEST(RecipeConvertTest, ErrorsNameTheField) {
   v1::Recipe proto = common::RecipeToProto(Recipe());
   proto.add_overrides()->set_match("x");
