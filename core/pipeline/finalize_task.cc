@@ -98,15 +98,10 @@ std::vector<std::pair<std::string, const LayerResult*>> SchemeNames(
   std::set<std::string> fused_done;
   for (const LayerResult* l : layers) {
     out.emplace_back(l->name, l);
+    if (FusedLayerName(l->type) == LayerTypeName(l->type)) continue;
     const size_t dot = l->name.rfind('.');
-    if (dot == std::string::npos) continue;
-    const std::optional<LayerType> type =
-        LayerTypeFromName(absl::string_view(l->name).substr(dot + 1));
-    if (!type.has_value() || FusedLayerName(*type) == LayerTypeName(*type)) {
-      continue;
-    }
     std::string fused =
-        absl::StrCat(l->name.substr(0, dot + 1), FusedLayerName(*type));
+        absl::StrCat(l->name.substr(0, dot + 1), FusedLayerName(l->type));
     if (fused_done.insert(fused).second) out.emplace_back(std::move(fused), l);
   }
   return out;
