@@ -236,9 +236,15 @@ absl::StatusOr<json> ReportToAuditJson(const v1::JobReport& report) {
     if (!value.ok()) return value.status();
     gates = *std::move(value);
   }
-  return json{{"layers", std::move(layers)},
-              {"gates", std::move(gates)},
-              {"verdict", VerdictName(report.verdict())}};
+  json audit = {{"layers", std::move(layers)},
+                {"gates", std::move(gates)},
+                {"verdict", VerdictName(report.verdict())}};
+  if (report.has_mixed_precision()) {
+    absl::StatusOr<json> value = MessageToJson(report.mixed_precision());
+    if (!value.ok()) return value.status();
+    audit["mixed_precision"] = *std::move(value);
+  }
+  return audit;
 }
 
 absl::StatusOr<json> ReportToJson(const v1::JobReport& report) {
@@ -248,7 +254,8 @@ absl::StatusOr<json> ReportToJson(const v1::JobReport& report) {
               {"verdict", VerdictName(report.verdict())},
               {"artifact_uri", report.artifact_uri()},
               {"gates", (*audit)["gates"]},
-              {"layers", (*audit)["layers"]}};
+              {"layers", (*audit)["layers"]},
+              {"mixed_precision", audit->value("mixed_precision", json())}};
 }
 
 absl::StatusOr<std::string> FormatReport(const v1::JobReport& report) {

@@ -41,6 +41,14 @@ absl::Status AuditToReport(const PublishedAudit& audit, v1::JobReport* report) {
       !s.ok()) {
     return s;
   }
+  if (const auto m = audit.document.find("mixed_precision");
+      m != audit.document.end() && !m->is_null()) {
+    if (absl::Status s =
+            ParseInto(*m, "mixed_precision", report->mutable_mixed_precision());
+        !s.ok()) {
+      return s;
+    }
+  }
   report->set_verdict(audit.verdict == store::Verdict::kPass
                           ? v1::VERDICT_PASS
                           : v1::VERDICT_FAIL);

@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/json_fields.h"
 #include "core/base/status_macros.h"
+#include "core/pipeline/mixed_precision_selection.h"
 #include "core/quant/grid.h"
 
 namespace quant {
@@ -236,6 +237,13 @@ std::string FormatAuditTable(const json& audit) {
       }
     }
   }
+  // Checked by CheckAuditTableFields when present.
+  if (const auto m = audit.find("mixed_precision");
+      m != audit.end() && !m->is_null()) {
+    absl::StatusOr<MixedPrecisionSelection> selection =
+        MixedPrecisionFromJson(*m);
+    if (selection.ok()) absl::StrAppend(&out, FormatMixedPrecision(*selection));
+  }
   for (const json& c : g.at("checks")) {
     absl::StrAppend(
         &out, absl::StrFormat("gate %-25s value %.5f threshold %.5f  %s\n",
@@ -350,6 +358,15 @@ absl::Status CheckAuditTableFields(const json& audit) {
         QUANT_RETURN_IF_ERROR(
             jf::GetInt(*kernels, kernel, at + ".kernels").status());
       }
+    }
+  }
+  // The mixed-precision selection, when the recipe asked for one.
+  if (const auto m = audit.find("mixed_precision");
+      m != audit.end() && !m->is_null()) {
+    absl::Status parsed = MixedPrecisionFromJson(*m).status();
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(root, ": ", parsed.message()));
     }
   }
   QUANT_ASSIGN_OR_RETURN(const json* checks,

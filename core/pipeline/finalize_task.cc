@@ -446,6 +446,9 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   say("writing audit and manifest");
   MarkLayerOutliers(&input.layers);
   output.audit = BuildAuditJson(input.layers, GateReportToJson(output.gates));
+  if (!input.mixed_precision.is_null()) {
+    output.audit["mixed_precision"] = std::move(input.mixed_precision);
+  }
   QUANT_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(temp, "audit.json"),
                                             output.audit.dump(2) + "\n", fs));
   files.push_back("audit.json");

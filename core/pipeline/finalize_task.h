@@ -72,6 +72,9 @@ struct FinalizeInput {
   // Per block in order: its tensors and layer results.
   std::vector<std::vector<PackedTensor>> block_tensors;
   std::vector<LayerResult> layers;
+  // The job's mixed-precision selection (MixedPrecisionToJson), written
+  // into audit.json as "mixed_precision"; null when the recipe has none.
+  nlohmann::json mixed_precision;
   int64_t max_shard_bytes = kDefaultMaxShardBytes;
   int eval_batch_windows = 8;
   // Bound on the hidden states the gates' evaluation holds at once.

@@ -16,6 +16,7 @@
 #include "core/forward/rope.h"
 #include "core/model/linear_layers.h"
 #include "core/pipeline/internal/job_inputs.h"
+#include "core/pipeline/internal/mixed_precision_pass.h"
 #include "core/pipeline/task_io.h"
 
 namespace quant {
@@ -25,9 +26,11 @@ using pipeline_internal::BlockPublished;
 using pipeline_internal::BlockStateBytes;
 using pipeline_internal::EmbedEnteringStates;
 using pipeline_internal::JobInputs;
+using pipeline_internal::JobMixedPrecision;
 using pipeline_internal::LoadCheckedBlock;
 using pipeline_internal::OpenJobInputs;
 using pipeline_internal::OpenLeavingStates;
+using pipeline_internal::ReadJobMixedPrecision;
 
 void Stage(const TaskControl& control, const std::string& what) {
   if (control.on_stage) control.on_stage(what);
@@ -250,6 +253,15 @@ absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
   }
   BlockTaskInput input =
       MakeBlockTaskInput(inputs, context.recipe, block, std::move(weights));
+  if (context.recipe.mixed_precision.has_value()) {
+    // The first block task to run measures the selection; the others read
+    // it. Its settings replace the plan's bits and group sizes.
+    QUANT_ASSIGN_OR_RETURN(const MixedPrecisionSelection selection,
+                           JobMixedPrecision(context, inputs, control));
+    QUANT_ASSIGN_OR_RETURN(const QuantizationPlan chosen,
+                           ApplyMixedPrecision(selection, inputs.plan));
+    input.settings = chosen.blocks[block];
+  }
   input.previous = std::move(previous);
   input.calibration_source = calibration.get();
   input.heldout_source = heldout.get();
@@ -314,6 +326,11 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
   finalize.previous_verified = context.verify_previous_at_open;
   finalize.tasks = inputs.tasks.has_value() ? &*inputs.tasks : nullptr;
   finalize.tokenizer = inputs.tokenizer.get();
+  if (context.recipe.mixed_precision.has_value()) {
+    QUANT_ASSIGN_OR_RETURN(const MixedPrecisionSelection selection,
+                           ReadJobMixedPrecision(context, inputs));
+    finalize.mixed_precision = MixedPrecisionToJson(selection);
+  }
   finalize.max_shard_bytes = max_shard_bytes;
   finalize.eval_batch_windows = context.eval_batch_windows;
   finalize.threads = context.threads;

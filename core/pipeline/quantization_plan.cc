@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
 #include "core/model/linear_layers.h"
+#include "core/pipeline/mixed_precision_selection.h"
 
 namespace quant {
 namespace {
@@ -71,8 +72,12 @@ bool SamePacking(const LayerSettings& a, const LayerSettings& b) {
 // producing a checkpoint it would not load.
 absl::Status CheckFusedLayersAgree(const std::vector<LinearLayerSpec>& specs,
                                    const std::vector<LayerSettings>& layers) {
+  // specs come block by block, so only the same block's earlier layers
+  // are compared (linear in the model's depth).
+  size_t block_start = 0;
   for (size_t i = 0; i < specs.size(); ++i) {
-    for (size_t j = 0; j < i; ++j) {
+    if (specs[i].block != specs[block_start].block) block_start = i;
+    for (size_t j = block_start; j < i; ++j) {
       if (specs[j].block != specs[i].block ||
           FusedLayerName(specs[j].type) != FusedLayerName(specs[i].type) ||
           SamePacking(layers[j], layers[i])) {
@@ -157,6 +162,10 @@ absl::StatusOr<QuantizationPlan> PlanQuantization(const ModelConfig& config,
     plan.blocks[specs[i].block][specs[i].type] = s;
   }
   AddRankWarnings(recipe, specs, layer_plan.layers, &plan.warnings);
+  if (recipe.mixed_precision.has_value()) {
+    // Refuses a budget no assignment meets, before any calibration.
+    QUANT_RETURN_IF_ERROR(PlanMixedPrecision(config, recipe, plan).status());
+  }
   return plan;
 }
 

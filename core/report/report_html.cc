@@ -1192,6 +1192,100 @@ void AppendTable(std::string* html, const std::vector<Layer>& layers) {
 
 }  // namespace
 
+namespace {
+
+// audit.json "mixed_precision" (the selection the recipe asked for): the
+// budget, and per setting group its choice and every candidate's cost,
+// error and predicted KL, so a reader sees why each group got its bits.
+absl::Status AppendMixedPrecision(std::string* html, const json& audit) {
+  const auto m = audit.find("mixed_precision");
+  if (m == audit.end() || m->is_null()) return absl::OkStatus();
+  const std::string at = "audit.json: mixed_precision";
+  QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(*m, at));
+  double budget = kNaN, chosen = kNaN, predicted = kNaN;
+  QUANT_RETURN_IF_ERROR(ReadNumbers(*m, at,
+                                    {{"budget_average_bits", &budget},
+                                     {"chosen_average_bits", &chosen},
+                                     {"predicted_kl", &predicted}}));
+  QUANT_ASSIGN_OR_RETURN(const int64_t under,
+                         json_fields::GetInt(*m, "under_budget_bits", at));
+  QUANT_ASSIGN_OR_RETURN(const int64_t windows,
+                         json_fields::GetInt(*m, "probe_windows", at));
+  QUANT_ASSIGN_OR_RETURN(const json* groups,
+                         json_fields::GetArray(*m, "groups", at));
+  absl::StrAppend(
+      html,
+      "<section id=\"mixed-precision-section\">\n<h2>Mixed precision</h2>\n"
+      "<p class=\"sub\">Each group of layers a runtime fuses got the setting "
+      "with the least predicted KL the budget allowed: ",
+      Fmt(chosen, "%.4f"), " bits per weight stored for a budget of ",
+      Fmt(budget, "%g"), " (", under, " bits under it), predicted KL ",
+      Fmt(predicted, "%.5f"),
+      ". A candidate's error is its held-out output error measured on the "
+      "unquantized model's activations; its predicted KL is that error times "
+      "the group's sensitivity, the held-out KL per unit of error measured "
+      "by quantizing that group alone (",
+      windows,
+      " held-out windows; docs/MIXED_PRECISION.md).</p>\n"
+      "<table id=\"mixed-precision\"><thead><tr><th>block</th><th>group</th>"
+      "<th>chosen</th><th>sensitivity</th><th>candidates: setting, bits "
+      "stored, error, predicted KL</th></tr></thead><tbody>\n");
+  for (size_t i = 0; i < groups->size(); ++i) {
+    const std::string item = IndexPath(at + ".groups", i);
+    const json& g = (*groups)[i];
+    QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(g, item));
+    QUANT_ASSIGN_OR_RETURN(const int64_t block,
+                           json_fields::GetInt(g, "block", item));
+    QUANT_ASSIGN_OR_RETURN(const std::string group,
+                           json_fields::GetString(g, "group", item));
+    QUANT_ASSIGN_OR_RETURN(
+        const std::string setting,
+        json_fields::GetStringOr(g, "chosen_setting", "-", item));
+    QUANT_ASSIGN_OR_RETURN(const int64_t chosen_index,
+                           json_fields::GetInt(g, "chosen", item));
+    double sensitivity = kNaN;
+    QUANT_RETURN_IF_ERROR(
+        ReadNumbers(g, item, {{"sensitivity", &sensitivity}}));
+    QUANT_ASSIGN_OR_RETURN(const json* candidates,
+                           json_fields::GetArray(g, "candidates", item));
+    std::vector<std::string> cells;
+    for (size_t c = 0; c < candidates->size(); ++c) {
+      const std::string citem = IndexPath(item + ".candidates", c);
+      const json& cand = (*candidates)[c];
+      QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(cand, citem));
+      QUANT_ASSIGN_OR_RETURN(const int64_t bits,
+                             json_fields::GetInt(cand, "bits", citem));
+      QUANT_ASSIGN_OR_RETURN(const int64_t group_size,
+                             json_fields::GetInt(cand, "group_size", citem));
+      QUANT_ASSIGN_OR_RETURN(
+          const bool keep,
+          json_fields::GetBoolOr(cand, "keep_float", false, citem));
+      QUANT_ASSIGN_OR_RETURN(const int64_t cost,
+                             json_fields::GetInt(cand, "cost_bits", citem));
+      double error = kNaN, weighted = kNaN;
+      QUANT_RETURN_IF_ERROR(ReadNumbers(
+          cand, citem, {{"error", &error}, {"weighted_error", &weighted}}));
+      const std::string name =
+          keep ? std::string("16-bit")
+               : absl::StrCat(bits, "-bit ",
+                              group_size == 0 ? std::string("per-row")
+                                              : absl::StrCat("g", group_size));
+      const bool is_chosen = static_cast<int64_t>(c) == chosen_index;
+      cells.push_back(absl::StrCat(
+          is_chosen ? "<b>" : "", name, ", ", cost, ", ", Fmt(error, "%.3g"),
+          ", ", Fmt(weighted, "%.3g"), is_chosen ? "</b>" : ""));
+    }
+    absl::StrAppend(html, "<tr><td>", block, "</td><td>", HtmlEscape(group),
+                    "</td><td>", HtmlEscape(setting), "</td><td>",
+                    Fmt(sensitivity, "%.3g"), "</td><td>",
+                    absl::StrJoin(cells, "; "), "</td></tr>\n");
+  }
+  absl::StrAppend(html, "</tbody></table>\n</section>\n");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::string> RenderReportHtml(const json& audit,
                                              const json& manifest) {
   QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(audit, "audit.json"));
@@ -1223,6 +1317,7 @@ absl::StatusOr<std::string> RenderReportHtml(const json& audit,
   AppendPrevious(&html, gates, layers, &palette);
   AppendTasks(&html, gates);
   AppendRuntime(&html, gates);
+  QUANT_RETURN_IF_ERROR(AppendMixedPrecision(&html, audit));
   AppendSummary(&html, layers);
   AppendErrorPlots(&html, layers, &palette);
   AppendHessian(&html, layers, &palette);

@@ -699,7 +699,7 @@ std::optional<CtGroup> ParseCtGroup(const std::string& name, const json& g,
     group.unsupported = absl::StrCat("strategy \"", strategy, "\"");
   } else if (group_format != "pack-quantized") {
     group.unsupported = absl::StrCat("format \"", group_format, "\"");
-  } else if (!OneOf(s.bits, {4, 8})) {
+  } else if (!VllmCompressedTensorsTakesBits(s.bits)) {
     group.unsupported = absl::StrCat("Unsupported num_bits = ", s.bits,
                                      " (WNA16 supports 4 and 8)");
   }
@@ -844,6 +844,8 @@ void CheckCompressedTensors(const json& q, const ModelConfig& model,
 }
 
 }  // namespace
+
+bool VllmCompressedTensorsTakesBits(int bits) { return bits == 4 || bits == 8; }
 
 const char* TargetRuntimeName(TargetRuntime runtime) {
   return runtime == TargetRuntime::kVllm ? "vllm" : "transformers";

@@ -52,6 +52,9 @@ enum class TargetRuntime { kVllm, kTransformers };
 
 // "vllm", "transformers".
 const char* TargetRuntimeName(TargetRuntime runtime);
+// Whether vLLM's compressed-tensors weight-only scheme (WNA16) takes
+// `bits`: 4 and 8 only.
+bool VllmCompressedTensorsTakesBits(int bits);
 std::optional<TargetRuntime> TargetRuntimeFromName(absl::string_view name);
 
 struct RuntimeCheckOptions {

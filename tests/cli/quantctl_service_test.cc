@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -1082,6 +1083,63 @@ TEST(QuantctlServiceRunTest, MixedCalibrationSourcesAreRecordedPerSource) {
   EXPECT_EQ(sha_only.exit_code, 1);
   EXPECT_THAT(sha_only.err, HasSubstr("a local run needs its file"));
   EXPECT_FALSE(FileExists(dir + "/never"));
+}
+
+// recipe mixed_precision through quantd: the first block task measures the
+// selection, every task packs its layers at it, and the report (JSON and
+// table) says what each group got and why.
+TEST(QuantctlServiceRunTest, MixedPrecisionIsChosenPackedAndReported) {
+  QUANT_REQUIRE_SHARED(CheckpointDir());
+  QUANT_REQUIRE_SHARED(CalibrationFile());
+  Quantd quantd({"--local-workers=1"});
+  ASSERT_FALSE(quantd.address().empty()) << quantd.Log();
+  const std::string addr = " --addr " + quantd.address();
+  const std::string recipe =
+      RecipeVariant(quantd.temp(), "mixed.yaml",
+                    "mixed_precision:\n  average_bits: 5\n  bits: [3, 4, 8]\n");
+  const RunResult run =
+      RunQuantctl(SubmitOf(recipe, CalibrationFile(), " --wait --json" + addr));
+  ASSERT_EQ(run.exit_code, 0) << run.out << run.err << quantd.Log();
+  const json job = json::parse(run.out, nullptr, false);
+  ASSERT_TRUE(job.is_object()) << run.out;
+  const std::string id = job["id"];
+  const std::string artifact = job["artifact_uri"].get<std::string>().substr(7);
+  auto audit_text = ReadFileToString(artifact + "/audit.json");
+  ASSERT_TRUE(audit_text.ok()) << audit_text.status();
+  const json audit = json::parse(*audit_text);
+  const json& selection = audit["mixed_precision"];
+  ASSERT_TRUE(selection.is_object()) << *audit_text;
+  EXPECT_LE(selection["chosen_average_bits"].get<double>(), 5.0);
+  ASSERT_EQ(selection["groups"].size(), 20u);
+
+  const RunResult report = RunQuantctl("report " + id + " --json" + addr);
+  ASSERT_EQ(report.exit_code, 0) << report.err;
+  const json served = json::parse(report.out, nullptr, false);
+  const json& served_selection = served["mixed_precision"];
+  ASSERT_TRUE(served_selection.is_object()) << report.out;
+  EXPECT_EQ(served_selection["chosen_bits"], selection["chosen_bits"]);
+  std::map<std::string, int> bits_of;
+  for (size_t g = 0; g < selection["groups"].size(); ++g) {
+    const json& group = selection["groups"][g];
+    const json& theirs = served_selection["groups"][g];
+    EXPECT_EQ(theirs["chosen"], group["chosen"]);
+    EXPECT_EQ(theirs["candidates"][0]["cost_bits"],
+              group["candidates"][0]["cost_bits"]);
+    for (const json& layer : group["layers"]) {
+      bits_of[layer.get<std::string>()] =
+          group["candidates"][group["chosen"].get<int>()]["bits"];
+    }
+  }
+  // Every layer the workers packed has its group's bits.
+  ASSERT_EQ(served["layers"].size(), 35u);
+  for (const json& layer : served["layers"]) {
+    EXPECT_EQ(layer["bits"], bits_of[layer["name"].get<std::string>()])
+        << layer["name"];
+  }
+  const RunResult table = RunQuantctl("report " + id + addr);
+  EXPECT_THAT(table.out, HasSubstr("mixed precision: "));
+  EXPECT_THAT(table.out, HasSubstr("for a budget of 5 "));
+  EXPECT_THAT(table.out, HasSubstr("block 4   mlp_out "));
 }
 
 }  // namespace

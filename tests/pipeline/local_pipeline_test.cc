@@ -49,12 +49,7 @@ json WithoutTimes(json audit) {
 class LocalPipelineTest : public testing::SharedModelTest {
  protected:
   LocalQuantizeOptions Options(const Recipe& recipe, const std::string& name) {
-    LocalQuantizeOptions options;
-    options.checkpoint_dir = testing::Stories260KDir();
-    options.calibration_path = testing::TinyStoriesPath();
-    options.out_dir = temp_ + "/" + name;
-    options.recipe = recipe;
-    return options;
+    return testing::Stories260KOptions(recipe, temp_ + "/" + name);
   }
 };
 

@@ -15,6 +15,27 @@ std::string Stories260KDir() { return SharedPath("models/stories260K/hf-f32"); }
 
 std::string TinyStoriesPath() { return SharedPath("data/tinystories_val.txt"); }
 
+LocalQuantizeOptions Stories260KOptions(const Recipe& recipe,
+                                        const std::string& out_dir) {
+  LocalQuantizeOptions options;
+  options.checkpoint_dir = Stories260KDir();
+  options.calibration_path = TinyStoriesPath();
+  options.out_dir = out_dir;
+  options.recipe = recipe;
+  return options;
+}
+
+ModelConfig TwoBlockConfig() {
+  auto config = ParseModelConfig(R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama",
+    "hidden_size": 256, "intermediate_size": 512,
+    "num_hidden_layers": 2, "num_attention_heads": 4,
+    "num_key_value_heads": 2, "vocab_size": 1000,
+    "max_position_embeddings": 4096, "rms_norm_eps": 1e-05})");
+  EXPECT_TRUE(config.ok()) << config.status();
+  return config.ok() ? *config : ModelConfig();
+}
+
 Recipe SmallRecipe(QuantMethod method, int group_size, OutputFormat format,
                    Propagation propagation, int samples, int seq_len) {
   Recipe recipe;

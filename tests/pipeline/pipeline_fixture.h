@@ -12,6 +12,7 @@
 #include "core/calib/calibration_split.h"
 #include "core/forward/llama_model.h"
 #include "core/model/checkpoint.h"
+#include "core/model/model_config.h"
 #include "core/pipeline/block_task.h"
 #include "core/pipeline/local_pipeline.h"
 #include "core/recipe/recipe.h"
@@ -37,6 +38,15 @@ class SharedModelTest : public ::testing::Test {
   }
   std::string temp_;
 };
+
+// A local run of stories260K on its TinyStories text with `recipe`, into
+// `out_dir`.
+LocalQuantizeOptions Stories260KOptions(const Recipe& recipe,
+                                        const std::string& out_dir);
+
+// A Llama config for planning tests (no weights): hidden 256, MLP 512, 2
+// blocks, 4 heads over 2 KV heads.
+ModelConfig TwoBlockConfig();
 
 // A recipe small enough for sanitizer builds: `samples` windows of
 // `seq_len` tokens, 10% of the documents held out.

@@ -9,23 +9,13 @@
 #include "core/recipe/recipe.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/pipeline/pipeline_fixture.h"
 
 namespace quant {
 namespace {
 
 using ::testing::AllOf;
 using ::testing::HasSubstr;
-
-ModelConfig TwoBlocks() {
-  auto config = ParseModelConfig(R"({
-    "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-    "hidden_size": 256, "intermediate_size": 512,
-    "num_hidden_layers": 2, "num_attention_heads": 4,
-    "num_key_value_heads": 2, "vocab_size": 1000,
-    "max_position_embeddings": 4096, "rms_norm_eps": 1e-05})");
-  EXPECT_TRUE(config.ok()) << config.status();
-  return config.ok() ? *config : ModelConfig();
-}
 
 LayerOverride Bits(const std::string& match, int bits) {
   LayerOverride o;
@@ -38,7 +28,7 @@ TEST(QuantizationPlanTest, OneMemberOfQkvWithOtherBitsIsRefusedNamingTheGroup) {
   Recipe recipe;
   recipe.overrides.push_back(
       Bits("model\\.layers\\.1\\.self_attn\\.q_proj", 8));
-  auto plan = PlanQuantization(TwoBlocks(), recipe);
+  auto plan = PlanQuantization(testing::TwoBlockConfig(), recipe);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(plan.status().message(),
@@ -53,7 +43,7 @@ TEST(QuantizationPlanTest, OneMemberOfQkvWithOtherBitsIsRefusedNamingTheGroup) {
 TEST(QuantizationPlanTest, IgnoringGateButNotUpIsRefused) {
   Recipe recipe;
   recipe.ignore.push_back(".*\\.0\\.mlp\\.gate_proj");
-  auto plan = PlanQuantization(TwoBlocks(), recipe);
+  auto plan = PlanQuantization(testing::TwoBlockConfig(), recipe);
   ASSERT_FALSE(plan.ok());
   EXPECT_THAT(
       plan.status().message(),
@@ -67,7 +57,7 @@ TEST(QuantizationPlanTest, GroupSizeOrGridDifferingInsideAFusedLayerIsRefused) {
   LayerOverride group = Bits(".*up_proj", 4);
   group.group_size = 64;
   recipe.overrides.push_back(group);
-  auto plan = PlanQuantization(TwoBlocks(), recipe);
+  auto plan = PlanQuantization(testing::TwoBlockConfig(), recipe);
   ASSERT_FALSE(plan.ok());
   EXPECT_THAT(plan.status().message(), HasSubstr("group size 64"));
 
@@ -76,7 +66,7 @@ TEST(QuantizationPlanTest, GroupSizeOrGridDifferingInsideAFusedLayerIsRefused) {
   grid.match = ".*v_proj";
   grid.grid = QuantGrid::kAsym;
   asym.overrides.push_back(grid);
-  plan = PlanQuantization(TwoBlocks(), asym);
+  plan = PlanQuantization(testing::TwoBlockConfig(), asym);
   ASSERT_FALSE(plan.ok());
   EXPECT_THAT(plan.status().message(), HasSubstr("v_proj gets 4 bits, group "
                                                  "size 128, asym"));
@@ -99,7 +89,7 @@ TEST(QuantizationPlanTest, WholeFusedLayersAndUnfusedLayersMayDiffer) {
   restricted.match = ".*\\.1\\.self_attn\\.k_proj";
   restricted.grid = QuantGrid::kSymRestricted;
   recipe.overrides.push_back(restricted);
-  auto plan = PlanQuantization(TwoBlocks(), recipe);
+  auto plan = PlanQuantization(testing::TwoBlockConfig(), recipe);
   ASSERT_TRUE(plan.ok()) << plan.status();
   EXPECT_EQ(plan->blocks[0].at(LayerType::kVProj).bits, 8);
   EXPECT_TRUE(plan->blocks[0].at(LayerType::kUpProj).keep_unquantized);

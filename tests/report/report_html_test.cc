@@ -397,6 +397,51 @@ TEST(ReportHtmlTest, RuntimesAndWhyOneWouldNotLoad) {
               HasSubstr("gates.runtime[1].kernels.torch"));
 }
 
+TEST(ReportHtmlTest, MixedPrecisionChoicesAndWhy) {
+  json audit = Audit(1);
+  auto plain = RenderReportHtml(audit, Manifest());
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_THAT(*plain, Not(HasSubstr("mixed-precision-section")));
+  json candidates = json::array();
+  candidates.push_back({{"bits", 3},
+                        {"group_size", 128},
+                        {"keep_float", false},
+                        {"cost_bits", 1000},
+                        {"error", 0.5},
+                        {"weighted_error", 0.02}});
+  candidates.push_back({{"bits", 8},
+                        {"group_size", 0},
+                        {"keep_float", false},
+                        {"cost_bits", 2000},
+                        {"error", 0.001},
+                        {"weighted_error", 4e-05}});
+  audit["mixed_precision"] = {{"budget_average_bits", 4.5},
+                              {"chosen_average_bits", 4.4},
+                              {"under_budget_bits", 120},
+                              {"predicted_kl", 0.0123},
+                              {"probe_windows", 8},
+                              {"groups",
+                               {{{"block", 0},
+                                 {"group", "attn_in"},
+                                 {"chosen", 1},
+                                 {"chosen_setting", "8-bit per-row"},
+                                 {"sensitivity", 0.04},
+                                 {"candidates", candidates}}}}};
+  auto html = RenderReportHtml(audit, Manifest());
+  ASSERT_TRUE(html.ok()) << html.status();
+  EXPECT_THAT(*html, HasSubstr("id=\"mixed-precision-section\""));
+  EXPECT_THAT(*html, HasSubstr("for a budget of 4.5 (120 bits under it)"));
+  EXPECT_THAT(*html, HasSubstr("<tr><td>0</td><td>attn_in</td><td>8-bit "
+                               "per-row</td><td>0.04</td><td>3-bit g128, "
+                               "1000, 0.5, 0.02; <b>8-bit per-row, 2000, "
+                               "0.001, 4e-05</b></td></tr>"));
+  audit["mixed_precision"]["groups"][0]["candidates"][1].erase("cost_bits");
+  auto bad = RenderReportHtml(audit, Manifest());
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(),
+              HasSubstr("mixed_precision.groups[0].candidates[1]"));
+}
+
 // An MoE block has many layers of a type (its experts): one point per block,
 // their mean.
 TEST(ReportHtmlTest, ExpertsOfABlockAreOnePointTheirMean) {
