@@ -19,7 +19,12 @@
 namespace quant {
 namespace {
 
-constexpr int kFloatBits = 16;
+// The bits a kept weight is stored in: the source's dtype as its config
+// names it (bfloat16/float16 -> 16, float32 -> 32), the dtype the writer
+// keeps unquantized tensors in.
+int KeptWeightBits(const ModelConfig& config) {
+  return 8 * static_cast<int>(DTypeSize(CompressedTensorsScaleDType(config)));
+}
 
 using Json = nlohmann::json;
 
@@ -51,7 +56,7 @@ bool IsArray(const Json& j) { return j.is_array(); }
 }  // namespace
 
 std::string DescribeCandidate(const PrecisionCandidate& candidate) {
-  if (candidate.keep_float) return "16-bit (kept)";
+  if (candidate.keep_float) return "kept unquantized";
   if (candidate.group_size == 0) {
     return absl::StrCat(candidate.bits, "-bit per-row");
   }
@@ -69,7 +74,7 @@ std::vector<PrecisionCandidate> PrecisionCandidates(const Recipe& recipe) {
       out.push_back({bits, group_size, false});
     }
   }
-  if (m.keep_float) out.push_back({kFloatBits, 0, true});
+  if (m.keep_float) out.push_back({16, 0, true});
   return out;
 }
 
@@ -116,7 +121,7 @@ absl::StatusOr<MixedPrecisionSelection> PlanMixedPrecision(
         unit.weights += n * k;
         for (size_t c = 0; c < candidates.size(); ++c) {
           if (candidates[c].keep_float) {
-            measures[c].cost_bits += kFloatBits * n * k;
+            measures[c].cost_bits += KeptWeightBits(config) * n * k;
             continue;
           }
           if (!FormatRefusal(recipe.format, n, k, candidates[c].bits,
@@ -232,7 +237,9 @@ absl::StatusOr<QuantizationPlan> ApplyMixedPrecision(
       }
       if (chosen.keep_float) {
         settings->keep_unquantized = true;
-        settings->reason = "mixed_precision chose 16 bits (kept unquantized)";
+        settings->reason =
+            "mixed_precision chose to keep it unquantized (the source's "
+            "dtype)";
       } else {
         settings->bits = chosen.bits;
         settings->group_size = chosen.group_size;

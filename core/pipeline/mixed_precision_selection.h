@@ -30,7 +30,9 @@ namespace quant {
 struct PrecisionCandidate {
   int bits = 4;
   int group_size = 128;
-  bool keep_float = false;  // Kept in the source's 16 bits; bits unused.
+  // Kept unquantized, in the source's dtype (16 bits for bfloat16 and
+  // float16 checkpoints, 32 for float32 ones); bits unused.
+  bool keep_float = false;
 
   bool operator==(const PrecisionCandidate& o) const {
     return bits == o.bits && group_size == o.group_size &&
@@ -38,12 +40,12 @@ struct PrecisionCandidate {
   }
 };
 
-// "4-bit g128", "4-bit per-row", "16-bit (kept)".
+// "4-bit g128", "4-bit per-row", "kept unquantized".
 std::string DescribeCandidate(const PrecisionCandidate& candidate);
 
 // The recipe's candidates: every bits x group size (the recipe's
-// group_size when mixed_precision.group_sizes is empty), then 16-bit when
-// keep_float. Empty when the recipe has no mixed_precision.
+// group_size when mixed_precision.group_sizes is empty), then kept
+// unquantized when keep_float. Empty when the recipe has no mixed_precision.
 std::vector<PrecisionCandidate> PrecisionCandidates(const Recipe& recipe);
 
 struct CandidateMeasure {
@@ -51,7 +53,7 @@ struct CandidateMeasure {
   int64_t cost_bits = 0;  // What the format stores for the group's layers.
   // Held-out output error of the group's layers quantized at this setting
   // with the recipe's method: sum over the layers of the mean per-token
-  // squared output error (audit output_mse x N). 0 for 16-bit.
+  // squared output error (audit output_mse x N). 0 when kept.
   double error = 0.0;
   // error x the group's sensitivity: the predicted KL it adds, nats/token.
   double weighted_error = 0.0;
@@ -111,7 +113,7 @@ absl::StatusOr<MixedPrecisionSelection> PlanMixedPrecision(
 // the budget with the least predicted KL.
 absl::Status SolveMixedPrecision(MixedPrecisionSelection* selection);
 
-// The plan with each group's layers set to their chosen setting (a 16-bit
+// The plan with each group's layers set to their chosen setting (a kept
 // choice keeps them unquantized, with the reason saying so).
 // FailedPrecondition when a group has no choice or names a layer the plan
 // does not have.

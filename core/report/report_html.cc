@@ -1266,7 +1266,7 @@ absl::Status AppendMixedPrecision(std::string* html, const json& audit) {
       QUANT_RETURN_IF_ERROR(ReadNumbers(
           cand, citem, {{"error", &error}, {"weighted_error", &weighted}}));
       const std::string name =
-          keep ? std::string("16-bit")
+          keep ? std::string("kept")
                : absl::StrCat(bits, "-bit ",
                               group_size == 0 ? std::string("per-row")
                                               : absl::StrCat("g", group_size));

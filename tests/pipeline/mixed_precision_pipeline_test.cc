@@ -175,6 +175,50 @@ TEST_F(MixedPrecisionPipelineTest, ChosenSettingsArePackedAuditedAndLoad) {
   }
 }
 
+// keep_float: keeping a group unquantized is a candidate, costed at the
+// source's dtype (stories260K is float32: 32 bits a weight), and the
+// layers the solve keeps are written as they were.
+TEST_F(MixedPrecisionPipelineTest, KeptGroupsAreCostedAsTheyAreStored) {
+  Recipe recipe =
+      SmallRecipe(QuantMethod::kRtn, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential);
+  MixedPrecision m;
+  m.bits = {3};
+  m.keep_float = true;
+  m.average_bits = 10;
+  recipe.mixed_precision = m;
+  auto result = RunLocalQuantization(Options(recipe, "kept"));
+  ASSERT_TRUE(result.ok()) << result.status();
+  auto selection = MixedPrecisionFromJson(result->audit["mixed_precision"]);
+  ASSERT_TRUE(selection.ok()) << selection.status();
+  std::set<std::string> kept, layers;
+  for (const SettingGroupSelection& g : selection->groups) {
+    ASSERT_EQ(g.candidates.size(), 2u);
+    EXPECT_EQ(g.candidates[1].cost_bits, 32 * g.weights);
+    EXPECT_EQ(g.candidates[1].error, 0.0);
+    for (const std::string& layer : g.layers) {
+      layers.insert(layer);
+      if (g.candidates[g.chosen].setting.keep_float) kept.insert(layer);
+    }
+  }
+  EXPECT_FALSE(kept.empty());
+  EXPECT_LT(kept.size(), layers.size());
+  for (const json& layer : result->audit["layers"]) {
+    const std::string name = layer["name"];
+    EXPECT_EQ(layer["packed"].get<bool>(), kept.count(name) == 0) << name;
+    if (kept.count(name) > 0) {
+      EXPECT_THAT(layer.value("reason", ""),
+                  HasSubstr("mixed_precision chose to keep it"));
+    }
+  }
+  int64_t stored = 0;
+  for (const auto& [layer, bits] : StoredBits(temp_ + "/kept", layers)) {
+    stored += bits;
+  }
+  EXPECT_EQ(stored, selection->chosen_bits);
+  EXPECT_LE(selection->chosen_bits, selection->budget_bits);
+}
+
 TEST_F(MixedPrecisionPipelineTest, TheSharedSelectionIsReusedAndChecked) {
   const Recipe recipe = AtUniformFourBits(
       SmallRecipe(QuantMethod::kRtn, 32, OutputFormat::kCompressedTensors,

@@ -50,7 +50,7 @@ TEST(MixedPrecisionSelectionTest, CandidatesAreBitsTimesGroupSizesThenFloat) {
   EXPECT_TRUE(c[6].keep_float);
   EXPECT_EQ(DescribeCandidate(c[0]), "3-bit g64");
   EXPECT_EQ(DescribeCandidate(c[1]), "3-bit per-row");
-  EXPECT_EQ(DescribeCandidate(c[6]), "16-bit (kept)");
+  EXPECT_EQ(DescribeCandidate(c[6]), "kept unquantized");
   EXPECT_TRUE(PrecisionCandidates(Recipe()).empty());
 }
 
@@ -172,7 +172,7 @@ TEST(MixedPrecisionSelectionTest, TheChoiceBecomesThePlansSettings) {
   ASSERT_TRUE(selection.ok());
   for (auto& g : selection->groups) g.chosen = 1;  // 4-bit
   selection->groups[0].chosen = 2;                 // block 0 qkv: 8-bit
-  selection->groups[5].chosen = 3;                 // block 1 o: 16-bit
+  selection->groups[5].chosen = 3;                 // block 1 o: kept
   auto chosen = ApplyMixedPrecision(*selection, *plan);
   ASSERT_TRUE(chosen.ok()) << chosen.status();
   for (LayerType t :
