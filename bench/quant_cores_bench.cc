@@ -42,6 +42,8 @@
 
 #include "bench/ceiling/reference_gemm.h"
 #include "core/base/thread_pool.h"
+#include "core/forward/block_forward.h"
+#include "core/forward/moe_mlp.h"
 #include "core/kernels/dispatch.h"
 #include "core/kernels/isa.h"
 #include "core/kernels/kernel_table.h"
@@ -247,6 +249,55 @@ void BM_Awq(benchmark::State& state) {
   SetRate(state, per_alpha * options.alpha_grid.size());
 }
 
+// A mixture-of-experts MLP on T tokens, args {hidden, experts, top-k,
+// expert intermediate, T}: RunMoeMlp (each expert on the rows routed to it)
+// or, as the reference, every expert on every token with the routing
+// weights then picking each token's k outputs, as a dense implementation
+// computes it. Both are rated on the routed work (2·T·k·3·hidden·inter plus
+// the router), so the reference's rate shows what the dense compute wastes.
+template <bool kReference>
+void BM_MoeMlp(benchmark::State& state) {
+  const int64_t hidden = state.range(0);
+  const int experts = static_cast<int>(state.range(1));
+  const int top_k = static_cast<int>(state.range(2));
+  const int64_t inter = state.range(3);
+  const int64_t t = state.range(4);
+  MoeConfig moe;
+  moe.num_experts = experts;
+  moe.experts_per_token = top_k;
+  moe.expert_intermediate_size = inter;
+  moe.norm_topk_prob = true;
+  MoeMlpWeights weights;
+  weights.router = RandomMatrix(experts, hidden, 3) * 0.1f;
+  for (int e = 0; e < experts; ++e) {
+    ExpertWeights expert;
+    expert.gate.weight = RandomMatrix(inter, hidden, 10 + e) * 0.02f;
+    expert.up.weight = RandomMatrix(inter, hidden, 1000 + e) * 0.02f;
+    expert.down.weight = RandomMatrix(hidden, inter, 2000 + e) * 0.02f;
+    weights.experts.push_back(std::move(expert));
+  }
+  const RowMatrixF x = RandomMatrix(t, hidden, 4);
+  for (auto _ : state) {
+    if (!kReference) {
+      RowMatrixF out = RunMoeMlp(moe, weights, x);
+      benchmark::DoNotOptimize(out.data());
+      continue;
+    }
+    const MoeRouting routing = RouteTokens(moe, weights.router, x);
+    RowMatrixF out = RowMatrixF::Zero(t, hidden);
+    for (int e = 0; e < experts; ++e) {
+      const RowMatrixF all = RunExpert(weights.experts[e], x);
+      for (size_t i = 0; i < routing.rows[e].size(); ++i) {
+        out.row(routing.rows[e][i]) +=
+            routing.weights[e][i] * all.row(routing.rows[e][i]);
+      }
+    }
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double d = static_cast<double>(hidden);
+  SetRate(state, 2.0 * t * top_k * 3.0 * d * inter + 2.0 * t * experts * d);
+}
+
 // GPTQ's qweight for an [N, K] layer of 4-bit codes (rows packed along K,
 // stored transposed), by the fast packer or one code at a time. Rated in
 // Gcodes/s (no flops; no share of the GEMM rate).
@@ -313,6 +364,17 @@ void Register(bool large) {
   awq->Args({1024, 1024, 512, 0})->Unit(benchmark::kMillisecond);
   auto* awq_subset = benchmark::RegisterBenchmark("AwqRowSubset", BM_Awq);
   awq_subset->Args({1024, 1024, 512, 256})->Unit(benchmark::kMillisecond);
+  // Qwen3-30B-A3B's MoE MLP (hidden 2048, 128 experts, top-8, expert
+  // intermediate 768) on 512 tokens, and Mixtral-8x7B's shape at a tenth of
+  // its widths (8 experts, top-2).
+  for (const bool reference : {false, true}) {
+    auto* moe = benchmark::RegisterBenchmark(
+        reference ? "MoeMlpReference" : "MoeMlp",
+        reference ? BM_MoeMlp<true> : BM_MoeMlp<false>);
+    moe->Args({2048, 128, 8, 768, 512})->Unit(benchmark::kMillisecond);
+    moe->Args({410, 8, 2, 1434, 2048})->Unit(benchmark::kMillisecond);
+    if (reference) moe->Iterations(1);
+  }
   for (const int bits : {4, 3}) {
     benchmark::RegisterBenchmark("PackRowsTransposed",
                                  BM_PackRowsTransposed<false>)

@@ -23,6 +23,7 @@
 #include "core/estimate/plan_estimate.h"
 #include "core/estimate/rate_probe.h"
 #include "core/model/checkpoint.h"
+#include "core/model/expert_rank.h"
 #include "core/model/linear_layers.h"
 #include "core/recipe/layer_plan.h"
 #include "core/recipe/recipe.h"
@@ -170,6 +171,11 @@ absl::Status RunRecipe(const CommandInvocation& invocation) {
       ResolveLayerSettings(recipe, CheckpointLayerNames(checkpoint->config())));
   const std::map<std::string, int64_t> widths =
       InputWidths(checkpoint->config());
+  // The seed's rank arithmetic for the experts, at the recipe's
+  // calibration size.
+  const std::optional<ExpertRankEstimate> experts = EstimateExpertRank(
+      checkpoint->config(), static_cast<int64_t>(recipe.calibration.samples) *
+                                recipe.calibration.seq_len);
   if (json) {
     OrderedJson result = OrderedJson::object();
     result["recipe"] = OrderedJson::parse(RecipeToJson(recipe));
@@ -179,6 +185,19 @@ absl::Status RunRecipe(const CommandInvocation& invocation) {
       layers.push_back(LayerToJson(layer, GroupFitNote(layer, widths)));
     }
     result["warnings"] = plan.warnings;
+    if (experts.has_value()) {
+      result["experts"] = {
+          {"block_tokens", experts->block_tokens},
+          {"num_experts", experts->num_experts},
+          {"experts_per_token", experts->experts_per_token},
+          {"tokens_per_expert", experts->tokens_per_expert},
+          {"gate_up_k", experts->gate_up_k},
+          {"down_k", experts->down_k},
+          {"gate_up_rank_deficient", experts->gate_up_rank_deficient()},
+          {"down_rank_deficient", experts->down_rank_deficient()},
+          {"tokens_for_full_rank", experts->TokensForFullRank()},
+          {"quantized", false}};
+    }
     if (estimate.has_value()) {
       result["estimate"] = PlanEstimateToJson(*estimate);
       result["estimate"]["where"] = where;
@@ -195,6 +214,12 @@ absl::Status RunRecipe(const CommandInvocation& invocation) {
                     << plan.layers.size() << " layers of " << checkpoint_dir
                     << " quantized\n";
     PrintPlanText(plan, widths, *invocation.out);
+    if (experts.has_value()) {
+      *invocation.out << DescribeExpertRank(*experts)
+                      << "  the experts are not in the table above: this "
+                         "version does not quantize them yet, and quantize "
+                         "and submit refuse the model\n";
+    }
     if (estimate.has_value())
       PrintPlanEstimate(*estimate, where, *invocation.out);
   }

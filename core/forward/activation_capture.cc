@@ -36,6 +36,14 @@ absl::StatusOr<RowMatrixF> CaptureLayerInputs(const LlamaModel& model,
   if (windows.sequences.empty()) {
     return absl::InvalidArgumentError("no token windows to capture from");
   }
+  if (layer.expert >= 0) {
+    // An expert sees only the rows routed to it; capturing them is part of
+    // the per-expert calibration still to come (docs/MOE.md).
+    return absl::UnimplementedError(
+        absl::StrCat("layer ", layer.name,
+                     " is an expert; capturing an expert's routed inputs is "
+                     "not supported yet"));
+  }
   const ModelConfig& config = model.config();
   const int seq_len = windows.seq_len;
   const RopeTable rope(config, seq_len);

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <limits>
 
+#include "core/forward/moe_mlp.h"
+
 namespace quant {
 namespace {
 
@@ -115,15 +117,16 @@ RowMatrixF MlpInput(const ModelConfig& config, const BlockWeights& weights,
   return RmsNorm(residual, weights.post_attention_norm, config.rms_norm_eps);
 }
 
-RowMatrixF MlpHidden(const BlockWeights& weights,
-                     const ConstRowMatrixRef& mlp_input) {
-  RowMatrixF gate =
-      ApplyLinear(mlp_input, weights.Linear(LayerType::kGateProj));
-  const RowMatrixF up =
-      ApplyLinear(mlp_input, weights.Linear(LayerType::kUpProj));
+RowMatrixF SwiGlu(RowMatrixF gate, const ConstRowMatrixRef& up) {
   // silu(g) = g * sigmoid(g)
   gate = (gate.array() / (1.0f + (-gate.array()).exp()) * up.array()).matrix();
   return gate;
+}
+
+RowMatrixF MlpHidden(const BlockWeights& weights,
+                     const ConstRowMatrixRef& mlp_input) {
+  return SwiGlu(ApplyLinear(mlp_input, weights.Linear(LayerType::kGateProj)),
+                ApplyLinear(mlp_input, weights.Linear(LayerType::kUpProj)));
 }
 
 RowMatrixF MlpResidual(const BlockWeights& weights,
@@ -143,6 +146,11 @@ RowMatrixF RunBlock(const ModelConfig& config, const BlockWeights& weights,
       AttentionContext(config, weights, rope, seq_len, attention_input);
   const RowMatrixF residual = AttentionResidual(weights, hidden, context);
   const RowMatrixF mlp_input = MlpInput(config, weights, residual);
+  if (weights.moe.has_value()) {
+    RowMatrixF out = RunMoeMlp(*config.moe, *weights.moe, mlp_input);
+    out += residual;
+    return out;
+  }
   const RowMatrixF mlp_hidden = MlpHidden(weights, mlp_input);
   return MlpResidual(weights, residual, mlp_hidden);
 }

@@ -43,6 +43,9 @@ RowMatrixF AttentionResidual(const BlockWeights& weights,
 RowMatrixF MlpInput(const ModelConfig& config, const BlockWeights& weights,
                     const ConstRowMatrixRef& residual);
 
+// silu(gate) * up, element by element.
+RowMatrixF SwiGlu(RowMatrixF gate, const ConstRowMatrixRef& up);
+
 // Input of down_proj: silu(gate(x)) * up(x).
 RowMatrixF MlpHidden(const BlockWeights& weights,
                      const ConstRowMatrixRef& mlp_input);
@@ -52,7 +55,8 @@ RowMatrixF MlpResidual(const BlockWeights& weights,
                        const ConstRowMatrixRef& residual,
                        const ConstRowMatrixRef& mlp_hidden);
 
-// The whole block in one call.
+// The whole block in one call; a mixture-of-experts block (weights.moe set)
+// routes its MLP (core/forward/moe_mlp.h).
 RowMatrixF RunBlock(const ModelConfig& config, const BlockWeights& weights,
                     const RopeTable& rope, int seq_len,
                     const ConstRowMatrixRef& hidden);

@@ -34,6 +34,28 @@ absl::StatusOr<RowMatrixF> ReadMatrix(const Checkpoint& checkpoint,
                                       tensor.shape[1]);
 }
 
+namespace {
+
+// The router and experts of a mixture-of-experts block; experts are read
+// plain (a packed expert is a missing `.weight`, refused when the checkpoint
+// is opened).
+absl::StatusOr<MoeMlpWeights> LoadMoeMlpWeights(const Checkpoint& checkpoint,
+                                                int block) {
+  const ModelConfig& config = checkpoint.config();
+  MoeMlpWeights moe;
+  QUANT_ASSIGN_OR_RETURN(
+      moe.router,
+      ReadMatrix(checkpoint, RouterName(config, block) + ".weight"));
+  moe.experts.resize(config.moe->num_experts);
+  for (const LinearLayerSpec& spec : ListExpertLayers(config, block)) {
+    QUANT_ASSIGN_OR_RETURN(moe.experts[spec.expert].Part(spec.type).weight,
+                           ReadMatrix(checkpoint, spec.weight_name()));
+  }
+  return moe;
+}
+
+}  // namespace
+
 absl::StatusOr<BlockWeights> LoadBlockWeights(const Checkpoint& checkpoint,
                                               int block) {
   const ModelConfig& config = checkpoint.config();
@@ -87,6 +109,9 @@ absl::StatusOr<BlockWeights> LoadBlockWeights(const Checkpoint& checkpoint,
                              ReadVector(checkpoint, spec.bias_name()));
     }
     weights.linear[spec.type] = std::move(linear);
+  }
+  if (config.IsMoeBlock(block)) {
+    QUANT_ASSIGN_OR_RETURN(weights.moe, LoadMoeMlpWeights(checkpoint, block));
   }
   return weights;
 }

@@ -5,7 +5,10 @@
 #define QUANT_CORE_FORWARD_BLOCK_WEIGHTS_H_
 
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "core/model/checkpoint.h"
@@ -19,14 +22,41 @@ struct LinearWeights {
   Eigen::VectorXf bias;  // Empty when the layer has none.
 };
 
+// One expert of a mixture-of-experts block: a SwiGLU MLP.
+struct ExpertWeights {
+  LinearWeights gate;  // qwen3_moe gate_proj, mixtral w1
+  LinearWeights up;    // up_proj, w3
+  LinearWeights down;  // down_proj, w2
+
+  // gate, up or down by the layer type they play (kGateProj, kUpProj,
+  // kDownProj).
+  const LinearWeights& Part(LayerType type) const {
+    return type == LayerType::kGateProj ? gate
+           : type == LayerType::kUpProj ? up
+                                        : down;
+  }
+  LinearWeights& Part(LayerType type) {
+    return const_cast<LinearWeights&>(std::as_const(*this).Part(type));
+  }
+};
+
+// The MLP of a mixture-of-experts block.
+struct MoeMlpWeights {
+  RowMatrixF router;  // [num_experts, hidden]: the "gate" linear, no bias.
+  std::vector<ExpertWeights> experts;
+};
+
 struct BlockWeights {
   int block = 0;
   Eigen::VectorXf input_norm;           // input_layernorm.weight
   Eigen::VectorXf post_attention_norm;  // post_attention_layernorm.weight
   Eigen::VectorXf q_norm;               // qwen3 only, else empty
   Eigen::VectorXf k_norm;               // qwen3 only, else empty
-  // Every linear layer of the block, by type.
+  // Every linear layer of the block outside the experts, by type.
   std::map<LayerType, LinearWeights> linear;
+  // Set for a mixture-of-experts block (ModelConfig::IsMoeBlock), whose
+  // `linear` then holds only q, k, v and o.
+  std::optional<MoeMlpWeights> moe;
 
   const LinearWeights& Linear(LayerType type) const { return linear.at(type); }
 };

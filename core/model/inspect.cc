@@ -94,6 +94,20 @@ json ConfigToJson(const ModelConfig& config) {
   } else {
     out["sliding_window"] = nullptr;
   }
+  if (config.moe.has_value()) {
+    const MoeConfig& moe = *config.moe;
+    std::vector<int> moe_blocks;
+    for (int b = 0; b < config.num_hidden_layers; ++b) {
+      if (config.IsMoeBlock(b)) moe_blocks.push_back(b);
+    }
+    out["moe"] = {{"num_experts", moe.num_experts},
+                  {"experts_per_token", moe.experts_per_token},
+                  {"expert_intermediate_size", moe.expert_intermediate_size},
+                  {"norm_topk_prob", moe.norm_topk_prob},
+                  {"moe_blocks", moe_blocks}};
+  } else {
+    out["moe"] = nullptr;
+  }
   return out;
 }
 
@@ -185,6 +199,20 @@ std::string RenderInspectText(const InspectReport& report) {
                   YesNo(config.qk_norm), ", tied embeddings ",
                   YesNo(config.tie_word_embeddings), "\n");
   absl::StrAppend(&out, "blocks        ", report.num_blocks, "\n");
+  if (config.moe.has_value()) {
+    int moe_blocks = 0;
+    for (int b = 0; b < config.num_hidden_layers; ++b) {
+      moe_blocks += config.IsMoeBlock(b) ? 1 : 0;
+    }
+    absl::StrAppend(&out, "experts       ", config.moe->num_experts,
+                    " per MoE block, top-", config.moe->experts_per_token,
+                    config.moe->norm_topk_prob ? " renormalised" : "",
+                    ", expert intermediate ",
+                    config.moe->expert_intermediate_size, "; ", moe_blocks,
+                    " of ", report.num_blocks,
+                    " blocks routed (their experts are not in the linear "
+                    "layer table)\n");
+  }
   absl::StrAppend(&out, "parameters    ", report.num_parameters, " (",
                   Abbreviate(static_cast<double>(report.num_parameters), ""),
                   ")\n");

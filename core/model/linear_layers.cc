@@ -122,15 +122,71 @@ std::vector<LinearLayerSpec> ListLinearLayers(const ModelConfig& config,
   const int64_t hidden = config.hidden_size;
   const int64_t inter = config.intermediate_size;
   const bool qkv_bias = config.attention_bias;
-  return {
+  std::vector<LinearLayerSpec> layers = {
       layer(LayerType::kQProj, config.q_size(), hidden, qkv_bias),
       layer(LayerType::kKProj, config.kv_size(), hidden, qkv_bias),
       layer(LayerType::kVProj, config.kv_size(), hidden, qkv_bias),
       layer(LayerType::kOProj, hidden, config.q_size(), config.o_proj_bias),
-      layer(LayerType::kGateProj, inter, hidden, false),
-      layer(LayerType::kUpProj, inter, hidden, false),
-      layer(LayerType::kDownProj, hidden, inter, false),
   };
+  if (!config.IsMoeBlock(block)) {
+    layers.push_back(layer(LayerType::kGateProj, inter, hidden, false));
+    layers.push_back(layer(LayerType::kUpProj, inter, hidden, false));
+    layers.push_back(layer(LayerType::kDownProj, hidden, inter, false));
+  }
+  return layers;
+}
+
+namespace {
+
+bool IsMixtral(const ModelConfig& config) {
+  return config.architecture == Architecture::kMixtral;
+}
+
+// "model.layers.N.mlp." or "model.layers.N.block_sparse_moe.".
+std::string MoeModulePrefix(const ModelConfig& config, int block) {
+  return absl::StrCat(BlockPrefix(block),
+                      IsMixtral(config) ? "block_sparse_moe." : "mlp.");
+}
+
+}  // namespace
+
+std::string RouterName(const ModelConfig& config, int block) {
+  return MoeModulePrefix(config, block) + "gate";
+}
+
+std::vector<LinearLayerSpec> ListExpertLayers(const ModelConfig& config,
+                                              int block) {
+  std::vector<LinearLayerSpec> layers;
+  if (!config.IsMoeBlock(block)) return layers;
+  const int64_t hidden = config.hidden_size;
+  const int64_t inter = config.moe->expert_intermediate_size;
+  // Mixtral's w1 / w3 / w2 are SwiGLU's gate / up / down.
+  struct Part {
+    LayerType type;
+    absl::string_view mixtral_name;
+    int64_t out_features;
+    int64_t in_features;
+  };
+  const Part parts[] = {{LayerType::kGateProj, "w1", inter, hidden},
+                        {LayerType::kUpProj, "w3", inter, hidden},
+                        {LayerType::kDownProj, "w2", hidden, inter}};
+  const std::string prefix = MoeModulePrefix(config, block);
+  for (int expert = 0; expert < config.moe->num_experts; ++expert) {
+    for (const Part& part : parts) {
+      LinearLayerSpec spec;
+      spec.block = block;
+      spec.name = absl::StrCat(
+          prefix, "experts.", expert, ".",
+          IsMixtral(config) ? part.mixtral_name : LayerTypeName(part.type));
+      spec.type = part.type;
+      spec.out_features = part.out_features;
+      spec.in_features = part.in_features;
+      spec.input_group = InputGroupOf(part.type);
+      spec.expert = expert;
+      layers.push_back(std::move(spec));
+    }
+  }
+  return layers;
 }
 
 std::vector<LinearLayerSpec> ListAllLinearLayers(const ModelConfig& config) {
@@ -166,6 +222,16 @@ std::vector<ExpectedTensor> ListExpectedTensors(const ModelConfig& config) {
           {spec.weight_name(), {spec.out_features, spec.in_features}});
       if (spec.has_bias) {
         tensors.push_back({spec.bias_name(), {spec.out_features}});
+      }
+    }
+    if (config.IsMoeBlock(block)) {
+      tensors.push_back({prefix + "post_attention_layernorm.weight", {hidden}});
+      tensors.push_back(
+          {RouterName(config, block) + ".weight",
+           {static_cast<int64_t>(config.moe->num_experts), hidden}});
+      for (const LinearLayerSpec& spec : ListExpertLayers(config, block)) {
+        tensors.push_back(
+            {spec.weight_name(), {spec.out_features, spec.in_features}});
       }
     }
   }

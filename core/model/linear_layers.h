@@ -71,16 +71,33 @@ struct LinearLayerSpec {
   int64_t in_features = 0;   // K: columns of the weight.
   bool has_bias = false;
   InputGroup input_group = InputGroup::kAttnIn;
+  // The expert this layer belongs to in a mixture-of-experts block (its
+  // type is then kGateProj, kUpProj or kDownProj); -1 for every other layer.
+  int expert = -1;
 
   std::string type_name() const { return std::string(LayerTypeName(type)); }
   std::string weight_name() const { return name + ".weight"; }
   std::string bias_name() const { return name + ".bias"; }
 };
 
-// The seven linear layers of `block`, in pipeline order q, k, v, o, gate,
-// up, down. `block` must be in [0, num_hidden_layers).
+// The linear layers of `block` outside any expert, in pipeline order q, k,
+// v, o, gate, up, down; a mixture-of-experts block (config.IsMoeBlock) has
+// only q, k, v and o here, its experts are ListExpertLayers. `block` must be
+// in [0, num_hidden_layers).
 std::vector<LinearLayerSpec> ListLinearLayers(const ModelConfig& config,
                                               int block);
+
+// The experts' layers of a mixture-of-experts block, expert by expert, each
+// as gate, up, down (qwen3_moe: "model.layers.N.mlp.experts.E.gate_proj",
+// mixtral: "model.layers.N.block_sparse_moe.experts.E.w1", w3, w2). Empty
+// for a block that is not one.
+std::vector<LinearLayerSpec> ListExpertLayers(const ModelConfig& config,
+                                              int block);
+
+// The router of a mixture-of-experts block: "model.layers.N.mlp.gate"
+// (qwen3_moe) or "model.layers.N.block_sparse_moe.gate" (mixtral), weight
+// [num_experts, hidden], no bias.
+std::string RouterName(const ModelConfig& config, int block);
 // ListLinearLayers for every block, block by block.
 std::vector<LinearLayerSpec> ListAllLinearLayers(const ModelConfig& config);
 
@@ -95,8 +112,8 @@ struct ExpectedTensor {
 // Every tensor the architecture's checkpoint holds, in model order:
 // model.embed_tokens.weight; per block input_layernorm, q/k/v (with biases
 // where the config says so), qwen3's q_norm/k_norm, o_proj,
-// post_attention_layernorm, gate/up/down; model.norm.weight; lm_head.weight
-// unless the embeddings are tied.
+// post_attention_layernorm, gate/up/down (or the router and every expert's
+// layers); model.norm.weight; lm_head.weight unless the embeddings are tied.
 std::vector<ExpectedTensor> ListExpectedTensors(const ModelConfig& config);
 
 }  // namespace quant

@@ -38,6 +38,8 @@ constexpr ArchitectureNames kArchitectures[] = {
     {Architecture::kMistral, "MistralForCausalLM", "mistral"},
     {Architecture::kQwen2, "Qwen2ForCausalLM", "qwen2"},
     {Architecture::kQwen3, "Qwen3ForCausalLM", "qwen3"},
+    {Architecture::kQwen3Moe, "Qwen3MoeForCausalLM", "qwen3_moe"},
+    {Architecture::kMixtral, "MixtralForCausalLM", "mixtral"},
 };
 
 // Hugging Face's default max_position_embeddings for each family, used when
@@ -47,9 +49,11 @@ int64_t DefaultMaxPositions(Architecture architecture) {
     case Architecture::kLlama:
       return 2048;
     case Architecture::kMistral:
+    case Architecture::kMixtral:
       return 4096 * 32;
     case Architecture::kQwen2:
     case Architecture::kQwen3:
+    case Architecture::kQwen3Moe:
       return 32768;
   }
   return 2048;
@@ -345,7 +349,89 @@ absl::Status CheckHeads(const FieldReader& fields, ModelConfig& config) {
   return absl::OkStatus();
 }
 
+// The router and expert fields of the mixture-of-experts families, with
+// transformers' defaults (Qwen3MoeConfig: 128 experts, top-8,
+// moe_intermediate_size 768, norm_topk_prob false, decoder_sparse_step 1;
+// MixtralConfig: 8 local experts, top-2, always renormalised).
+absl::StatusOr<std::optional<MoeConfig>> ParseMoe(const FieldReader& fields,
+                                                  const ModelConfig& config) {
+  const bool qwen3_moe = config.architecture == Architecture::kQwen3Moe;
+  if (!qwen3_moe && config.architecture != Architecture::kMixtral) {
+    return std::optional<MoeConfig>();
+  }
+  MoeConfig moe;
+  const char* experts_field = qwen3_moe ? "num_experts" : "num_local_experts";
+  QUANT_ASSIGN_OR_RETURN(std::optional<int64_t> experts,
+                         fields.OptionalInt(experts_field));
+  // 4096 is far above any released model (DeepSeek-V3: 256).
+  QUANT_ASSIGN_OR_RETURN(
+      int64_t num_experts,
+      fields.CheckPositive(experts_field, experts.value_or(qwen3_moe ? 128 : 8),
+                           4096));
+  moe.num_experts = static_cast<int>(num_experts);
+  QUANT_ASSIGN_OR_RETURN(std::optional<int64_t> top_k,
+                         fields.OptionalInt("num_experts_per_tok"));
+  QUANT_ASSIGN_OR_RETURN(
+      int64_t experts_per_token,
+      fields.CheckPositive("num_experts_per_tok",
+                           top_k.value_or(qwen3_moe ? 8 : 2), 4096));
+  if (experts_per_token > num_experts) {
+    return fields.Error(
+        "num_experts_per_tok",
+        absl::StrCat("(", experts_per_token, ") must not exceed \"",
+                     experts_field, "\" (", num_experts, ")"));
+  }
+  moe.experts_per_token = static_cast<int>(experts_per_token);
+  if (qwen3_moe) {
+    QUANT_ASSIGN_OR_RETURN(std::optional<int64_t> size,
+                           fields.OptionalInt("moe_intermediate_size"));
+    QUANT_ASSIGN_OR_RETURN(
+        moe.expert_intermediate_size,
+        fields.CheckPositive("moe_intermediate_size", size.value_or(768),
+                             kMaxIntermediateSize));
+    QUANT_ASSIGN_OR_RETURN(moe.norm_topk_prob,
+                           fields.Bool("norm_topk_prob", false));
+    QUANT_ASSIGN_OR_RETURN(std::optional<int64_t> step,
+                           fields.OptionalInt("decoder_sparse_step"));
+    QUANT_ASSIGN_OR_RETURN(
+        int64_t sparse_step,
+        fields.CheckPositive("decoder_sparse_step", step.value_or(1), 1 << 16));
+    moe.decoder_sparse_step = static_cast<int>(sparse_step);
+    if (const json* only = fields.Get("mlp_only_layers")) {
+      if (!only->is_array()) {
+        return fields.Error("mlp_only_layers",
+                            absl::StrCat("must be a list of layer indices, "
+                                         "got ",
+                                         Show(*only)));
+      }
+      for (size_t i = 0; i < only->size(); ++i) {
+        const json& layer = (*only)[i];
+        if (!layer.is_number_integer() || layer.get<int64_t>() < 0 ||
+            layer.get<int64_t>() >= config.num_hidden_layers) {
+          return fields.Error(absl::StrCat("mlp_only_layers[", i, "]"),
+                              absl::StrCat("must be a layer index in 0..",
+                                           config.num_hidden_layers - 1,
+                                           ", got ", Show(layer)));
+        }
+        moe.mlp_only_layers.push_back(static_cast<int>(layer.get<int64_t>()));
+      }
+    }
+  } else {
+    moe.expert_intermediate_size = config.intermediate_size;
+    moe.norm_topk_prob = true;
+  }
+  return std::optional<MoeConfig>(moe);
+}
+
 }  // namespace
+
+bool ModelConfig::IsMoeBlock(int block) const {
+  if (!moe.has_value()) return false;
+  for (int dense : moe->mlp_only_layers) {
+    if (dense == block) return false;
+  }
+  return (block + 1) % moe->decoder_sparse_step == 0;
+}
 
 absl::string_view ArchitectureName(Architecture architecture) {
   for (const ArchitectureNames& names : kArchitectures) {
@@ -430,10 +516,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   switch (config.architecture) {
     case Architecture::kLlama:
     case Architecture::kQwen3:
+    case Architecture::kQwen3Moe:
       config.attention_bias = attention_bias;
       config.o_proj_bias = attention_bias;
       break;
     case Architecture::kMistral:
+    case Architecture::kMixtral:
       config.attention_bias = false;
       config.o_proj_bias = false;
       break;
@@ -442,7 +530,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
       config.o_proj_bias = false;
       break;
   }
-  config.qk_norm = config.architecture == Architecture::kQwen3;
+  config.qk_norm = config.architecture == Architecture::kQwen3 ||
+                   config.architecture == Architecture::kQwen3Moe;
   QUANT_ASSIGN_OR_RETURN(bool mlp_bias, fields.Bool("mlp_bias", false));
   if (mlp_bias) {
     return fields.Error("mlp_bias", "(true) is not supported; must be false");
@@ -482,10 +571,12 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
   // as transformers ignores them).
   switch (config.architecture) {
     case Architecture::kMistral:
+    case Architecture::kMixtral:
       config.sliding_window = window;
       break;
     case Architecture::kQwen2:
     case Architecture::kQwen3:
+    case Architecture::kQwen3Moe:
       if (use_sliding_window && window.has_value()) {
         return fields.Error(
             "use_sliding_window",
@@ -517,6 +608,8 @@ absl::StatusOr<ModelConfig> ParseModelConfig(absl::string_view json_text,
       }
     }
   }
+
+  QUANT_ASSIGN_OR_RETURN(config.moe, ParseMoe(fields, config));
 
   if (const json* quantization = fields.Get("quantization_config")) {
     std::string method = "unknown";

@@ -23,6 +23,10 @@ enum class Architecture {
   kMistral,  // MistralForCausalLM (may record a sliding window)
   kQwen2,    // Qwen2ForCausalLM: q/k/v projections carry a bias
   kQwen3,    // Qwen3ForCausalLM: RMSNorm of each query/key head (q_norm/k_norm)
+  // Mixture-of-experts: the MLP of (some) blocks is a router over experts.
+  kQwen3Moe,  // Qwen3MoeForCausalLM: qwen3 attention, mlp.experts.E.*_proj
+  kMixtral,   // MixtralForCausalLM: mistral attention,
+              // block_sparse_moe.experts.E.{w1,w2,w3}
 };
 
 // "LlamaForCausalLM", ...
@@ -38,6 +42,23 @@ struct Llama3RopeScaling {
   double low_freq_factor = 1.0;
   double high_freq_factor = 4.0;
   int64_t original_max_position_embeddings = 8192;
+};
+
+// The router and experts of a mixture-of-experts model, as transformers'
+// Qwen3MoeConfig and MixtralConfig define them.
+struct MoeConfig {
+  int num_experts = 0;                   // num_experts / num_local_experts
+  int experts_per_token = 0;             // num_experts_per_tok (top-k)
+  int64_t expert_intermediate_size = 0;  // moe_intermediate_size (qwen3_moe)
+                                         // or intermediate_size (mixtral)
+  // The k routing weights are renormalised to sum to 1 (always for
+  // mixtral; qwen3_moe's norm_topk_prob, default false).
+  bool norm_topk_prob = false;
+  // qwen3_moe: block b is sparse when b is not in mlp_only_layers and
+  // (b + 1) % decoder_sparse_step == 0; the others have a dense MLP of
+  // intermediate_size.
+  int decoder_sparse_step = 1;
+  std::vector<int> mlp_only_layers;
 };
 
 struct ModelConfig {
@@ -76,6 +97,12 @@ struct ModelConfig {
   // Set when config.json has a "quantization_config" (its "quant_method",
   // or "unknown"): the checkpoint is already quantized.
   std::optional<std::string> quantization_method;
+
+  // Set for the mixture-of-experts architectures.
+  std::optional<MoeConfig> moe;
+
+  // True when block `block`'s MLP is a routed mixture of experts.
+  bool IsMoeBlock(int block) const;
 
   // Output width of q_proj (heads * head_dim) and of k_proj/v_proj.
   int64_t q_size() const {

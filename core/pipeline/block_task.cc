@@ -114,7 +114,17 @@ class BlockRunner {
     auto it = input_.stored_dtypes.find(name);
     return it == input_.stored_dtypes.end() ? DType::kF32 : it->second;
   }
+  // The block's own (non-expert) layer of `type`; null when it has none.
   const LayerResult* Result(LayerType type) const;
+  // The weights a result's layer computes with now (an expert's too).
+  const LinearWeights& WorkingLinear(const LayerResult& result) const;
+  // A mixture-of-experts block's MLP input, real-token rows of a whole
+  // split, computed with Source().
+  absl::StatusOr<RowMatrixF> MlpInputRows(
+      const HiddenStateSource& source) const;
+  // Quantizes the experts on the MLP input of both splits; their results
+  // follow the attention's in results_.
+  absl::Status QuantizeMoe(BlockTaskOutput* output);
   LayerResult* Result(LayerType type) {
     return const_cast<LayerResult*>(std::as_const(*this).Result(type));
   }
@@ -227,9 +237,78 @@ class BlockRunner {
 
 const LayerResult* BlockRunner::Result(LayerType type) const {
   for (const LayerResult& r : results_) {
-    if (r.type == type) return &r;
+    if (r.type == type && r.expert < 0) return &r;
   }
   return nullptr;
+}
+
+const LinearWeights& BlockRunner::WorkingLinear(const LayerResult& r) const {
+  if (r.expert < 0) return working_.Linear(r.type);
+  return working_.moe->experts[r.expert].Part(r.type);
+}
+
+absl::StatusOr<RowMatrixF> BlockRunner::MlpInputRows(
+    const HiddenStateSource& source) const {
+  const int seq_len = source.seq_len();
+  int64_t total = 0;
+  for (int length : source.lengths()) total += length;
+  RowMatrixF rows(total, config_.hidden_size);
+  int64_t at = 0;
+  QUANT_RETURN_IF_ERROR(ForEachChunk<RowMatrixF>(
+      source, "the experts",
+      [&](const RowMatrixF& hidden, const std::vector<int>& lengths) {
+        return RealRows(GroupInput(InputGroup::kMlpIn, hidden, seq_len),
+                        seq_len, lengths);
+      },
+      [&](RowMatrixF& chunk) -> absl::Status {
+        rows.middleRows(at, chunk.rows()) = chunk;
+        at += chunk.rows();
+        return absl::OkStatus();
+      }));
+  return rows;
+}
+
+absl::Status BlockRunner::QuantizeMoe(BlockTaskOutput* output) {
+  QUANT_RETURN_IF_ERROR(CheckCancelled("the experts"));
+  QUANT_ASSIGN_OR_RETURN(const RowMatrixF calibration,
+                         MlpInputRows(*calibration_));
+  QUANT_ASSIGN_OR_RETURN(const RowMatrixF heldout, MlpInputRows(*heldout_));
+  ExpertQuantizeInput in;
+  in.config = &config_;
+  in.recipe = &recipe_;
+  in.block = input_.weights.block;
+  in.weights = &*input_.weights.moe;
+  in.settings = input_.expert_settings;
+  in.policy = input_.expert_policy;
+  in.calibration_rows = &calibration;
+  in.heldout_rows = &heldout;
+  in.pool = pool_;
+  QUANT_ASSIGN_OR_RETURN(ExpertQuantization experts, QuantizeExperts(in));
+  working_.moe = std::move(experts.effective);
+  for (LayerResult& layer : experts.layers) {
+    if (layer.quantized) {
+      // What the format cannot hold (a zero point GPTQ v1 cannot store)
+      // keeps the layer as the source has it, as for the other layers.
+      absl::StatusOr<std::vector<PackedTensor>> trial =
+          PackLayer(layer.layer, layer.name, recipe_, config_);
+      if (!trial.ok()) {
+        if (trial.status().code() != absl::StatusCode::kFailedPrecondition) {
+          return trial.status();
+        }
+        layer.quantized = false;
+        layer.reason = std::string(trial.status().message());
+        working_.moe->experts[layer.expert].Part(layer.type).weight =
+            input_.weights.moe->experts[layer.expert].Part(layer.type).weight;
+      }
+    }
+    if (progress_) progress_(layer);
+    results_.push_back(std::move(layer));
+  }
+  output->routed_calibration_tokens =
+      std::move(experts.routed_calibration_tokens);
+  output->routed_heldout_tokens = std::move(experts.routed_heldout_tokens);
+  output->starved_experts = std::move(experts.starved_experts);
+  return absl::OkStatus();
 }
 
 absl::Status BlockRunner::PlanLayers() {
@@ -785,8 +864,21 @@ absl::StatusOr<std::vector<PackedTensor>> BlockRunner::BlockTensors() const {
     QUANT_RETURN_IF_ERROR(
         add_vector(prefix + "self_attn.k_norm.weight", working_.k_norm));
   }
+  if (working_.moe.has_value()) {
+    // The router stays as the source stores it.
+    const RowMatrixF& router = working_.moe->router;
+    const std::string name =
+        RouterName(config_, input_.weights.block) + ".weight";
+    QUANT_ASSIGN_OR_RETURN(
+        PackedTensor t,
+        FloatTensorAs(
+            name, {router.rows(), router.cols()},
+            std::vector<float>(router.data(), router.data() + router.size()),
+            StoredDType(name)));
+    tensors.push_back(std::move(t));
+  }
   for (const LayerResult& result : results_) {
-    const LinearWeights& linear = working_.Linear(result.type);
+    const LinearWeights& linear = WorkingLinear(result);
     if (result.quantized) {
       QUANT_ASSIGN_OR_RETURN(
           std::vector<PackedTensor> packed,
@@ -869,6 +961,13 @@ absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
     return absl::InvalidArgumentError("block task: chunk_tokens must be > 0");
   }
   QUANT_RETURN_IF_ERROR(PlanLayers());
+  const bool moe = config_.IsMoeBlock(input_.weights.block);
+  if (moe != input_.weights.moe.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block task: block ", input_.weights.block,
+        moe ? " is a mixture of experts but its weights have no experts"
+            : " has experts the config does not route"));
+  }
   std::vector<GroupPlan> plans;
   for (const std::vector<LayerType>& types :
        std::vector<std::vector<LayerType>>{
@@ -876,7 +975,8 @@ absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
            {LayerType::kOProj},
            {LayerType::kGateProj, LayerType::kUpProj},
            {LayerType::kDownProj}}) {
-    plans.push_back(PlanGroup(types));
+    // A mixture-of-experts block has no dense MLP groups.
+    if (Result(types[0]) != nullptr) plans.push_back(PlanGroup(types));
   }
   BlockTaskOutput output;
   output.block = input_.weights.block;
@@ -893,7 +993,20 @@ absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
     heldout_sink = &heldout_memory.emplace(
         heldout_->seq_len(), heldout_->lengths(), config_.hidden_size);
   }
-  if (recipe_.propagation == Propagation::kIndependent) {
+  if (moe) {
+    // Each attention group's inputs computed from the block's input (with
+    // the groups before it quantized under sequential propagation), then
+    // the experts on the MLP input computed the same way.
+    for (GroupPlan& plan : plans) {
+      QUANT_RETURN_IF_ERROR(Accumulate(*calibration_, true, plan));
+      QUANT_RETURN_IF_ERROR(Accumulate(*heldout_, false, plan));
+      QUANT_ASSIGN_OR_RETURN(QuantizedGroup quantized, QuantizeLayers(plan));
+      QUANT_RETURN_IF_ERROR(ApplyGroup(plan, std::move(quantized)));
+    }
+    QUANT_RETURN_IF_ERROR(QuantizeMoe(&output));
+    QUANT_RETURN_IF_ERROR(WriteLeavingStates(*calibration_, calibration_sink));
+    QUANT_RETURN_IF_ERROR(WriteLeavingStates(*heldout_, heldout_sink));
+  } else if (recipe_.propagation == Propagation::kIndependent) {
     // Nothing a group's quantization does changes the next one's inputs.
     QUANT_RETURN_IF_ERROR(
         AccumulateAll(*calibration_, true, plans, calibration_sink));

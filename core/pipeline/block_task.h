@@ -25,7 +25,11 @@
 // (too large for memory, no stash_dir) every group recomputes its input from
 // the block's input. All three give the same bytes.
 //
-// Order inside the block: [q,k,v] -> o -> [gate,up] -> down. With sequential
+// Order inside the block: [q,k,v] -> o -> [gate,up] -> down. A
+// mixture-of-experts block quantizes [q,k,v] and o as above, then every
+// expert (core/pipeline/expert_quantizer.h) on the MLP's input rows, which
+// it holds in memory for both splits; its groups' inputs are recomputed
+// from the block's input rather than stashed. With sequential
 // propagation each group is calibrated on inputs computed with the groups
 // already quantized, and the block's output uses the quantized block; with
 // independent propagation every group sees the unquantized block's
@@ -55,33 +59,15 @@
 #include "core/model/linear_layers.h"
 #include "core/model/model_config.h"
 #include "core/pack/packed_tensor.h"
+#include "core/pipeline/expert_quantizer.h"
 #include "core/pipeline/hidden_state_stream.h"
 #include "core/pipeline/layer_group_quantizer.h"
+#include "core/pipeline/layer_result.h"
 #include "core/quant/audit.h"
 #include "core/recipe/layer_plan.h"
 #include "core/recipe/recipe.h"
 
 namespace quant {
-
-struct LayerResult {
-  std::string name;  // "model.layers.0.self_attn.q_proj"
-  LayerType type = LayerType::kQProj;
-  InputGroup input_group = InputGroup::kAttnIn;
-  LayerSettings settings;
-  bool quantized = false;
-  std::string reason;  // Why not, when !quantized.
-  // When quantized: the packed layer (codes, fp16 scales, zeros, g_idx) as
-  // stored, after any AWQ fold, and its audit (measured before the fold, in
-  // the layer's own units).
-  QuantizedLayer layer;
-  LayerAudit audit;
-  MethodChoices choices;
-  // The op its AWQ input scale was folded into ("input_layernorm", ...), or
-  // why there was none.
-  std::string awq_fold;
-  // Set on a producer whose rows absorbed a later layer's 1/s.
-  std::string absorbed_awq_scales_of;
-};
 
 struct BlockTaskInput {
   const ModelConfig* config = nullptr;
@@ -93,6 +79,12 @@ struct BlockTaskInput {
   std::map<LayerType, RowMatrixF> previous;
   // Settings of the block's layers by layer type.
   std::map<LayerType, LayerSettings> settings;
+  // A mixture-of-experts block (config->IsMoeBlock): the settings of its
+  // experts' gate, up and down (every expert alike), and how the experts
+  // are calibrated. `settings` then holds q, k, v and o only; the router
+  // stays unquantized.
+  std::map<LayerType, LayerSettings> expert_settings;
+  ExpertCalibrationPolicy expert_policy;
   // The stored dtype of each of the block's source tensors by full name;
   // kept tensors are written in it (F32 when absent).
   std::map<std::string, DType> stored_dtypes;
@@ -132,8 +124,15 @@ struct BlockTaskInput {
 
 struct BlockTaskOutput {
   int block = 0;
-  std::vector<LayerResult> layers;  // q, k, v, o, gate, up, down.
-  BlockWeights effective;           // Exactly what the stored tensors compute.
+  // q, k, v, o, gate, up, down; for a mixture-of-experts block q, k, v, o
+  // and then every expert's gate, up, down.
+  std::vector<LayerResult> layers;
+  // A mixture-of-experts block: the tokens the router sent each expert on
+  // each split, and the experts the policy found starved.
+  std::vector<int64_t> routed_calibration_tokens;
+  std::vector<int64_t> routed_heldout_tokens;
+  std::vector<int> starved_experts;
+  BlockWeights effective;  // Exactly what the stored tensors compute.
   std::vector<PackedTensor> tensors;  // The block's checkpoint tensors.
   // Empty when the input named sinks.
   HiddenStates calibration_out;

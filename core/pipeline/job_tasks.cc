@@ -2,6 +2,7 @@
 #include "core/pipeline/job_tasks.h"
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -225,6 +226,15 @@ absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
     absl::Status made = MakeDirectory(attempt_dir, context.file_system);
     if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
   }
+  std::optional<QuantizationPlan> chosen;
+  if (context.recipe.mixed_precision.has_value()) {
+    // The first block task to run measures the selection (before this
+    // block's entering states are held); the others read it. Its settings
+    // replace the plan's bits and group sizes.
+    QUANT_ASSIGN_OR_RETURN(const MixedPrecisionSelection selection,
+                           JobMixedPrecision(context, inputs, control));
+    QUANT_ASSIGN_OR_RETURN(chosen, ApplyMixedPrecision(selection, inputs.plan));
+  }
   if (control.announce_block_steps) {
     Stage(control,
           absl::StrCat("computing the hidden states entering block ", block));
@@ -253,15 +263,7 @@ absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
   }
   BlockTaskInput input =
       MakeBlockTaskInput(inputs, context.recipe, block, std::move(weights));
-  if (context.recipe.mixed_precision.has_value()) {
-    // The first block task to run measures the selection; the others read
-    // it. Its settings replace the plan's bits and group sizes.
-    QUANT_ASSIGN_OR_RETURN(const MixedPrecisionSelection selection,
-                           JobMixedPrecision(context, inputs, control));
-    QUANT_ASSIGN_OR_RETURN(const QuantizationPlan chosen,
-                           ApplyMixedPrecision(selection, inputs.plan));
-    input.settings = chosen.blocks[block];
-  }
+  if (chosen.has_value()) input.settings = chosen->blocks[block];
   input.previous = std::move(previous);
   input.calibration_source = calibration.get();
   input.heldout_source = heldout.get();

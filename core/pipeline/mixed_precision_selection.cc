@@ -11,6 +11,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "core/base/json_fields.h"
+#include "core/base/status_macros.h"
 #include "core/pipeline/layer_packing.h"
 #include "core/pipeline/output_size.h"
 #include "core/quant/bit_allocation.h"
@@ -28,30 +30,100 @@ int KeptWeightBits(const ModelConfig& config) {
 
 using Json = nlohmann::json;
 
-absl::Status FieldError(const std::string& field, const std::string& what) {
-  return absl::InvalidArgumentError(
-      absl::StrCat("mixed_precision selection: ", field, ": ", what));
-}
+using json_fields::GetInt;
+using json_fields::GetNumber;
 
-// The value of `key` in object `j`, of the type `check` accepts.
-template <typename Check>
-absl::StatusOr<Json> Field(const Json& j, const std::string& path,
-                           const char* key, Check check, const char* kind) {
-  auto it = j.find(key);
-  if (it == j.end()) return FieldError(path, absl::StrCat("missing ", key));
-  if (!check(*it)) {
-    return FieldError(absl::StrCat(path, ".", key), absl::StrCat("not ", kind));
+// A required boolean (json_fields has only the optional form).
+absl::StatusOr<bool> GetBool(const Json& object, absl::string_view key,
+                             absl::string_view path) {
+  if (!object.contains(key)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(json_fields::FieldPath(path, key), ": missing"));
   }
-  return *it;
+  return json_fields::GetBoolOr(object, key, false, path);
 }
 
-bool IsInt(const Json& j) { return j.is_number_integer(); }
-bool IsNumber(const Json& j) {
-  return j.is_number() && std::isfinite(j.get<double>());
+absl::StatusOr<CandidateMeasure> CandidateFromJson(const Json& c,
+                                                   const std::string& path) {
+  QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(c, path));
+  CandidateMeasure m;
+  QUANT_ASSIGN_OR_RETURN(int64_t bits, GetInt(c, "bits", path));
+  QUANT_ASSIGN_OR_RETURN(int64_t group_size, GetInt(c, "group_size", path));
+  m.setting.bits = static_cast<int>(bits);
+  m.setting.group_size = static_cast<int>(group_size);
+  QUANT_ASSIGN_OR_RETURN(m.setting.keep_float, GetBool(c, "keep_float", path));
+  QUANT_ASSIGN_OR_RETURN(m.cost_bits, GetInt(c, "cost_bits", path));
+  QUANT_ASSIGN_OR_RETURN(m.error, GetNumber(c, "error", path));
+  QUANT_ASSIGN_OR_RETURN(m.weighted_error,
+                         GetNumber(c, "weighted_error", path));
+  return m;
 }
-bool IsBool(const Json& j) { return j.is_boolean(); }
-bool IsString(const Json& j) { return j.is_string(); }
-bool IsArray(const Json& j) { return j.is_array(); }
+
+absl::StatusOr<SettingGroupSelection> GroupFromJson(const Json& g,
+                                                    const std::string& path) {
+  QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(g, path));
+  SettingGroupSelection unit;
+  QUANT_ASSIGN_OR_RETURN(int64_t block, GetInt(g, "block", path));
+  unit.block = static_cast<int>(block);
+  QUANT_ASSIGN_OR_RETURN(std::string group_name,
+                         json_fields::GetString(g, "group", path));
+  std::optional<InputGroup> group = InputGroupFromName(group_name);
+  if (!group.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(json_fields::FieldPath(path, "group"),
+                     ": unknown group \"", group_name, "\""));
+  }
+  unit.group = *group;
+  QUANT_ASSIGN_OR_RETURN(unit.layers,
+                         json_fields::GetStringArrayOr(g, "layers", path));
+  QUANT_ASSIGN_OR_RETURN(unit.weights, GetInt(g, "weights", path));
+  QUANT_ASSIGN_OR_RETURN(unit.sensitivity, GetNumber(g, "sensitivity", path));
+  QUANT_ASSIGN_OR_RETURN(unit.probe_kl, GetNumber(g, "probe_kl", path));
+  QUANT_ASSIGN_OR_RETURN(unit.probe_error, GetNumber(g, "probe_error", path));
+  QUANT_ASSIGN_OR_RETURN(int64_t chosen, GetInt(g, "chosen", path));
+  QUANT_ASSIGN_OR_RETURN(const Json* candidates,
+                         json_fields::GetArray(g, "candidates", path));
+  for (size_t ci = 0; ci < candidates->size(); ++ci) {
+    QUANT_ASSIGN_OR_RETURN(
+        CandidateMeasure m,
+        CandidateFromJson((*candidates)[ci],
+                          json_fields::IndexPath(
+                              json_fields::FieldPath(path, "candidates"), ci)));
+    unit.candidates.push_back(m);
+  }
+  if (chosen < -1 || chosen >= static_cast<int64_t>(unit.candidates.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        json_fields::FieldPath(path, "chosen"), ": outside the candidates"));
+  }
+  unit.chosen = static_cast<int>(chosen);
+  return unit;
+}
+
+absl::StatusOr<MixedPrecisionSelection> SelectionFromJson(const Json& j) {
+  QUANT_RETURN_IF_ERROR(json_fields::ExpectObject(j, ""));
+  MixedPrecisionSelection s;
+  QUANT_ASSIGN_OR_RETURN(s.budget_average_bits,
+                         GetNumber(j, "budget_average_bits", ""));
+  QUANT_ASSIGN_OR_RETURN(s.quantized_weights,
+                         GetInt(j, "quantized_weights", ""));
+  QUANT_ASSIGN_OR_RETURN(s.budget_bits, GetInt(j, "budget_bits", ""));
+  QUANT_ASSIGN_OR_RETURN(s.chosen_bits, GetInt(j, "chosen_bits", ""));
+  QUANT_ASSIGN_OR_RETURN(s.allocation_unit_bits,
+                         GetInt(j, "allocation_unit_bits", ""));
+  QUANT_ASSIGN_OR_RETURN(s.predicted_kl, GetNumber(j, "predicted_kl", ""));
+  QUANT_ASSIGN_OR_RETURN(int64_t windows, GetInt(j, "probe_windows", ""));
+  s.probe_windows = static_cast<int>(windows);
+  QUANT_ASSIGN_OR_RETURN(s.probe_tokens, GetInt(j, "probe_tokens", ""));
+  QUANT_ASSIGN_OR_RETURN(const Json* groups,
+                         json_fields::GetArray(j, "groups", ""));
+  for (size_t gi = 0; gi < groups->size(); ++gi) {
+    QUANT_ASSIGN_OR_RETURN(
+        SettingGroupSelection unit,
+        GroupFromJson((*groups)[gi], json_fields::IndexPath("groups", gi)));
+    s.groups.push_back(std::move(unit));
+  }
+  return s;
+}
 
 }  // namespace
 
@@ -294,90 +366,13 @@ Json MixedPrecisionToJson(const MixedPrecisionSelection& selection) {
 }
 
 absl::StatusOr<MixedPrecisionSelection> MixedPrecisionFromJson(const Json& j) {
-  if (!j.is_object()) return FieldError("(top)", "not an object");
-  MixedPrecisionSelection s;
-#define QUANT_MP_FIELD(var, obj, path, key, check, kind, type)       \
-  {                                                                  \
-    absl::StatusOr<Json> value = Field(obj, path, key, check, kind); \
-    if (!value.ok()) return value.status();                          \
-    var = value->get<type>();                                        \
+  // Errors name the field's path ("groups[2].candidates[1].cost_bits:
+  // missing"), prefixed with what is being read.
+  absl::StatusOr<MixedPrecisionSelection> s = SelectionFromJson(j);
+  if (!s.ok()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("mixed_precision selection: ", s.status().message()));
   }
-  QUANT_MP_FIELD(s.budget_average_bits, j, "(top)", "budget_average_bits",
-                 IsNumber, "a number", double);
-  QUANT_MP_FIELD(s.quantized_weights, j, "(top)", "quantized_weights", IsInt,
-                 "an integer", int64_t);
-  QUANT_MP_FIELD(s.budget_bits, j, "(top)", "budget_bits", IsInt, "an integer",
-                 int64_t);
-  QUANT_MP_FIELD(s.chosen_bits, j, "(top)", "chosen_bits", IsInt, "an integer",
-                 int64_t);
-  QUANT_MP_FIELD(s.allocation_unit_bits, j, "(top)", "allocation_unit_bits",
-                 IsInt, "an integer", int64_t);
-  QUANT_MP_FIELD(s.predicted_kl, j, "(top)", "predicted_kl", IsNumber,
-                 "a number", double);
-  QUANT_MP_FIELD(s.probe_windows, j, "(top)", "probe_windows", IsInt,
-                 "an integer", int);
-  QUANT_MP_FIELD(s.probe_tokens, j, "(top)", "probe_tokens", IsInt,
-                 "an integer", int64_t);
-  Json groups;
-  QUANT_MP_FIELD(groups, j, "(top)", "groups", IsArray, "an array", Json);
-  for (size_t gi = 0; gi < groups.size(); ++gi) {
-    const Json& g = groups[gi];
-    const std::string path = absl::StrCat("groups[", gi, "]");
-    if (!g.is_object()) return FieldError(path, "not an object");
-    SettingGroupSelection unit;
-    std::string group_name;
-    QUANT_MP_FIELD(unit.block, g, path, "block", IsInt, "an integer", int);
-    QUANT_MP_FIELD(group_name, g, path, "group", IsString, "a string",
-                   std::string);
-    std::optional<InputGroup> group = InputGroupFromName(group_name);
-    if (!group.has_value()) {
-      return FieldError(path + ".group",
-                        absl::StrCat("unknown group \"", group_name, "\""));
-    }
-    unit.group = *group;
-    Json layers;
-    QUANT_MP_FIELD(layers, g, path, "layers", IsArray, "an array", Json);
-    for (const Json& name : layers) {
-      if (!name.is_string()) return FieldError(path + ".layers", "not names");
-      unit.layers.push_back(name.get<std::string>());
-    }
-    QUANT_MP_FIELD(unit.weights, g, path, "weights", IsInt, "an integer",
-                   int64_t);
-    QUANT_MP_FIELD(unit.sensitivity, g, path, "sensitivity", IsNumber,
-                   "a number", double);
-    QUANT_MP_FIELD(unit.probe_kl, g, path, "probe_kl", IsNumber, "a number",
-                   double);
-    QUANT_MP_FIELD(unit.probe_error, g, path, "probe_error", IsNumber,
-                   "a number", double);
-    QUANT_MP_FIELD(unit.chosen, g, path, "chosen", IsInt, "an integer", int);
-    Json candidates;
-    QUANT_MP_FIELD(candidates, g, path, "candidates", IsArray, "an array",
-                   Json);
-    for (size_t ci = 0; ci < candidates.size(); ++ci) {
-      const Json& c = candidates[ci];
-      const std::string cpath = absl::StrCat(path, ".candidates[", ci, "]");
-      if (!c.is_object()) return FieldError(cpath, "not an object");
-      CandidateMeasure m;
-      QUANT_MP_FIELD(m.setting.bits, c, cpath, "bits", IsInt, "an integer",
-                     int);
-      QUANT_MP_FIELD(m.setting.group_size, c, cpath, "group_size", IsInt,
-                     "an integer", int);
-      QUANT_MP_FIELD(m.setting.keep_float, c, cpath, "keep_float", IsBool,
-                     "a boolean", bool);
-      QUANT_MP_FIELD(m.cost_bits, c, cpath, "cost_bits", IsInt, "an integer",
-                     int64_t);
-      QUANT_MP_FIELD(m.error, c, cpath, "error", IsNumber, "a number", double);
-      QUANT_MP_FIELD(m.weighted_error, c, cpath, "weighted_error", IsNumber,
-                     "a number", double);
-      unit.candidates.push_back(m);
-    }
-    if (unit.chosen < -1 ||
-        unit.chosen >= static_cast<int>(unit.candidates.size())) {
-      return FieldError(path + ".chosen", "outside the candidates");
-    }
-    s.groups.push_back(std::move(unit));
-  }
-#undef QUANT_MP_FIELD
   return s;
 }
 

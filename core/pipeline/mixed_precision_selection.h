@@ -13,6 +13,7 @@
 #ifndef QUANT_CORE_PIPELINE_MIXED_PRECISION_SELECTION_H_
 #define QUANT_CORE_PIPELINE_MIXED_PRECISION_SELECTION_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -75,6 +76,11 @@ struct SettingGroupSelection {
   double probe_kl = 0.0;
   double probe_error = 0.0;
   int chosen = -1;  // Index into candidates; -1 before the solve.
+
+  // Whether the layer named `layer` (full name) is one of the group's.
+  bool Contains(const std::string& layer) const {
+    return std::find(layers.begin(), layers.end(), layer) != layers.end();
+  }
 };
 
 struct MixedPrecisionSelection {

@@ -81,14 +81,15 @@ class FieldReader {
       out->push_back(item.get<double>());
     }
   }
-  void Get(const char* key, std::vector<int>* out) {
+  template <typename Int>
+  void Get(const char* key, std::vector<Int>* out) {
     const json* v = Field(key);
     if (v == nullptr) return;
     if (!v->is_array()) return Fail(key, "is not a list");
     out->clear();
     for (const json& item : *v) {
       if (!item.is_number_integer()) return Fail(key, "holds a non-integer");
-      out->push_back(item.get<int>());
+      out->push_back(item.get<Int>());
     }
   }
   bool Has(const char* key) const {
@@ -213,7 +214,12 @@ json LayerResultToTaskJson(const LayerResult& l) {
             {"awq_alpha",
              c.awq_alpha.has_value() ? json(*c.awq_alpha) : json(nullptr)}}},
           {"awq_fold", l.awq_fold},
-          {"absorbed_awq_scales_of", l.absorbed_awq_scales_of}};
+          {"absorbed_awq_scales_of", l.absorbed_awq_scales_of},
+          {"expert", l.expert},
+          {"calibration_tokens", l.calibration_tokens},
+          {"heldout_tokens", l.heldout_tokens},
+          {"fallback", l.fallback},
+          {"fallback_reason", l.fallback_reason}};
 }
 
 absl::StatusOr<LayerResult> LayerResultFromTaskJson(const json& j) {
@@ -227,6 +233,11 @@ absl::StatusOr<LayerResult> LayerResultFromTaskJson(const json& j) {
   r.Get("reason", &l.reason);
   r.Get("awq_fold", &l.awq_fold);
   r.Get("absorbed_awq_scales_of", &l.absorbed_awq_scales_of);
+  r.Get("expert", &l.expert);
+  r.Get("calibration_tokens", &l.calibration_tokens);
+  r.Get("heldout_tokens", &l.heldout_tokens);
+  r.Get("fallback", &l.fallback);
+  r.Get("fallback_reason", &l.fallback_reason);
 
   std::string method, grid, grid_kind;
   FieldReader s = r.Object("settings");
@@ -465,14 +476,17 @@ absl::Status WriteBlockOutput(const std::string& dir,
   // Last: its presence means the block's other files are complete.
   // The level matters to every later reader: results differ in the last
   // bits between levels, and a job's blocks must not mix them.
-  return WriteFileAtomically(
-      prefix + ".layers.json",
-      json{{"block", output.block},
+  json doc{{"block", output.block},
            {"isa", std::string(kernels::IsaName(kernels::CurrentIsa()))},
            {"sha256", std::move(sha256)},
-           {"layers", std::move(layers)}}
-          .dump(1),
-      fs);
+           {"layers", std::move(layers)}};
+  if (!output.routed_calibration_tokens.empty()) {
+    doc["experts"] = {
+        {"routed_calibration_tokens", output.routed_calibration_tokens},
+        {"routed_heldout_tokens", output.routed_heldout_tokens},
+        {"starved", output.starved_experts}};
+  }
+  return WriteFileAtomically(prefix + ".layers.json", doc.dump(1), fs);
 }
 
 absl::Status PublishBlockOutput(const std::string& attempt_dir,
@@ -518,6 +532,16 @@ absl::StatusOr<StoredBlockOutput> ReadBlockOutput(
           ": a job runs at one kernel level (--isa / QUANT_ISA)"));
     }
     out.isa = running;
+  }
+  if (doc.contains("experts")) {
+    FieldReader experts(doc["experts"], "experts");
+    experts.Get("routed_calibration_tokens", &out.routed_calibration_tokens);
+    experts.Get("routed_heldout_tokens", &out.routed_heldout_tokens);
+    experts.Get("starved", &out.starved_experts);
+    if (!experts.status().ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(prefix, ".layers.json: ", experts.status().message()));
+    }
   }
   for (const json& layer : doc["layers"]) {
     absl::StatusOr<LayerResult> result = LayerResultFromTaskJson(layer);

@@ -65,6 +65,11 @@ struct StoredBlockOutput {
   std::vector<PackedTensor> tensors;
   std::vector<LayerResult> layers;
   std::string isa;  // The kernel level it was computed at ("" if unrecorded).
+  // A mixture-of-experts block: tokens per expert on each split, and the
+  // starved experts (BlockTaskOutput's).
+  std::vector<int64_t> routed_calibration_tokens;
+  std::vector<int64_t> routed_heldout_tokens;
+  std::vector<int> starved_experts;
 };
 // Checks <prefix><suffix> (".safetensors", ".cal.safetensors" or
 // ".heldout.safetensors") of a published block against the sha256 its

@@ -3,6 +3,7 @@
 #include "core/model/model_config.h"
 
 #include <string>
+#include <vector>
 
 #include "core/base/file_util.h"
 #include "gmock/gmock.h"
@@ -342,6 +343,103 @@ TEST(ModelConfigTest, DeepNestingIsRefusedAtTheLimit) {
   for (int i = 0; i < 60; ++i) shallow += "[";
   shallow += std::string(60, ']');
   EXPECT_TRUE(ParseModelConfig(LlamaWith("\"extra\": " + shallow)).ok());
+}
+
+TEST(ModelConfigTest, Qwen3MoeReadsTheRouterFields) {
+  absl::StatusOr<ModelConfig> config =
+      ParseModelConfig(ReadFixture("qwen3-30b-a3b.json"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->architecture, Architecture::kQwen3Moe);
+  EXPECT_EQ(config->model_type, "qwen3_moe");
+  EXPECT_TRUE(config->qk_norm);
+  EXPECT_EQ(config->head_dim, 128);
+  ASSERT_TRUE(config->moe.has_value());
+  EXPECT_EQ(config->moe->num_experts, 128);
+  EXPECT_EQ(config->moe->experts_per_token, 8);
+  EXPECT_EQ(config->moe->expert_intermediate_size, 768);
+  EXPECT_TRUE(config->moe->norm_topk_prob);
+  EXPECT_EQ(config->intermediate_size, 6144);
+  for (int b = 0; b < 48; ++b) EXPECT_TRUE(config->IsMoeBlock(b)) << b;
+}
+
+TEST(ModelConfigTest, MixtralExpertsUseIntermediateSizeAndRenormalise) {
+  absl::StatusOr<ModelConfig> config =
+      ParseModelConfig(ReadFixture("mixtral-8x7b-v0.1.json"));
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->architecture, Architecture::kMixtral);
+  EXPECT_FALSE(config->qk_norm);
+  EXPECT_FALSE(config->attention_bias);
+  EXPECT_FALSE(config->sliding_window.has_value());
+  ASSERT_TRUE(config->moe.has_value());
+  EXPECT_EQ(config->moe->num_experts, 8);
+  EXPECT_EQ(config->moe->experts_per_token, 2);
+  EXPECT_EQ(config->moe->expert_intermediate_size, 14336);
+  EXPECT_TRUE(config->moe->norm_topk_prob);
+  EXPECT_TRUE(config->IsMoeBlock(31));
+  // Dense families have none.
+  absl::StatusOr<ModelConfig> dense = ParseModelConfig(LlamaWith(""));
+  ASSERT_TRUE(dense.ok());
+  EXPECT_FALSE(dense->moe.has_value());
+  EXPECT_FALSE(dense->IsMoeBlock(0));
+}
+
+// Fields left out take transformers' defaults; decoder_sparse_step and
+// mlp_only_layers choose the dense blocks.
+TEST(ModelConfigTest, MoeDefaultsAndDenseBlocks) {
+  const std::string base = R"({"model_type": "qwen3_moe", "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 6,
+    "num_attention_heads": 4, "vocab_size": 100)";
+  absl::StatusOr<ModelConfig> defaults = ParseModelConfig(base + "}");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(defaults->moe->num_experts, 128);
+  EXPECT_EQ(defaults->moe->experts_per_token, 8);
+  EXPECT_EQ(defaults->moe->expert_intermediate_size, 768);
+  EXPECT_FALSE(defaults->moe->norm_topk_prob);
+
+  absl::StatusOr<ModelConfig> stepped = ParseModelConfig(
+      base + R"(, "decoder_sparse_step": 2, "mlp_only_layers": [3]})");
+  ASSERT_TRUE(stepped.ok()) << stepped.status();
+  std::vector<bool> sparse;
+  for (int b = 0; b < 6; ++b) sparse.push_back(stepped->IsMoeBlock(b));
+  // (b + 1) % 2 == 0 gives 1, 3, 5; mlp_only_layers takes 3 out.
+  EXPECT_THAT(sparse, ElementsAre(false, true, false, false, false, true));
+
+  absl::StatusOr<ModelConfig> mixtral = ParseModelConfig(
+      R"({"model_type": "mixtral", "hidden_size": 64,
+          "intermediate_size": 96, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "vocab_size": 100})");
+  ASSERT_TRUE(mixtral.ok()) << mixtral.status();
+  EXPECT_EQ(mixtral->moe->num_experts, 8);
+  EXPECT_EQ(mixtral->moe->experts_per_token, 2);
+}
+
+TEST(ModelConfigTest, MoeFieldErrorsNameTheField) {
+  const std::string base = R"({"model_type": "qwen3_moe", "hidden_size": 64,
+    "intermediate_size": 128, "num_hidden_layers": 6,
+    "num_attention_heads": 4, "vocab_size": 100, )";
+  EXPECT_EQ(ErrorOf(base + R"("num_experts": 4, "num_experts_per_tok": 5})"),
+            "config.json: \"num_experts_per_tok\" (5) must not exceed "
+            "\"num_experts\" (4)");
+  EXPECT_THAT(ErrorOf(base + R"("num_experts": 0})"),
+              HasSubstr("\"num_experts\" must be a positive integer in "
+                        "1..4096, got 0"));
+  EXPECT_THAT(ErrorOf(base + R"("moe_intermediate_size": "768"})"),
+              HasSubstr("\"moe_intermediate_size\" must be an integer"));
+  EXPECT_THAT(ErrorOf(base + R"("norm_topk_prob": 1})"),
+              HasSubstr("\"norm_topk_prob\" must be true or false"));
+  EXPECT_THAT(ErrorOf(base + R"("decoder_sparse_step": 0})"),
+              HasSubstr("\"decoder_sparse_step\" must be a positive integer"));
+  EXPECT_THAT(ErrorOf(base + R"("mlp_only_layers": [0, 6]})"),
+              HasSubstr("\"mlp_only_layers[1]\" must be a layer index in "
+                        "0..5, got 6"));
+  EXPECT_THAT(ErrorOf(base + R"("mlp_only_layers": 3})"),
+              HasSubstr("\"mlp_only_layers\" must be a list of layer "
+                        "indices"));
+  EXPECT_THAT(ErrorOf(R"({"model_type": "mixtral", "hidden_size": 64,
+          "intermediate_size": 96, "num_hidden_layers": 2,
+          "num_attention_heads": 4, "vocab_size": 100,
+          "num_local_experts": -1})"),
+              HasSubstr("\"num_local_experts\" must be a positive integer"));
 }
 
 TEST(ModelConfigTest, MissingConfigFileNamesThePath) {

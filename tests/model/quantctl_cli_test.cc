@@ -117,5 +117,47 @@ TEST_F(QuantctlTest, MissingDirectoryExitsOne) {
   EXPECT_TRUE(result.out.empty()) << result.out;
 }
 
+// A mixture-of-experts checkpoint: inspect reports the router, recipe
+// validate does the tokens-per-expert arithmetic, quantize refuses before
+// any work and says why.
+TEST_F(QuantctlTest, MixtureOfExpertsIsInspectedAndRefusedForQuantization) {
+  const std::string dir = quant::testing::FixturesDir() + "/forward/qwen3_moe";
+  RunResult result = RunQuantctl("inspect " + Quote(dir) + " --json");
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  const nlohmann::json report =
+      nlohmann::json::parse(result.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(report.is_discarded()) << result.out;
+  EXPECT_EQ(report["architecture"], "Qwen3MoeForCausalLM");
+  EXPECT_EQ(report["config"]["moe"]["num_experts"], 8);
+  EXPECT_EQ(report["config"]["moe"]["experts_per_token"], 2);
+  EXPECT_EQ(report["config"]["moe"]["moe_blocks"], nlohmann::json({0, 2}));
+  EXPECT_TRUE(report["unexpected_tensors"].empty());
+
+  const std::string recipe = quant::testing::MakeTempDir() + "/r.yaml";
+  ASSERT_TRUE(WriteFileAtomically(recipe,
+                                  "method: gptq\ngroup_size: 16\n"
+                                  "calibration: {samples: 4, seq_len: 16}\n")
+                  .ok());
+  result = RunQuantctl("recipe validate " + Quote(recipe) + " --checkpoint " +
+                       Quote(dir));
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  // 4 x 16 tokens x top-2 / 8 experts = 16 per expert: below gate/up's
+  // K = 32, at down's K = 16.
+  EXPECT_THAT(result.out, HasSubstr("experts: 64 calibration tokens x top-2 "
+                                    "/ 8 experts = 16 tokens per expert"));
+  EXPECT_THAT(result.out, HasSubstr("expert gate/up: K = 32, rank-deficient"));
+  EXPECT_THAT(result.out, HasSubstr("does not quantize them yet"));
+
+  result = RunQuantctl(
+      "quantize --local --checkpoint " + Quote(dir) + " --calibration " +
+      Quote(quant::testing::SharedPath("data/tinystories_val.txt")) +
+      " --recipe " + Quote(recipe) + " --out " +
+      Quote(quant::testing::MakeTempDir() + "/out"));
+  EXPECT_EQ(result.exit_code, 1) << result.err;
+  EXPECT_THAT(result.err,
+              HasSubstr("Qwen3MoeForCausalLM is a mixture-of-experts model "
+                        "(8 experts, top-2)"));
+}
+
 }  // namespace
 }  // namespace quant

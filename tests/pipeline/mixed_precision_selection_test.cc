@@ -210,7 +210,7 @@ TEST(MixedPrecisionSelectionTest, JsonRoundTripsAndNamesBadFields) {
   auto refused = MixedPrecisionFromJson(broken);
   ASSERT_FALSE(refused.ok());
   EXPECT_THAT(refused.status().message(),
-              HasSubstr("groups[2].candidates[1]: missing cost_bits"));
+              HasSubstr("groups[2].candidates[1].cost_bits: missing"));
   broken = json;
   broken["groups"][0]["group"] = "attention";
   EXPECT_THAT(MixedPrecisionFromJson(broken).status().message(),

@@ -96,5 +96,23 @@ TEST(QuantizationPlanTest, WholeFusedLayersAndUnfusedLayersMayDiffer) {
   EXPECT_EQ(plan->blocks[1].at(LayerType::kOProj).bits, 3);
 }
 
+// A mixture-of-experts model is refused before any work, saying why,
+// rather than quantizing its attention and leaving the experts behind.
+TEST(QuantizationPlanTest, MixtureOfExpertsIsRefusedBeforeAnyWork) {
+  ModelConfig config = testing::TwoBlockConfig();
+  config.architecture = Architecture::kMixtral;
+  config.moe = MoeConfig{};
+  config.moe->num_experts = 8;
+  config.moe->experts_per_token = 2;
+  config.moe->expert_intermediate_size = config.intermediate_size;
+  auto plan = PlanQuantization(config, Recipe());
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(plan.status().message(),
+              AllOf(HasSubstr("MixtralForCausalLM is a mixture-of-experts "
+                              "model (8 experts, top-2)"),
+                    HasSubstr("does not quantize its experts yet")));
+}
+
 }  // namespace
 }  // namespace quant

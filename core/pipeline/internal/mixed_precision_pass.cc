@@ -60,10 +60,7 @@ void SetCandidate(const SettingGroupSelection& unit,
                   const PrecisionCandidate& candidate,
                   std::map<LayerType, LayerSettings>* settings) {
   for (auto& [type, s] : *settings) {
-    if (std::find(unit.layers.begin(), unit.layers.end(), s.name) ==
-        unit.layers.end()) {
-      continue;
-    }
+    if (!unit.Contains(s.name)) continue;
     s.bits = candidate.bits;
     s.group_size = candidate.group_size;
   }
@@ -203,11 +200,7 @@ absl::StatusOr<MixedPrecisionSelection> MeasureMixedPrecision(
         if (index < 0) continue;
         const bool cheapest = CheapestQuantized(unit) == index;
         for (const LayerResult& layer : output.layers) {
-          if (!layer.quantized ||
-              std::find(unit.layers.begin(), unit.layers.end(), layer.name) ==
-                  unit.layers.end()) {
-            continue;
-          }
+          if (!layer.quantized || !unit.Contains(layer.name)) continue;
           const double rows = static_cast<double>(layer.layer.rows);
           unit.candidates[index].error +=
               layer.audit.method_heldout.output_mse * rows;
@@ -234,10 +227,7 @@ absl::StatusOr<MixedPrecisionSelection> MeasureMixedPrecision(
           unit.candidates[CheapestQuantized(unit)].setting;
       BlockWeights probe = weights;
       for (auto& [type, s] : inputs.plan.blocks[b]) {
-        if (std::find(unit.layers.begin(), unit.layers.end(), s.name) ==
-            unit.layers.end()) {
-          continue;
-        }
+        if (!unit.Contains(s.name)) continue;
         LayerSettings at = s;
         at.bits = cheapest.bits;
         at.group_size = cheapest.group_size;
