@@ -22,7 +22,7 @@ TEST(ExpertRankTest, SeedWorkedExample) {
   config.num_hidden_layers = 1;
   config.num_attention_heads = 32;
   config.head_dim = 128;
-  config.moe = MoeConfig{};
+  config.moe.emplace();
   config.moe->num_experts = 64;
   config.moe->experts_per_token = 2;
   config.moe->expert_intermediate_size = 11008;

@@ -52,7 +52,7 @@ MoeBlock MakeBlock(int64_t calibration_rows = 256) {
   b.config.num_attention_heads = 4;
   b.config.num_key_value_heads = 4;
   b.config.head_dim = 8;
-  b.config.moe = MoeConfig{};
+  b.config.moe.emplace();
   b.config.moe->num_experts = kExperts;
   b.config.moe->experts_per_token = 2;
   b.config.moe->expert_intermediate_size = kExpertInter;

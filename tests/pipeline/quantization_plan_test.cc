@@ -101,7 +101,7 @@ TEST(QuantizationPlanTest, WholeFusedLayersAndUnfusedLayersMayDiffer) {
 TEST(QuantizationPlanTest, MixtureOfExpertsIsRefusedBeforeAnyWork) {
   ModelConfig config = testing::TwoBlockConfig();
   config.architecture = Architecture::kMixtral;
-  config.moe = MoeConfig{};
+  config.moe.emplace();
   config.moe->num_experts = 8;
   config.moe->experts_per_token = 2;
   config.moe->expert_intermediate_size = config.intermediate_size;
