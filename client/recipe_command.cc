@@ -25,6 +25,7 @@
 #include "core/model/checkpoint.h"
 #include "core/model/expert_rank.h"
 #include "core/model/linear_layers.h"
+#include "core/pipeline/quantization_plan.h"
 #include "core/recipe/layer_plan.h"
 #include "core/recipe/recipe.h"
 #include "nlohmann/json.hpp"
@@ -57,6 +58,14 @@ std::map<std::string, int64_t> InputWidths(const ModelConfig& config) {
   std::map<std::string, int64_t> widths;
   for (const LinearLayerSpec& layer : ListAllLinearLayers(config)) {
     widths[layer.name] = layer.in_features;
+  }
+  for (int b = 0; b < config.num_hidden_layers; ++b) {
+    for (const LinearLayerSpec& layer : ListExpertLayers(config, b)) {
+      if (layer.expert != 0) break;  // Every expert is alike.
+      std::string name = layer.name;
+      name.replace(name.find(".experts.0."), 11, ".experts.*.");
+      widths[name] = layer.in_features;
+    }
   }
   return widths;
 }
@@ -176,6 +185,27 @@ absl::Status RunRecipe(const CommandInvocation& invocation) {
   const std::optional<ExpertRankEstimate> experts = EstimateExpertRank(
       checkpoint->config(), static_cast<int64_t>(recipe.calibration.samples) *
                                 recipe.calibration.seq_len);
+  // Experts are planned per block (every expert of a block alike), with the
+  // checks quantize and submit make; their table lists each block's
+  // experts once, as model.layers.N.mlp.experts.*.gate_proj.
+  LayerPlan expert_table;
+  if (experts.has_value()) {
+    QUANT_ASSIGN_OR_RETURN(const QuantizationPlan quantization,
+                           PlanQuantization(checkpoint->config(), recipe));
+    for (const auto& block : quantization.expert_blocks) {
+      for (const auto& [type, settings] : block) {
+        LayerSettings row = settings;
+        const size_t at = row.name.find(".experts.0.");
+        if (at != std::string::npos) row.name.replace(at, 11, ".experts.*.");
+        expert_table.layers.push_back(std::move(row));
+      }
+    }
+  }
+  const MoeCalibration moe_policy = recipe.moe.value_or(MoeCalibration{});
+  bool experts_quantized = false;
+  for (const LayerSettings& row : expert_table.layers) {
+    experts_quantized |= !row.keep_unquantized;
+  }
   if (json) {
     OrderedJson result = OrderedJson::object();
     result["recipe"] = OrderedJson::parse(RecipeToJson(recipe));
@@ -196,7 +226,16 @@ absl::Status RunRecipe(const CommandInvocation& invocation) {
           {"gate_up_rank_deficient", experts->gate_up_rank_deficient()},
           {"down_rank_deficient", experts->down_rank_deficient()},
           {"tokens_for_full_rank", experts->TokensForFullRank()},
-          {"quantized", false}};
+          {"quantized", experts_quantized},
+          {"routing", ExpertRoutingName(moe_policy.routing)},
+          {"min_tokens_per_expert", moe_policy.min_tokens_per_expert},
+          {"on_starved_expert",
+           StarvedExpertActionName(moe_policy.on_starved_expert)}};
+      OrderedJson& rows = result["experts"]["layers"];
+      rows = OrderedJson::array();
+      for (const LayerSettings& layer : expert_table.layers) {
+        rows.push_back(LayerToJson(layer, GroupFitNote(layer, widths)));
+      }
     }
     if (estimate.has_value()) {
       result["estimate"] = PlanEstimateToJson(*estimate);
@@ -215,10 +254,14 @@ absl::Status RunRecipe(const CommandInvocation& invocation) {
                     << " quantized\n";
     PrintPlanText(plan, widths, *invocation.out);
     if (experts.has_value()) {
-      *invocation.out << DescribeExpertRank(*experts)
-                      << "  the experts are not in the table above: this "
-                         "version does not quantize them yet, and quantize "
-                         "and submit refuse the model\n";
+      *invocation.out << DescribeExpertRank(*experts) << "  experts (moe: "
+                      << "routing " << ExpertRoutingName(moe_policy.routing)
+                      << ", min_tokens_per_expert "
+                      << moe_policy.min_tokens_per_expert
+                      << ", on_starved_expert "
+                      << StarvedExpertActionName(moe_policy.on_starved_expert)
+                      << "), every expert of a block alike:\n";
+      PrintPlanText(expert_table, widths, *invocation.out);
     }
     if (estimate.has_value())
       PrintPlanEstimate(*estimate, where, *invocation.out);
@@ -245,6 +288,16 @@ Command RecipeCommand() {
       "resolves the recipe against that checkpoint's layers and prints each\n"
       "layer's method, bits, group size, grid and damping, or why it stays\n"
       "unquantized; overrides that match no layer are warnings on stderr.\n"
+      "A mixture-of-experts checkpoint (qwen3_moe, mixtral) also gets the\n"
+      "seed's arithmetic: calibration tokens x top-k / experts is what an\n"
+      "average expert's layers see under `moe: {routing: natural}`, rare\n"
+      "experts far fewer, and below an expert layer's K its Hessian is\n"
+      "rank-deficient (GPTQ near RTN); then each block's experts' settings\n"
+      "(one per block: vLLM packs them together) and the policy: `routing:\n"
+      "all_experts` calibrates every expert on every token,\n"
+      "`min_tokens_per_expert: N` marks an expert with fewer starved, and\n"
+      "`on_starved_expert: rtn | damp | fail` rounds it, raises its damping\n"
+      "to min(1, max(damp, 0.01) x N / tokens), or fails the job.\n"
       "--estimate adds the job's plan: its tasks, the calibration and\n"
       "held-out tokens, the packed checkpoint's size (a finalize that writes\n"
       "more than its layers predict fails) and the time on this machine.\n"

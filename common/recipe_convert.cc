@@ -206,6 +206,9 @@ absl::StatusOr<Recipe> RecipeFromProto(const v1::Recipe& proto) {
     if (gates.has_min_task_accuracy_ratio()) {
       recipe.gates.min_task_accuracy_ratio = gates.min_task_accuracy_ratio();
     }
+    if (gates.has_max_starved_experts()) {
+      recipe.gates.max_starved_experts = gates.max_starved_experts();
+    }
     recipe.gates.runtime = gates.runtime();
   }
   switch (proto.format()) {
@@ -233,6 +236,38 @@ absl::StatusOr<Recipe> RecipeFromProto(const v1::Recipe& proto) {
     mixed.group_sizes.assign(m.group_sizes().begin(), m.group_sizes().end());
     mixed.keep_float = m.keep_float();
     recipe.mixed_precision = std::move(mixed);
+  }
+  if (proto.has_moe()) {
+    const v1::MoeCalibration& m = proto.moe();
+    MoeCalibration moe;
+    switch (m.routing()) {
+      case v1::EXPERT_ROUTING_UNSPECIFIED:
+      case v1::EXPERT_ROUTING_NATURAL:
+        moe.routing = ExpertRouting::kNatural;
+        break;
+      case v1::EXPERT_ROUTING_ALL_EXPERTS:
+        moe.routing = ExpertRouting::kAllExperts;
+        break;
+      default:
+        return UnknownEnum("recipe.moe.routing", m.routing());
+    }
+    moe.min_tokens_per_expert = m.min_tokens_per_expert();
+    switch (m.on_starved_expert()) {
+      case v1::STARVED_EXPERT_ACTION_UNSPECIFIED:
+      case v1::STARVED_EXPERT_ACTION_RTN:
+        moe.on_starved_expert = StarvedExpertAction::kRtn;
+        break;
+      case v1::STARVED_EXPERT_ACTION_DAMP:
+        moe.on_starved_expert = StarvedExpertAction::kDamp;
+        break;
+      case v1::STARVED_EXPERT_ACTION_FAIL:
+        moe.on_starved_expert = StarvedExpertAction::kFail;
+        break;
+      default:
+        return UnknownEnum("recipe.moe.on_starved_expert",
+                           m.on_starved_expert());
+    }
+    recipe.moe = moe;
   }
   if (std::optional<RecipeFieldError> error = FindRecipeError(recipe)) {
     return absl::InvalidArgumentError(
@@ -317,6 +352,9 @@ v1::Recipe RecipeToProto(const Recipe& recipe) {
   if (recipe.gates.min_task_accuracy_ratio) {
     gates->set_min_task_accuracy_ratio(*recipe.gates.min_task_accuracy_ratio);
   }
+  if (recipe.gates.max_starved_experts) {
+    gates->set_max_starved_experts(*recipe.gates.max_starved_experts);
+  }
   gates->set_runtime(recipe.gates.runtime);
   proto.set_format(recipe.format == OutputFormat::kGptq
                        ? v1::OUTPUT_FORMAT_GPTQ
@@ -330,6 +368,24 @@ v1::Recipe RecipeToProto(const Recipe& recipe) {
     for (int b : m.bits) mixed->add_bits(b);
     for (int g : m.group_sizes) mixed->add_group_sizes(g);
     mixed->set_keep_float(m.keep_float);
+  }
+  if (recipe.moe.has_value()) {
+    v1::MoeCalibration* moe = proto.mutable_moe();
+    moe->set_routing(recipe.moe->routing == ExpertRouting::kNatural
+                         ? v1::EXPERT_ROUTING_NATURAL
+                         : v1::EXPERT_ROUTING_ALL_EXPERTS);
+    moe->set_min_tokens_per_expert(recipe.moe->min_tokens_per_expert);
+    switch (recipe.moe->on_starved_expert) {
+      case StarvedExpertAction::kRtn:
+        moe->set_on_starved_expert(v1::STARVED_EXPERT_ACTION_RTN);
+        break;
+      case StarvedExpertAction::kDamp:
+        moe->set_on_starved_expert(v1::STARVED_EXPERT_ACTION_DAMP);
+        break;
+      case StarvedExpertAction::kFail:
+        moe->set_on_starved_expert(v1::STARVED_EXPERT_ACTION_FAIL);
+        break;
+    }
   }
   return proto;
 }

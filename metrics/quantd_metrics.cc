@@ -217,18 +217,40 @@ absl::Status QuantdMetrics::OnLayerFinished(absl::string_view job_id,
     return absl::InvalidArgumentError(
         absl::StrCat("layer.type: empty (layer ", layer.name, ")"));
   }
+  // A mixture-of-experts expert's layer ("model.layers.3.mlp.experts.7.
+  // down_proj") goes into one series per experts module and layer type
+  // holding the worst expert so far (highest error, lowest gain): series
+  // per expert would be 128 experts x 3 x 48 layers of a Qwen3-30B-A3B.
+  const size_t experts_at = layer.name.find(".experts.");
+  const bool expert = experts_at != std::string::npos;
+  const std::string series =
+      expert ? layer.name.substr(0, experts_at + 8) : layer.name;
   const prometheus::Labels cal = {
-      {"layer", layer.name}, {"type", layer.type}, {"split", "calibration"}};
+      {"layer", series}, {"type", layer.type}, {"split", "calibration"}};
   const prometheus::Labels heldout = {
-      {"layer", layer.name}, {"type", layer.type}, {"split", "heldout"}};
+      {"layer", series}, {"type", layer.type}, {"split", "heldout"}};
   MutexLock lock(&mu_);
   JobSeries& job = FindOrAddJob(job_id);
-  SetJobGauge(job, layer_rel_output_error_, cal, job_id,
-              layer.rel_output_error_cal);
-  SetJobGauge(job, layer_rel_output_error_, heldout, job_id,
-              layer.rel_output_error_heldout);
-  SetJobGauge(job, layer_gain_over_rtn_, cal, job_id, layer.gain_cal);
-  SetJobGauge(job, layer_gain_over_rtn_, heldout, job_id, layer.gain_heldout);
+  auto set = [&](GaugeFamily& family, const prometheus::Labels& labels,
+                 double value, bool higher_is_worse) {
+    if (!expert) {
+      SetJobGauge(job, family, labels, job_id, value);
+      return;
+    }
+    prometheus::Labels with_job = labels;
+    with_job["job_id"] = std::string(job_id);
+    const bool seen = family.Has(with_job);
+    Gauge& gauge = family.Add(with_job);
+    if (!seen ||
+        (higher_is_worse ? value > gauge.Value() : value < gauge.Value())) {
+      gauge.Set(value);
+    }
+    job.gauges.emplace(&family, &gauge);
+  };
+  set(layer_rel_output_error_, cal, layer.rel_output_error_cal, true);
+  set(layer_rel_output_error_, heldout, layer.rel_output_error_heldout, true);
+  set(layer_gain_over_rtn_, cal, layer.gain_cal, false);
+  set(layer_gain_over_rtn_, heldout, layer.gain_heldout, false);
   return absl::OkStatus();
 }
 

@@ -104,7 +104,10 @@ class QuantdMetrics {
 
   // quant_layer_rel_output_error{job_id,layer,type,split} and
   // quant_layer_gain_over_rtn{job_id,layer,type,split}, split "calibration" and
-  // "heldout". InvalidArgument for an empty job_id, layer name or type.
+  // "heldout". A mixture-of-experts expert's layer is one series per experts
+  // module and type (layer "model.layers.3.mlp.experts") holding the worst
+  // expert so far: the highest error, the lowest gain. InvalidArgument for
+  // an empty job_id, layer name or type.
   absl::Status OnLayerFinished(absl::string_view job_id,
                                const LayerResult& layer);
 

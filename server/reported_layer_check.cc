@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "absl/strings/strip.h"
 #include "core/model/linear_layers.h"
 
 namespace quant::server {
@@ -18,6 +19,33 @@ constexpr int kMaxFlags = 16;
 absl::Status Bad(absl::string_view field, absl::string_view why) {
   return absl::InvalidArgumentError(
       absl::StrCat("progress.finished_layers.", field, ": ", why));
+}
+
+// A mixture-of-experts expert's layer of the block at `prefix`:
+// "mlp.experts.E.{gate,up,down}_proj" (Qwen3-MoE) or
+// "block_sparse_moe.experts.E.{w1,w3,w2}" (Mixtral), E a decimal index, the
+// type the part it plays.
+bool IsExpertLayer(absl::string_view name, absl::string_view type,
+                   absl::string_view prefix) {
+  if (!absl::ConsumePrefix(&name, prefix)) return false;
+  const bool qwen = absl::ConsumePrefix(&name, "mlp.experts.");
+  if (!qwen && !absl::ConsumePrefix(&name, "block_sparse_moe.experts.")) {
+    return false;
+  }
+  const size_t dot = name.find('.');
+  if (dot == 0 || dot == absl::string_view::npos || dot > 5) return false;
+  for (char c : name.substr(0, dot)) {
+    if (c < '0' || c > '9') return false;
+  }
+  const absl::string_view part = name.substr(dot + 1);
+  const std::pair<absl::string_view, absl::string_view> parts[] = {
+      {qwen ? "gate_proj" : "w1", "gate_proj"},
+      {qwen ? "up_proj" : "w3", "up_proj"},
+      {qwen ? "down_proj" : "w2", "down_proj"}};
+  for (const auto& [module, layer_type] : parts) {
+    if (part == module) return type == layer_type;
+  }
+  return false;
 }
 
 }  // namespace
@@ -40,6 +68,7 @@ absl::Status CheckReportedLayer(const v1::LayerAudit& layer,
       break;
     }
   }
+  if (!known) known = IsExpertLayer(layer.name(), layer.type(), prefix);
   if (!known) {
     return Bad("name",
                absl::StrCat("\"", layer.name().substr(0, 80), "\" (type \"",

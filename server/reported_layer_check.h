@@ -14,7 +14,9 @@ namespace quant::server {
 
 // OK when `layer` can come from `task`: a block task; the name
 // "model.layers.<its block>.{self_attn,mlp}.<type>" of one of the block's
-// seven linear layers, `type` its last part; every number finite (gains may
+// seven linear layers, `type` its last part, or one of its experts' layers
+// (".mlp.experts.E.down_proj", ".block_sparse_moe.experts.E.w2", `type` the
+// part it plays: gate_proj, up_proj, down_proj); every number finite (gains may
 // be +inf: a method error of zero) and the errors non-negative; bits in
 // 0..16; short strings. InvalidArgument naming the field otherwise.
 absl::Status CheckReportedLayer(const v1::LayerAudit& layer,

@@ -68,6 +68,29 @@ absl::StatusOr<nlohmann::json> ConfigJson(const SynthOptions& options) {
   if (options.vocab_from.empty()) {
     return absl::InvalidArgumentError("--vocab_from is required");
   }
+  if (options.experts < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--experts must be 0 (dense) or positive, got ", options.experts));
+  }
+  if (options.experts > 0) {
+    if (options.moe_family != "qwen3_moe" && options.moe_family != "mixtral") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--moe_family must be qwen3_moe or mixtral, got \"",
+                       options.moe_family, "\""));
+    }
+    if (options.experts_per_token < 1 ||
+        options.experts_per_token > options.experts) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--experts_per_token must be in 1..--experts (",
+                       options.experts, "), got ", options.experts_per_token));
+    }
+    if (options.expert_intermediate < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--expert_intermediate must be 0 (--intermediate) or "
+                       "positive, got ",
+                       options.expert_intermediate));
+    }
+  }
   QUANT_ASSIGN_OR_RETURN(const ModelConfig source,
                          LoadModelConfig(options.vocab_from));
   nlohmann::json config = {
@@ -93,6 +116,26 @@ absl::StatusOr<nlohmann::json> ConfigJson(const SynthOptions& options) {
       {"tie_word_embeddings", true},
       {"torch_dtype", options.dtype == DType::kBF16 ? "bfloat16" : "float32"},
       {"synthetic_seed", options.seed}};
+  if (options.experts > 0 && options.moe_family == "qwen3_moe") {
+    config["architectures"] = {"Qwen3MoeForCausalLM"};
+    config["model_type"] = "qwen3_moe";
+    config["num_experts"] = options.experts;
+    config["num_experts_per_tok"] = options.experts_per_token;
+    config["moe_intermediate_size"] = options.expert_intermediate > 0
+                                          ? options.expert_intermediate
+                                          : options.intermediate;
+    config["norm_topk_prob"] = true;
+    config["decoder_sparse_step"] = 1;
+    config["mlp_only_layers"] = nlohmann::json::array();
+    config.erase("mlp_bias");
+  } else if (options.experts > 0) {
+    config["architectures"] = {"MixtralForCausalLM"};
+    config["model_type"] = "mixtral";
+    config["num_local_experts"] = options.experts;
+    config["num_experts_per_tok"] = options.experts_per_token;
+    config.erase("mlp_bias");
+    config.erase("attention_bias");
+  }
   if (source.bos_token_id.has_value()) {
     config["bos_token_id"] = *source.bos_token_id;
   }

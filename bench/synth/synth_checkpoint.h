@@ -1,8 +1,9 @@
-// A Llama-shaped checkpoint with deterministic pseudo-random weights, for
-// measuring the quantizer and the service at sizes the shared models do not
-// reach. Weights are Gaussian scaled by 1/sqrt(fan_in) (so activations keep
-// their scale through the blocks), norms are 1. The vocabulary and tokenizer
-// come from an existing checkpoint, so calibration text tokenizes as usual.
+// A Llama-shaped (or Qwen3-MoE / Mixtral) checkpoint with deterministic
+// pseudo-random weights, for measuring the quantizer and the service at sizes
+// the shared models do not reach. Weights are Gaussian scaled by 1/sqrt(fan_in)
+// (so activations keep their scale through the blocks), norms are 1. The
+// vocabulary and tokenizer come from an existing checkpoint, so calibration
+// text tokenizes as usual.
 //
 // The generator streams: model.safetensors is written tensor by tensor in
 // chunks through AtomicFileWriter, so memory stays small whatever the size.
@@ -31,6 +32,15 @@ struct SynthOptions {
   int64_t max_positions = 0;
   uint64_t seed = 0;
   DType dtype = DType::kF32;  // kF32 or kBF16.
+  // A mixture-of-experts model when experts > 0: "qwen3_moe"
+  // (Qwen3MoeForCausalLM, q/k norms, experts of expert_intermediate) or
+  // "mixtral" (MixtralForCausalLM, experts of `intermediate`), every block
+  // sparse, each token routed to experts_per_token experts. Routers are
+  // Gaussian like the other matrices, so some experts get few tokens.
+  int experts = 0;
+  int experts_per_token = 2;
+  int64_t expert_intermediate = 0;  // qwen3_moe; 0: `intermediate`.
+  std::string moe_family = "qwen3_moe";
 };
 
 // The config the generator writes for `options` (vocab_size, bos/eos and

@@ -1,5 +1,10 @@
-// quant-synth-checkpoint: writes a Llama-shaped checkpoint with seeded
-// pseudo-random weights and a borrowed tokenizer, for scaling benchmarks.
+// quant-synth-checkpoint: writes a Llama-shaped (or mixture-of-experts)
+// checkpoint with seeded pseudo-random weights and a borrowed tokenizer, for
+// scaling benchmarks.
+//
+//   quant-synth-checkpoint --out /tmp/moe --hidden 2048 --layers 2
+//     --heads 32 --kv_heads 4 --experts 128 --experts_per_token 8
+//     --expert_intermediate 768 --vocab_from ...   (a Qwen3-30B-A3B slice)
 //
 //   quant-synth-checkpoint --out /tmp/synth300m --hidden 1024
 //     --intermediate 2816 --layers 24 --heads 16 --kv_heads 16
@@ -27,6 +32,15 @@ ABSL_FLAG(int64_t, max_positions, 0,
           "max_position_embeddings; 0 takes --vocab_from's.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed of the weights: same seed, same bytes.");
 ABSL_FLAG(std::string, dtype, "f32", "Stored dtype: f32 or bf16.");
+ABSL_FLAG(int, experts, 0,
+          "Experts per block: > 0 writes a mixture-of-experts model "
+          "(--moe_family) with every block sparse; 0 a dense Llama.");
+ABSL_FLAG(int, experts_per_token, 2, "Experts each token is routed to.");
+ABSL_FLAG(int64_t, expert_intermediate, 0,
+          "qwen3_moe's moe_intermediate_size; 0 takes --intermediate.");
+ABSL_FLAG(std::string, moe_family, "qwen3_moe",
+          "qwen3_moe (Qwen3MoeForCausalLM) or mixtral (MixtralForCausalLM, "
+          "experts of --intermediate).");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -53,6 +67,10 @@ int main(int argc, char** argv) {
   options.kv_heads = absl::GetFlag(FLAGS_kv_heads);
   options.max_positions = absl::GetFlag(FLAGS_max_positions);
   options.seed = absl::GetFlag(FLAGS_seed);
+  options.experts = absl::GetFlag(FLAGS_experts);
+  options.experts_per_token = absl::GetFlag(FLAGS_experts_per_token);
+  options.expert_intermediate = absl::GetFlag(FLAGS_expert_intermediate);
+  options.moe_family = absl::GetFlag(FLAGS_moe_family);
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
   if (dtype == "f32") {
     options.dtype = quant::DType::kF32;

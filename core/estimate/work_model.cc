@@ -1,6 +1,7 @@
 // EstimateJobWork and the flop counts it is made of; see work_model.h.
 #include "core/estimate/work_model.h"
 
+#include <map>
 #include <set>
 
 #include "core/model/linear_layers.h"
@@ -30,6 +31,15 @@ double BlockForwardFlopsPerToken(const ModelConfig& config, int seq_len) {
       config.head_dim > 0
           ? config.head_dim
           : static_cast<int>(config.hidden_size / config.num_attention_heads);
+  if (config.IsMoeBlock(0)) {
+    // The router, and each token's top-k experts (gate, up, down).
+    const MoeConfig& moe = *config.moe;
+    linear += 2.0 * static_cast<double>(config.hidden_size) *
+              static_cast<double>(moe.num_experts);
+    linear += static_cast<double>(moe.experts_per_token) * 3.0 * 2.0 *
+              static_cast<double>(config.hidden_size) *
+              static_cast<double>(moe.expert_intermediate_size);
+  }
   const double attended = (static_cast<double>(seq_len) + 1.0) / 2.0;
   // Scores q·k and the weighted sum of v: 2 flops per multiply-add each.
   const double attention =
@@ -46,6 +56,44 @@ double GptqFlops(int64_t n, int64_t k) {
   const double kd = static_cast<double>(k);
   return kd * kd * kd + 2.0 * static_cast<double>(n) * kd * kd;
 }
+
+namespace {
+
+// A mixture-of-experts block's experts: each on the tokens routed to it
+// (tokens x top-k / experts on average), or on every calibration token
+// under routing: all_experts; audited on its routed held-out tokens.
+void AddExpertWork(const ModelConfig& config, const Recipe& recipe,
+                   const std::map<LayerType, LayerSettings>& settings,
+                   int block, double cal, double all, TaskWork* task) {
+  const MoeConfig& moe = *config.moe;
+  const double share = static_cast<double>(moe.experts_per_token) /
+                       static_cast<double>(moe.num_experts);
+  const bool every_token = recipe.moe.has_value() &&
+                           recipe.moe->routing == ExpertRouting::kAllExperts;
+  const double routed_cal = every_token ? cal : cal * share;
+  const double routed_all = routed_cal + (all - cal) * share;
+  for (const LinearLayerSpec& spec : ListExpertLayers(config, block)) {
+    auto it = settings.find(spec.type);
+    if (it == settings.end() || it->second.keep_unquantized) continue;
+    const double product = 2.0 * static_cast<double>(spec.out_features) *
+                           static_cast<double>(spec.in_features);
+    task->forward_flops += 3.0 * routed_all * product;
+    if (spec.type != LayerType::kUpProj) {  // gate and up share one.
+      task->hessian_flops +=
+          HessianFlops(static_cast<int64_t>(routed_cal), spec.in_features);
+    }
+    if (it->second.method == QuantMethod::kGptq) {
+      const double solves =
+          it->second.damp.automatic
+              ? static_cast<double>(recipe.damp.auto_grid.size())
+              : 1.0;
+      task->gptq_flops +=
+          solves * GptqFlops(spec.out_features, spec.in_features);
+    }
+  }
+}
+
+}  // namespace
 
 JobWork EstimateJobWork(const ModelConfig& config, const Recipe& recipe,
                         const QuantizationPlan& plan) {
@@ -89,6 +137,11 @@ JobWork EstimateJobWork(const ModelConfig& config, const Recipe& recipe,
         task.gptq_flops +=
             solves * GptqFlops(spec.out_features, spec.in_features);
       }
+    }
+    if (static_cast<size_t>(block) < plan.expert_blocks.size() &&
+        config.IsMoeBlock(block)) {
+      AddExpertWork(config, recipe, plan.expert_blocks[block], block, cal, all,
+                    &task);
     }
     work.blocks.push_back(task);
   }

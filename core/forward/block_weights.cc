@@ -36,11 +36,31 @@ absl::StatusOr<RowMatrixF> ReadMatrix(const Checkpoint& checkpoint,
 
 namespace {
 
-// The router and experts of a mixture-of-experts block; experts are read
-// plain (a packed expert is a missing `.weight`, refused when the checkpoint
-// is opened).
-absl::StatusOr<MoeMlpWeights> LoadMoeMlpWeights(const Checkpoint& checkpoint,
-                                                int block) {
+// One linear layer's weight: dequantized when `packed` says it is stored
+// packed, else read plain.
+absl::StatusOr<RowMatrixF> ReadLinearWeight(
+    const Checkpoint& checkpoint,
+    const std::optional<PackedLayerReader>& packed,
+    const LinearLayerSpec& spec) {
+  LinearStorage storage = LinearStorage::kPlain;
+  if (packed.has_value()) {
+    QUANT_ASSIGN_OR_RETURN(storage, packed->Storage(spec.name));
+  }
+  if (storage != LinearStorage::kPacked) {
+    return ReadMatrix(checkpoint, spec.weight_name());
+  }
+  QUANT_ASSIGN_OR_RETURN(
+      FloatTensor weight,
+      packed->Dequantize(spec.name, spec.out_features, spec.in_features));
+  return RowMatrixF(Eigen::Map<const RowMatrixF>(
+      weight.data.data(), spec.out_features, spec.in_features));
+}
+
+// The router (always plain: runtimes build it unquantized) and experts of
+// a mixture-of-experts block.
+absl::StatusOr<MoeMlpWeights> LoadMoeMlpWeights(
+    const Checkpoint& checkpoint,
+    const std::optional<PackedLayerReader>& packed, int block) {
   const ModelConfig& config = checkpoint.config();
   MoeMlpWeights moe;
   QUANT_ASSIGN_OR_RETURN(
@@ -49,7 +69,7 @@ absl::StatusOr<MoeMlpWeights> LoadMoeMlpWeights(const Checkpoint& checkpoint,
   moe.experts.resize(config.moe->num_experts);
   for (const LinearLayerSpec& spec : ListExpertLayers(config, block)) {
     QUANT_ASSIGN_OR_RETURN(moe.experts[spec.expert].Part(spec.type).weight,
-                           ReadMatrix(checkpoint, spec.weight_name()));
+                           ReadLinearWeight(checkpoint, packed, spec));
   }
   return moe;
 }
@@ -90,20 +110,8 @@ absl::StatusOr<BlockWeights> LoadBlockWeights(const Checkpoint& checkpoint,
   }
   for (const LinearLayerSpec& spec : ListLinearLayers(config, block)) {
     LinearWeights linear;
-    LinearStorage storage = LinearStorage::kPlain;
-    if (packed.has_value()) {
-      QUANT_ASSIGN_OR_RETURN(storage, packed->Storage(spec.name));
-    }
-    if (storage == LinearStorage::kPacked) {
-      QUANT_ASSIGN_OR_RETURN(
-          FloatTensor weight,
-          packed->Dequantize(spec.name, spec.out_features, spec.in_features));
-      linear.weight = Eigen::Map<const RowMatrixF>(
-          weight.data.data(), spec.out_features, spec.in_features);
-    } else {
-      QUANT_ASSIGN_OR_RETURN(linear.weight,
-                             ReadMatrix(checkpoint, spec.weight_name()));
-    }
+    QUANT_ASSIGN_OR_RETURN(linear.weight,
+                           ReadLinearWeight(checkpoint, packed, spec));
     if (spec.has_bias) {
       QUANT_ASSIGN_OR_RETURN(linear.bias,
                              ReadVector(checkpoint, spec.bias_name()));
@@ -111,7 +119,8 @@ absl::StatusOr<BlockWeights> LoadBlockWeights(const Checkpoint& checkpoint,
     weights.linear[spec.type] = std::move(linear);
   }
   if (config.IsMoeBlock(block)) {
-    QUANT_ASSIGN_OR_RETURN(weights.moe, LoadMoeMlpWeights(checkpoint, block));
+    QUANT_ASSIGN_OR_RETURN(weights.moe,
+                           LoadMoeMlpWeights(checkpoint, packed, block));
   }
   return weights;
 }

@@ -127,9 +127,14 @@ absl::StatusOr<std::unique_ptr<Checkpoint>> Checkpoint::Open(
   const TensorCollection& tensors = *checkpoint->tensors_;
   std::map<std::string, std::string, std::less<>> layer_of_weight;
   if (packed) {
-    for (const LinearLayerSpec& spec :
-         ListAllLinearLayers(checkpoint->config_)) {
+    const ModelConfig& config = checkpoint->config_;
+    for (const LinearLayerSpec& spec : ListAllLinearLayers(config)) {
       layer_of_weight[spec.weight_name()] = spec.name;
+    }
+    for (int b = 0; b < config.num_hidden_layers; ++b) {
+      for (const LinearLayerSpec& spec : ListExpertLayers(config, b)) {
+        layer_of_weight[spec.weight_name()] = spec.name;
+      }
     }
   }
 

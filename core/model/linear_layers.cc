@@ -154,6 +154,10 @@ std::string RouterName(const ModelConfig& config, int block) {
   return MoeModulePrefix(config, block) + "gate";
 }
 
+std::string ExpertsModuleName(const ModelConfig& config, int block) {
+  return MoeModulePrefix(config, block) + "experts";
+}
+
 std::vector<LinearLayerSpec> ListExpertLayers(const ModelConfig& config,
                                               int block) {
   std::vector<LinearLayerSpec> layers;

@@ -98,6 +98,10 @@ std::vector<LinearLayerSpec> ListExpertLayers(const ModelConfig& config,
 // (qwen3_moe) or "model.layers.N.block_sparse_moe.gate" (mixtral), weight
 // [num_experts, hidden], no bias.
 std::string RouterName(const ModelConfig& config, int block);
+// The module holding a mixture-of-experts block's experts, which vLLM builds
+// as one fused-MoE layer under this name: "model.layers.N.mlp.experts" or
+// "model.layers.N.block_sparse_moe.experts".
+std::string ExpertsModuleName(const ModelConfig& config, int block);
 // ListLinearLayers for every block, block by block.
 std::vector<LinearLayerSpec> ListAllLinearLayers(const ModelConfig& config);
 

@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/pack/bit_packing.h"
@@ -32,9 +33,10 @@ absl::Status CannotPack(absl::string_view layer_name,
                    "; keep the layer unquantized"));
 }
 
-// A Python regular expression matching exactly `name` (GPTQModel/vLLM
-// "dynamic" keys are re.match patterns).
-std::string ExactPattern(absl::string_view name) {
+// A Python regular expression matching exactly `name`, or with `prefix`
+// every name starting with it (GPTQModel/vLLM "dynamic" keys are re.match
+// patterns).
+std::string ExactPattern(absl::string_view name, bool prefix = false) {
   std::string pattern = "^";
   for (char c : name) {
     const bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
@@ -42,7 +44,7 @@ std::string ExactPattern(absl::string_view name) {
     if (!plain) pattern += '\\';
     pattern += c;
   }
-  pattern += '$';
+  if (!prefix) pattern += '$';
   return pattern;
 }
 
@@ -179,10 +181,15 @@ absl::StatusOr<nlohmann::json> GptqQuantizationConfig(
       {"true_sequential", options.true_sequential},
       {"lm_head", false},
   };
-  if (!options.unquantized_layers.empty() || !options.layer_schemes.empty()) {
+  if (!options.unquantized_layers.empty() ||
+      !options.unquantized_prefixes.empty() || !options.layer_schemes.empty()) {
     nlohmann::json dynamic = nlohmann::json::object();
     for (const std::string& name : options.unquantized_layers) {
       dynamic["-:" + ExactPattern(name)] = nlohmann::json::object();
+    }
+    for (const std::string& name : options.unquantized_prefixes) {
+      dynamic["-:" + ExactPattern(name, /*prefix=*/true)] =
+          nlohmann::json::object();
     }
     for (const GptqLayerScheme& scheme : options.layer_schemes) {
       if (!IsPackableBits(scheme.bits) || scheme.group_size < 0) {
@@ -190,7 +197,7 @@ absl::StatusOr<nlohmann::json> GptqQuantizationConfig(
             "GPTQ config: layer_schemes for ", scheme.layer, ": bits ",
             scheme.bits, ", group_size ", scheme.group_size));
       }
-      dynamic["+:" + ExactPattern(scheme.layer)] = {
+      dynamic["+:" + ExactPattern(scheme.layer, scheme.prefix)] = {
           {"bits", scheme.bits},
           {"group_size", scheme.group_size > 0 ? scheme.group_size : -1},
           {"sym", scheme.sym},
@@ -217,7 +224,10 @@ absl::Status CheckGptqLayerMatchesConfig(const PackedGptqLayer& layer,
                                          const GptqConfigOptions& defaults) {
   GptqConfigOptions options = defaults;
   for (const GptqLayerScheme& scheme : defaults.layer_schemes) {
-    if (scheme.layer != layer.name) continue;
+    if (scheme.prefix ? !absl::StartsWith(layer.name, scheme.layer)
+                      : scheme.layer != layer.name) {
+      continue;
+    }
     options.bits = scheme.bits;
     options.group_size = scheme.group_size;
     options.sym = scheme.sym;

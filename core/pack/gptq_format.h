@@ -93,6 +93,10 @@ struct GptqLayerScheme {
   int64_t group_size = 0;  // 0: per row (written as -1).
   bool sym = true;
   bool desc_act = false;
+  // Also every module whose name starts with `layer` ("+:^name" without
+  // "$"): a mixture-of-experts block's experts, which vLLM looks up under
+  // the fused-MoE module's name and this project per expert.
+  bool prefix = false;
 };
 
 struct GptqConfigOptions {
@@ -109,6 +113,9 @@ struct GptqConfigOptions {
   // "model.layers.0.mlp.down_proj"); written as GPTQModel/vLLM "dynamic"
   // negative rules. lm_head is never quantized ("lm_head": false).
   std::vector<std::string> unquantized_layers;
+  // Module names whose every submodule is kept unquantized ("-:^name"
+  // without "$"): a mixture-of-experts block's experts module.
+  std::vector<std::string> unquantized_prefixes;
   // Layers whose bits, group size or symmetry differ from the above.
   std::vector<GptqLayerScheme> layer_schemes;
   std::string quantizer;  // Tool and version, recorded in "meta".

@@ -3,7 +3,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -57,6 +60,17 @@ json LayerResultToJson(const LayerResult& layer) {
             {"bits", s.bits},
             {"group_size", s.group_size},
             {"grid", QuantGridName(s.grid)}};
+  if (layer.expert >= 0) {
+    // The tokens this expert's layer saw (calibration: its Hessian's;
+    // held-out: those its audit ran on), and any starved-expert fallback.
+    j["expert"] = layer.expert;
+    j["calibration_tokens"] = layer.calibration_tokens;
+    j["heldout_tokens"] = layer.heldout_tokens;
+    if (!layer.fallback.empty()) {
+      j["fallback"] = {{"action", layer.fallback},
+                       {"reason", layer.fallback_reason}};
+    }
+  }
   if (!layer.quantized) {
     j["reason"] = layer.reason;
     if (!layer.awq_fold.empty()) j["awq_fold"] = layer.awq_fold;
@@ -114,6 +128,67 @@ json LayerResultToJson(const LayerResult& layer) {
   return j;
 }
 
+namespace {
+
+// The block of "model.layers.N. ..."; -1 for another name.
+int BlockOfLayer(const std::string& name) {
+  constexpr absl::string_view kPrefix = "model.layers.";
+  if (!absl::StartsWith(name, kPrefix)) return -1;
+  const size_t dot = name.find('.', kPrefix.size());
+  int block = -1;
+  if (dot == std::string::npos ||
+      !absl::SimpleAtoi(
+          absl::string_view(name).substr(kPrefix.size(), dot - kPrefix.size()),
+          &block)) {
+    return -1;
+  }
+  return block;
+}
+
+json TokenHistogram(std::vector<int64_t> counts) {
+  std::sort(counts.begin(), counts.end());
+  const size_t n = counts.size();
+  const double median =
+      n % 2 == 1 ? static_cast<double>(counts[n / 2])
+                 : 0.5 * static_cast<double>(counts[n / 2 - 1] + counts[n / 2]);
+  return {{"min", counts.front()}, {"median", median}, {"max", counts.back()}};
+}
+
+}  // namespace
+
+json ExpertBlockSummaries(const std::vector<LayerResult>& layers) {
+  // Per block, per expert: the tokens its gate (first) layer saw, and
+  // whether a starved-expert fallback applied to it.
+  std::map<int, std::map<int, std::pair<int64_t, int64_t>>> tokens;
+  std::map<int, std::map<int, bool>> starved;
+  for (const LayerResult& l : layers) {
+    if (l.expert < 0) continue;
+    const int block = BlockOfLayer(l.name);
+    auto [it, first] = tokens[block].try_emplace(
+        l.expert, std::make_pair(l.calibration_tokens, l.heldout_tokens));
+    (void)it;
+    (void)first;
+    starved[block][l.expert] |= !l.fallback.empty();
+  }
+  json out = json::array();
+  for (const auto& [block, experts] : tokens) {
+    std::vector<int64_t> calibration, heldout;
+    std::vector<int> starved_list;
+    for (const auto& [expert, counts] : experts) {
+      calibration.push_back(counts.first);
+      heldout.push_back(counts.second);
+      if (starved[block][expert]) starved_list.push_back(expert);
+    }
+    out.push_back({{"block", block},
+                   {"experts", experts.size()},
+                   {"calibration_tokens", TokenHistogram(calibration)},
+                   {"heldout_tokens", TokenHistogram(heldout)},
+                   {"starved", starved_list.size()},
+                   {"starved_experts", starved_list}});
+  }
+  return out;
+}
+
 json BuildAuditJson(const std::vector<LayerResult>& layers, const json& gates) {
   json list = json::array();
   int quantized = 0;
@@ -134,12 +209,69 @@ json BuildAuditJson(const std::vector<LayerResult>& layers, const json& gates) {
                   {"kept", static_cast<int>(layers.size()) - quantized},
                   {"better_than_rtn_heldout", better},
                   {"median_gain_heldout", Median(gains)}};
+  json moe = ExpertBlockSummaries(layers);
+  if (!moe.empty()) summary["moe_blocks"] = std::move(moe);
   return {{"format_version", 1},
           {"layers", std::move(list)},
           {"summary", std::move(summary)},
           {"gates", gates},
           {"verdict", gates.value("verdict", "FAIL")}};
 }
+
+namespace {
+
+// summary.moe_blocks, one line per block, and the experts' layers with the
+// highest held-out error.
+std::string FormatExpertSummary(const json& audit) {
+  std::string out;
+  for (const json& b : audit.at("summary").at("moe_blocks")) {
+    const json& cal = b.at("calibration_tokens");
+    const json& held = b.at("heldout_tokens");
+    absl::StrAppend(
+        &out,
+        absl::StrFormat(
+            "experts of block %d: %d experts; calibration tokens per expert "
+            "min %d median %.1f max %d; held-out min %d median %.1f max %d; "
+            "%d starved\n",
+            b.at("block").get<int64_t>(), b.at("experts").get<int64_t>(),
+            cal.at("min").get<int64_t>(), cal.at("median").get<double>(),
+            cal.at("max").get<int64_t>(), held.at("min").get<int64_t>(),
+            held.at("median").get<double>(), held.at("max").get<int64_t>(),
+            b.at("starved").get<int64_t>()));
+  }
+  std::vector<const json*> experts;
+  for (const json& l : audit.at("layers")) {
+    if (l.contains("expert") && l.at("packed").get<bool>()) {
+      experts.push_back(&l);
+    }
+  }
+  std::stable_sort(experts.begin(), experts.end(),
+                   [](const json* a, const json* b) {
+                     return a->at("rel_output_error_heldout").get<double>() >
+                            b->at("rel_output_error_heldout").get<double>();
+                   });
+  if (!experts.empty()) absl::StrAppend(&out, "worst experts (held-out):\n");
+  for (size_t i = 0; i < experts.size() && i < 5; ++i) {
+    const json& l = *experts[i];
+    absl::StrAppend(
+        &out,
+        absl::StrFormat(
+            "  %s  error %.5f (RTN %.5f), %d calibration / %d "
+            "held-out tokens%s\n",
+            l.at("name").get<std::string>(),
+            l.at("rel_output_error_heldout").get<double>(),
+            l.at("rtn_rel_output_error_heldout").get<double>(),
+            l.at("calibration_tokens").get<int64_t>(),
+            l.at("heldout_tokens").get<int64_t>(),
+            l.contains("fallback")
+                ? absl::StrCat(", fallback ",
+                               l.at("fallback").at("action").get<std::string>())
+                : ""));
+  }
+  return out;
+}
+
+}  // namespace
 
 std::string FormatAuditTable(const json& audit) {
   std::string out = absl::StrFormat(
@@ -244,6 +376,11 @@ std::string FormatAuditTable(const json& audit) {
         MixedPrecisionFromJson(*m);
     if (selection.ok()) absl::StrAppend(&out, FormatMixedPrecision(*selection));
   }
+  // Checked by CheckAuditTableFields when present.
+  if (const auto s = audit.find("summary");
+      s != audit.end() && s->is_object() && s->contains("moe_blocks")) {
+    absl::StrAppend(&out, FormatExpertSummary(audit));
+  }
   for (const json& c : g.at("checks")) {
     absl::StrAppend(
         &out, absl::StrFormat("gate %-25s value %.5f threshold %.5f  %s\n",
@@ -269,6 +406,16 @@ absl::Status CheckAuditTableFields(const json& audit) {
     QUANT_RETURN_IF_ERROR(jf::GetString(l, "name", at).status());
     QUANT_ASSIGN_OR_RETURN(const bool packed,
                            jf::GetBoolOr(l, "packed", false, at));
+    if (l.contains("expert")) {  // What FormatExpertSummary prints of it.
+      for (const char* key : {"calibration_tokens", "heldout_tokens"}) {
+        QUANT_RETURN_IF_ERROR(jf::GetInt(l, key, at).status());
+      }
+      if (const auto f = l.find("fallback"); f != l.end()) {
+        QUANT_RETURN_IF_ERROR(jf::ExpectObject(*f, at + ".fallback"));
+        QUANT_RETURN_IF_ERROR(
+            jf::GetString(*f, "action", at + ".fallback").status());
+      }
+    }
     if (l.find("packed") == l.end()) {
       return absl::InvalidArgumentError(absl::StrCat(at, ".packed: missing"));
     }
@@ -286,6 +433,27 @@ absl::Status CheckAuditTableFields(const json& audit) {
          {"rtn_rel_output_error_heldout", "rel_output_error_heldout",
           "gain_heldout", "flattery"}) {
       QUANT_RETURN_IF_ERROR(jf::GetNumber(l, key, at).status());
+    }
+  }
+  if (const auto s = audit.find("summary");
+      s != audit.end() && s->is_object() && s->contains("moe_blocks")) {
+    const std::string at = root + ": summary";
+    QUANT_ASSIGN_OR_RETURN(const json* blocks,
+                           jf::GetArray(*s, "moe_blocks", at));
+    for (size_t i = 0; i < blocks->size(); ++i) {
+      const std::string b_at = jf::IndexPath(at + ".moe_blocks", i);
+      const json& b = (*blocks)[i];
+      QUANT_RETURN_IF_ERROR(jf::ExpectObject(b, b_at));
+      for (const char* key : {"block", "experts", "starved"}) {
+        QUANT_RETURN_IF_ERROR(jf::GetInt(b, key, b_at).status());
+      }
+      for (const char* split : {"calibration_tokens", "heldout_tokens"}) {
+        QUANT_ASSIGN_OR_RETURN(const json* h, jf::GetObject(b, split, b_at));
+        const std::string h_at = b_at + "." + split;
+        QUANT_RETURN_IF_ERROR(jf::GetInt(*h, "min", h_at).status());
+        QUANT_RETURN_IF_ERROR(jf::GetNumber(*h, "median", h_at).status());
+        QUANT_RETURN_IF_ERROR(jf::GetInt(*h, "max", h_at).status());
+      }
     }
   }
   const std::string gates_at = root + ": gates";

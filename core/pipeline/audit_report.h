@@ -23,8 +23,17 @@ void MarkLayerOutliers(std::vector<LayerResult>* layers);
 // rtn_weight_mse, gain_cal, gain_heldout, flattery, bits_per_weight,
 // hessian {tokens, k, tokens_per_input, dead_channels, rho_rms,
 // inv_sqrt_tokens}, damp {used, retries, automatic, grid, validation_error}
-// for GPTQ, awq {alpha, fold} for AWQ, seconds, flags.
+// for GPTQ, awq {alpha, fold} for AWQ, seconds, flags. A mixture-of-experts
+// expert's layer also has expert, calibration_tokens (the rows routed to it
+// that its Hessian saw), heldout_tokens (the rows its audit ran on) and,
+// when the starved-expert policy applied, fallback {action, reason}.
 nlohmann::json LayerResultToJson(const LayerResult& layer);
+
+// Per mixture-of-experts block, from its experts' layers: [{block, experts,
+// calibration_tokens {min, median, max}, heldout_tokens {...}, starved,
+// starved_experts}], the tokens being each expert's first layer's. Empty
+// for a dense model. BuildAuditJson puts it in summary.moe_blocks.
+nlohmann::json ExpertBlockSummaries(const std::vector<LayerResult>& layers);
 
 // {"format_version": 1, "layers": [...], "summary": {...}, "gates": gates,
 //  "verdict": gates["verdict"]}.

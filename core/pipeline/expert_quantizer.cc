@@ -38,7 +38,7 @@ void ApplyStarvedPolicy(const ExpertCalibrationPolicy& policy,
                                              "moe.min_tokens_per_expert (",
                                              policy.min_tokens_per_expert, ")");
   LayerSettings& settings = result->settings;
-  if (tokens == 0 || policy.on_starved == StarvedExpertAction::kRtn ||
+  if (tokens == 0 || policy.on_starved_expert == StarvedExpertAction::kRtn ||
       settings.method == QuantMethod::kRtn) {
     if (settings.method != QuantMethod::kRtn) {
       settings.method = QuantMethod::kRtn;
@@ -66,26 +66,6 @@ void ApplyStarvedPolicy(const ExpertCalibrationPolicy& policy,
       absl::StrCat("expert ", why, ": damping raised from ", base, " to ",
                    raised, " (x min_tokens_per_expert / tokens, at most 1)");
 }
-
-}  // namespace
-
-const char* ExpertRoutingName(ExpertRouting routing) {
-  return routing == ExpertRouting::kNatural ? "natural" : "all_experts";
-}
-
-const char* StarvedExpertActionName(StarvedExpertAction action) {
-  switch (action) {
-    case StarvedExpertAction::kRtn:
-      return "rtn";
-    case StarvedExpertAction::kDamp:
-      return "damp";
-    case StarvedExpertAction::kFail:
-      return "fail";
-  }
-  return "rtn";
-}
-
-namespace {
 
 class ExpertRunner {
  public:
@@ -250,7 +230,7 @@ absl::StatusOr<ExpertQuantization> ExpertRunner::Run() {
     LayerResult* down = &out_.layers[3 * e + 2];
     if (tokens == 0 || tokens < policy.min_tokens_per_expert) {
       out_.starved_experts.push_back(e);
-      if (policy.on_starved == StarvedExpertAction::kFail) {
+      if (policy.on_starved_expert == StarvedExpertAction::kFail) {
         return absl::FailedPreconditionError(absl::StrCat(
             "block ", in_.block, " expert ", e, ": its layers saw ", tokens,
             " calibration tokens, fewer than moe.min_tokens_per_expert (",

@@ -43,20 +43,9 @@
 
 namespace quant {
 
-enum class ExpertRouting { kNatural, kAllExperts };
-enum class StarvedExpertAction { kRtn, kDamp, kFail };
-
-// "natural", "all_experts"; "rtn", "damp", "fail".
-const char* ExpertRoutingName(ExpertRouting routing);
-const char* StarvedExpertActionName(StarvedExpertAction action);
-
-struct ExpertCalibrationPolicy {
-  ExpertRouting routing = ExpertRouting::kNatural;
-  // Fewer calibration tokens than this make an expert starved; 0: only an
-  // expert that saw none is.
-  int64_t min_tokens_per_expert = 0;
-  StarvedExpertAction on_starved = StarvedExpertAction::kRtn;
-};
+// The recipe's `moe:` section (core/recipe/recipe.h): routing,
+// min_tokens_per_expert, on_starved_expert.
+using ExpertCalibrationPolicy = MoeCalibration;
 
 struct ExpertQuantization {
   // Expert by expert, each as gate, up, down (LayerResult::expert set).

@@ -36,11 +36,37 @@ namespace {
 
 using nlohmann::json;
 
-std::vector<std::string> UnquantizedLinearLayers(
-    const std::vector<LayerResult>& layers) {
-  std::vector<std::string> names;
+// "model.layers.3.mlp.experts" for "model.layers.3.mlp.experts.7.up_proj":
+// the module vLLM builds a block's experts as (ExpertsModuleName).
+std::string ExpertsModuleOf(const std::string& expert_layer) {
+  constexpr char kExperts[] = ".experts.";
+  return expert_layer.substr(
+      0, expert_layer.find(kExperts) + sizeof(kExperts) - 2);
+}
+
+// What the formats record as unquantized: the layers kept unquantized (an
+// expert also under its experts module, since runtimes look a block's
+// experts up by that name and PlanQuantization made them agree) and the
+// mixture-of-experts routers, which vLLM builds unquantized anyway but
+// transformers' loaders would otherwise treat as quantized Linear layers.
+struct UnquantizedNames {
+  std::vector<std::string> layers;          // Exact module names.
+  std::vector<std::string> expert_modules;  // Every submodule too.
+};
+
+UnquantizedNames UnquantizedLinearLayers(
+    const ModelConfig& config, const std::vector<LayerResult>& layers) {
+  UnquantizedNames names;
+  std::set<std::string> modules;
   for (const LayerResult& l : layers) {
-    if (!l.quantized) names.push_back(l.name);
+    if (l.quantized) continue;
+    names.layers.push_back(l.name);
+    if (l.expert >= 0 && modules.insert(ExpertsModuleOf(l.name)).second) {
+      names.expert_modules.push_back(ExpertsModuleOf(l.name));
+    }
+  }
+  for (int b = 0; b < config.num_hidden_layers; ++b) {
+    if (config.IsMoeBlock(b)) names.layers.push_back(RouterName(config, b));
   }
   return names;
 }
@@ -91,33 +117,56 @@ std::vector<const LayerResult*> LayersWithOwnScheme(
 // since vLLM matches GPTQ "dynamic" rules and compressed-tensors targets
 // against "qkv_proj" and "gate_up_proj", never their parts (see
 // docs/RUNTIME_CONFORMANCE.md). PlanQuantization made the parts agree, so
-// the fused name takes the first part's scheme.
-std::vector<std::pair<std::string, const LayerResult*>> SchemeNames(
+// the fused name takes the first part's scheme. An expert's is also
+// recorded under its block's experts module (`prefix`: it covers every
+// expert), which is what vLLM's fused-MoE layer looks up.
+struct SchemeName {
+  std::string name;
+  const LayerResult* layer;
+  bool prefix;
+};
+
+std::vector<SchemeName> SchemeNames(
     const std::vector<const LayerResult*>& layers) {
-  std::vector<std::pair<std::string, const LayerResult*>> out;
+  std::vector<SchemeName> out;
   std::set<std::string> fused_done;
   for (const LayerResult* l : layers) {
-    out.emplace_back(l->name, l);
+    out.push_back({l->name, l, false});
+    if (l->expert >= 0) {
+      std::string module = ExpertsModuleOf(l->name);
+      if (fused_done.insert(module).second) {
+        out.push_back({std::move(module), l, true});
+      }
+      continue;
+    }
     if (FusedLayerName(l->type) == LayerTypeName(l->type)) continue;
     const size_t dot = l->name.rfind('.');
     std::string fused =
         absl::StrCat(l->name.substr(0, dot + 1), FusedLayerName(l->type));
-    if (fused_done.insert(fused).second) out.emplace_back(std::move(fused), l);
+    if (fused_done.insert(fused).second) {
+      out.push_back({std::move(fused), l, false});
+    }
   }
   return out;
 }
 
-absl::StatusOr<FormatFiles> FormatConfig(const Recipe& recipe,
+absl::StatusOr<FormatFiles> FormatConfig(const ModelConfig& config,
+                                         const Recipe& recipe,
                                          const std::vector<LayerResult>& l) {
   FormatFiles files;
+  const UnquantizedNames unquantized = UnquantizedLinearLayers(config, l);
   if (recipe.format == OutputFormat::kCompressedTensors) {
     CompressedTensorsConfigOptions options;
     options.bits = recipe.bits;
     options.group_size = recipe.group_size;
     options.symmetric = Symmetric(recipe.grid);
     options.actorder = ActOrderFor(recipe, recipe.group_size);
-    options.ignore = UnquantizedLinearLayers(l);
-    for (const auto& [name, layer] :
+    // Exact names only: each expert is listed, and its module for vLLM.
+    options.ignore = unquantized.layers;
+    options.ignore.insert(options.ignore.end(),
+                          unquantized.expert_modules.begin(),
+                          unquantized.expert_modules.end());
+    for (const auto& [name, layer, prefix] :
          SchemeNames(LayersWithOwnScheme(recipe, l))) {
       const LayerSettings& s = layer->settings;
       options.layer_schemes.push_back({name, s.bits, s.group_size,
@@ -136,13 +185,21 @@ absl::StatusOr<FormatFiles> FormatConfig(const Recipe& recipe,
   options.static_groups = recipe.static_groups;
   options.damp_percent = ConfigDamp(recipe, l);
   options.true_sequential = recipe.propagation == Propagation::kSequential;
-  options.unquantized_layers = UnquantizedLinearLayers(l);
+  // re.match rules: an experts module's prefix rule covers every expert.
+  for (const std::string& name : unquantized.layers) {
+    if (!absl::StrContains(name, ".experts.")) {
+      options.unquantized_layers.push_back(name);
+    }
+  }
+  options.unquantized_prefixes = unquantized.expert_modules;
   options.quantizer = ToolVersion();
-  for (const auto& [name, layer] :
+  for (const auto& [name, layer, prefix] :
        SchemeNames(LayersWithOwnScheme(recipe, l))) {
+    if (layer->expert >= 0 && !prefix) continue;
     const LayerSettings& s = layer->settings;
-    options.layer_schemes.push_back(
-        {name, s.bits, s.group_size, Symmetric(s.grid), recipe.act_order});
+    options.layer_schemes.push_back({name, s.bits, s.group_size,
+                                     Symmetric(s.grid), recipe.act_order,
+                                     prefix});
   }
   QUANT_ASSIGN_OR_RETURN(files.quantization_config,
                          GptqQuantizationConfig(options));
@@ -380,8 +437,9 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
       WriteModelTensors(temp, tensors, input.max_shard_bytes, fs));
   tensors.clear();
 
-  QUANT_ASSIGN_OR_RETURN(FormatFiles format,
-                         FormatConfig(recipe, input.layers));
+  QUANT_ASSIGN_OR_RETURN(
+      FormatFiles format,
+      FormatConfig(input.source->config(), recipe, input.layers));
   QUANT_ASSIGN_OR_RETURN(
       std::string source_config,
       fs->ReadFile(JoinPath(input.source->directory(), "config.json"),
@@ -442,6 +500,14 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   packed.reset();
   previous.reset();
   AddRuntimeChecks(recipe.gates, std::move(runtime_checks), &output.gates);
+  {
+    int64_t experts = 0, starved = 0;
+    for (const nlohmann::json& block : ExpertBlockSummaries(input.layers)) {
+      experts += block["experts"].get<int64_t>();
+      starved += block["starved"].get<int64_t>();
+    }
+    AddStarvedExpertsCheck(recipe.gates, starved, experts, &output.gates);
+  }
 
   say("writing audit and manifest");
   MarkLayerOutliers(&input.layers);

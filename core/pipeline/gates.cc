@@ -156,6 +156,18 @@ void AddRuntimeChecks(const Gates& gates, std::vector<RuntimeCheck> checks,
   report->passed = report->passed && loads;
 }
 
+void AddStarvedExpertsCheck(const Gates& gates, int64_t starved,
+                            int64_t experts, GateReport* report) {
+  if (!gates.max_starved_experts.has_value()) return;
+  const double fraction =
+      experts > 0 ? static_cast<double>(starved) / static_cast<double>(experts)
+                  : 0.0;
+  const bool passed = fraction <= *gates.max_starved_experts;
+  report->checks.push_back(
+      {"max_starved_experts", *gates.max_starved_experts, fraction, passed});
+  report->passed = report->passed && passed;
+}
+
 nlohmann::json GateReportToJson(const GateReport& report) {
   nlohmann::json checks = nlohmann::json::array();
   for (const GateCheck& c : report.checks) {

@@ -4,6 +4,7 @@
 #ifndef QUANT_CORE_PIPELINE_GATES_H_
 #define QUANT_CORE_PIPELINE_GATES_H_
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,7 +28,8 @@ namespace quant {
 struct GateCheck {
   // "max_ppl_ratio", "max_mean_kl", "min_top1_agreement",
   // "max_ppl_ratio_vs_previous", "min_task_accuracy_ratio",
-  // "loads_in_vllm", "loads_in_transformers" (value 1 or 0, threshold 1)
+  // "loads_in_vllm", "loads_in_transformers" (value 1 or 0, threshold 1),
+  // "max_starved_experts"
   std::string name;
   double threshold = 0.0;
   double value = 0.0;
@@ -109,6 +111,12 @@ GateReport CheckGates(const NextTokenMetrics& metrics, const Gates& gates,
 // gates.runtime without its check fails.
 void AddRuntimeChecks(const Gates& gates, std::vector<RuntimeCheck> checks,
                       GateReport* report);
+
+// With gates.max_starved_experts, adds its gate: `starved` of `experts`
+// (every mixture-of-experts block's experts; 0 of 0 for a dense model)
+// as a fraction, at most the threshold.
+void AddStarvedExpertsCheck(const Gates& gates, int64_t starved,
+                            int64_t experts, GateReport* report);
 
 // {"perplexity", "reference_perplexity", "ppl_ratio", "mean_kl",
 //  "top1_agreement", "tokens", "checks": [...], "verdict": "PASS"|"FAIL"},

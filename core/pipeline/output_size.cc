@@ -140,20 +140,28 @@ std::vector<LayerOutputDecision> PlannedOutputDecisions(
     const ModelConfig& config, const Recipe& recipe,
     const QuantizationPlan& plan) {
   std::vector<LayerOutputDecision> out;
+  auto decide = [&](const std::map<LayerType, LayerSettings>& by_type,
+                    const LinearLayerSpec& spec) {
+    auto it = by_type.find(spec.type);
+    if (it == by_type.end()) return;
+    const LayerSettings& settings = it->second;
+    LayerOutputDecision decision;
+    decision.name = spec.name;
+    decision.settings = settings;
+    decision.packed =
+        !settings.keep_unquantized &&
+        FormatRefusal(recipe.format, spec.out_features, spec.in_features,
+                      settings.bits, settings.group_size)
+            .empty();
+    out.push_back(std::move(decision));
+  };
   for (int block = 0; block < static_cast<int>(plan.blocks.size()); ++block) {
     for (const LinearLayerSpec& spec : ListLinearLayers(config, block)) {
-      auto it = plan.blocks[block].find(spec.type);
-      if (it == plan.blocks[block].end()) continue;
-      const LayerSettings& settings = it->second;
-      LayerOutputDecision decision;
-      decision.name = spec.name;
-      decision.settings = settings;
-      decision.packed =
-          !settings.keep_unquantized &&
-          FormatRefusal(recipe.format, spec.out_features, spec.in_features,
-                        settings.bits, settings.group_size)
-              .empty();
-      out.push_back(std::move(decision));
+      decide(plan.blocks[block], spec);
+    }
+    if (static_cast<size_t>(block) >= plan.expert_blocks.size()) continue;
+    for (const LinearLayerSpec& spec : ListExpertLayers(config, block)) {
+      decide(plan.expert_blocks[block], spec);
     }
   }
   return out;

@@ -100,6 +100,57 @@ absl::Status CheckFusedLayersAgree(const std::vector<LinearLayerSpec>& specs,
   return absl::OkStatus();
 }
 
+// Every expert of a block must be packed alike (vLLM's FusedMoE holds all
+// of a block's experts' gate/up (w13) and down (w2) with one quantization
+// method), and ExpertQuantizeInput takes one setting per layer type for
+// all experts, so a block's experts must agree per type on every setting
+// and across types on the packing.
+bool SameSettings(const LayerSettings& a, const LayerSettings& b) {
+  if (a.keep_unquantized || b.keep_unquantized) {
+    return a.keep_unquantized == b.keep_unquantized;
+  }
+  return SamePacking(a, b) && a.method == b.method && a.grid == b.grid &&
+         a.damp == b.damp;
+}
+
+absl::Status AssignExpertSettings(
+    const ModelConfig& config, const std::vector<LinearLayerSpec>& experts,
+    const LayerSettings* settings,
+    std::vector<std::map<LayerType, LayerSettings>>* expert_blocks) {
+  for (size_t i = 0; i < experts.size(); ++i) {
+    const LinearLayerSpec& spec = experts[i];
+    const LayerSettings& s = settings[i];
+    std::map<LayerType, LayerSettings>& block = (*expert_blocks)[spec.block];
+    if (!s.keep_unquantized && s.method == QuantMethod::kAwq) {
+      return absl::UnimplementedError(absl::StrCat(
+          spec.name, ": ", OverrideList(s),
+          " gives it method awq, which is not supported for experts (their "
+          "gate and up share the post-attention norm, so one expert's input "
+          "scales have nowhere to fold); use gptq or rtn for the experts"));
+    }
+    auto same_type = block.find(spec.type);
+    const LayerSettings* first =
+        same_type != block.end()
+            ? &same_type->second
+            : (block.empty() ? nullptr : &block.begin()->second);
+    if (first != nullptr &&
+        (same_type != block.end() ? !SameSettings(*first, s)
+                                  : !SamePacking(*first, s))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          spec.name,
+          ": vLLM packs every expert of a block with one setting (its "
+          "fused-MoE layer ",
+          ExpertsModuleName(config, spec.block), "), but ", first->name,
+          " gets ", PackedSettingText(*first), " and ", spec.name, " gets ",
+          PackedSettingText(s),
+          "; give all of the block's experts the same bits, group_size, "
+          "grid, method and damp"));
+    }
+    if (same_type == block.end()) block[spec.type] = s;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 CalibrationSplitOptions SplitOptionsFromRecipe(const Recipe& recipe) {
@@ -128,17 +179,6 @@ ChatTemplateChoice ChatChoiceFromRecipe(const Recipe& recipe) {
 absl::StatusOr<QuantizationPlan> PlanQuantization(const ModelConfig& config,
                                                   const Recipe& recipe) {
   QUANT_RETURN_IF_ERROR(ValidateRecipe(recipe));
-  // The forward pass, inspect and eval take mixture-of-experts models; the
-  // block tasks do not yet calibrate experts (docs/MOE.md), and quantizing
-  // only the attention would pass a half-quantized model off as done.
-  if (config.moe.has_value()) {
-    return absl::UnimplementedError(absl::StrCat(
-        ArchitectureName(config.architecture),
-        " is a mixture-of-experts model (", config.moe->num_experts,
-        " experts, top-", config.moe->experts_per_token,
-        "); this version evaluates it but does not quantize its experts yet "
-        "(see docs/MOE.md)"));
-  }
   // Checked here, before any work: calibration, held-out and gate windows
   // are all seq_len tokens, which the model must be able to attend over.
   if (recipe.calibration.seq_len > config.max_position_embeddings) {
@@ -151,28 +191,63 @@ absl::StatusOr<QuantizationPlan> PlanQuantization(const ModelConfig& config,
   const std::vector<LinearLayerSpec> specs = ListAllLinearLayers(config);
   std::vector<std::string> names;
   for (const LinearLayerSpec& spec : specs) names.push_back(spec.name);
+  // Then the experts and routers of mixture-of-experts blocks, then the
+  // embeddings and head.
+  std::vector<LinearLayerSpec> experts;
+  std::vector<std::string> routers;
+  for (int b = 0; b < config.num_hidden_layers; ++b) {
+    if (!config.IsMoeBlock(b)) continue;
+    for (LinearLayerSpec& spec : ListExpertLayers(config, b)) {
+      experts.push_back(std::move(spec));
+    }
+    routers.push_back(RouterName(config, b));
+  }
+  for (const LinearLayerSpec& spec : experts) names.push_back(spec.name);
+  for (const std::string& router : routers) names.push_back(router);
   names.push_back("model.embed_tokens");
   names.push_back("lm_head");
   QUANT_ASSIGN_OR_RETURN(LayerPlan layer_plan,
                          ResolveLayerSettings(recipe, names));
-  QUANT_RETURN_IF_ERROR(CheckFusedLayersAgree(specs, layer_plan.layers));
+  const std::vector<LayerSettings>& resolved = layer_plan.layers;
+  QUANT_RETURN_IF_ERROR(CheckFusedLayersAgree(
+      specs, std::vector<LayerSettings>(resolved.begin(),
+                                        resolved.begin() + specs.size())));
   QuantizationPlan plan;
   plan.warnings = layer_plan.warnings;
   plan.blocks.resize(config.num_hidden_layers);
-  for (size_t i = 0; i < layer_plan.layers.size(); ++i) {
-    const LayerSettings& s = layer_plan.layers[i];
-    if (i >= specs.size()) {
-      if (!s.keep_unquantized) {
-        return absl::UnimplementedError(absl::StrCat(
-            s.name, ": ", OverrideList(s),
-            " would quantize it; embeddings and lm_head stay unquantized in "
-            "this version"));
-      }
-      continue;
+  plan.expert_blocks.resize(config.num_hidden_layers);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    plan.blocks[specs[i].block][specs[i].type] = resolved[i];
+  }
+  QUANT_RETURN_IF_ERROR(AssignExpertSettings(
+      config, experts, resolved.data() + specs.size(), &plan.expert_blocks));
+  for (size_t i = specs.size() + experts.size(); i < resolved.size(); ++i) {
+    const LayerSettings& s = resolved[i];
+    if (s.keep_unquantized) continue;
+    if (i < specs.size() + experts.size() + routers.size()) {
+      return absl::UnimplementedError(absl::StrCat(
+          s.name, ": ", OverrideList(s),
+          " would quantize this mixture-of-experts router; vLLM builds "
+          "routers unquantized (quant_config=None) and the forward pass "
+          "needs them exact, so they stay unquantized"));
     }
-    plan.blocks[specs[i].block][specs[i].type] = s;
+    return absl::UnimplementedError(absl::StrCat(
+        s.name, ": ", OverrideList(s),
+        " would quantize it; embeddings and lm_head stay unquantized in "
+        "this version"));
   }
   AddRankWarnings(recipe, specs, layer_plan.layers, &plan.warnings);
+  if (recipe.gates.max_starved_experts.has_value() && !config.moe.has_value()) {
+    plan.warnings.push_back(absl::StrCat(
+        "gates.max_starved_experts: ", ArchitectureName(config.architecture),
+        " has no experts, so the gate passes with none starved"));
+  }
+  if (recipe.mixed_precision.has_value() && config.moe.has_value()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "mixed_precision: ", ArchitectureName(config.architecture),
+        " is a mixture-of-experts model; mixed precision over experts is "
+        "not supported yet (see docs/MOE.md): give the experts one setting"));
+  }
   if (recipe.mixed_precision.has_value()) {
     // Refuses a budget no assignment meets, before any calibration.
     QUANT_RETURN_IF_ERROR(PlanMixedPrecision(config, recipe, plan).status());

@@ -25,8 +25,12 @@ CalibrationSplitOptions SplitOptionsFromRecipe(const Recipe& recipe);
 ChatTemplateChoice ChatChoiceFromRecipe(const Recipe& recipe);
 
 struct QuantizationPlan {
-  // Per block, the settings of its layers by type.
+  // Per block, the settings of its layers by type (a mixture-of-experts
+  // block: q, k, v and o).
   std::vector<std::map<LayerType, LayerSettings>> blocks;
+  // Per block, the settings of its experts' gate, up and down, the same for
+  // every expert (named after expert 0's layers); empty for a dense block.
+  std::vector<std::map<LayerType, LayerSettings>> expert_blocks;
   std::vector<std::string> warnings;  // From ResolveLayerSettings.
 };
 
@@ -38,6 +42,13 @@ struct QuantizationPlan {
 // grids or quantized-ness, naming the block and both settings. Otherwise
 // per-layer bits, group sizes and grids are fine: both formats record them
 // per layer.
+//
+// A mixture-of-experts model's experts are resolved by their own names
+// (model.layers.N.mlp.experts.E.gate_proj, ...), and refused
+// (InvalidArgument) unless, within each block, every expert's gate, up
+// and down get the same settings: vLLM's fused-MoE layer packs all of a
+// block's experts with one setting. AWQ on experts, a quantized router
+// and mixed precision over an MoE model are Unimplemented.
 absl::StatusOr<QuantizationPlan> PlanQuantization(const ModelConfig& config,
                                                   const Recipe& recipe);
 

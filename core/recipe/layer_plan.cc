@@ -33,6 +33,13 @@ bool IsEmbeddingOrHead(absl::string_view name) {
   return name == "lm_head" || absl::EndsWith(name, "embed_tokens");
 }
 
+// A mixture-of-experts router (Qwen3-MoE "mlp.gate", Mixtral
+// "block_sparse_moe.gate"), not a dense MLP's gate_proj.
+bool IsRouter(absl::string_view name) {
+  return absl::EndsWith(name, ".mlp.gate") ||
+         absl::EndsWith(name, ".block_sparse_moe.gate");
+}
+
 std::string DampText(const DampValue& damp) {
   return damp.automatic ? "auto" : absl::StrCat(damp.fraction);
 }
@@ -164,6 +171,11 @@ absl::StatusOr<LayerPlan> ResolveLayerSettings(
       layer.keep_unquantized = true;
       layer.reason =
           "embedding / output head: quantized only when an override sets "
+          "its bits, group_size, method, grid or damp";
+    } else if (IsRouter(name) && !explicitly_quantized) {
+      layer.keep_unquantized = true;
+      layer.reason =
+          "mixture-of-experts router: quantized only when an override sets "
           "its bits, group_size, method, grid or damp";
     }
     plan.layers.push_back(std::move(layer));

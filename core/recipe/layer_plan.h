@@ -14,7 +14,9 @@
 // 3. Embeddings and the output head (names "lm_head" or ending in
 //    "embed_tokens") stay unquantized unless a matching override explicitly
 //    sets bits, group_size, method, grid or damp for them (and the default
-//    `ignore: ["lm_head"]` is removed for lm_head).
+//    `ignore: ["lm_head"]` is removed for lm_head). Likewise a
+//    mixture-of-experts router (names ending ".mlp.gate" or
+//    ".block_sparse_moe.gate").
 // 4. Everything else takes the recipe's values.
 // An override that matches no layer, or only ignored ones, is a warning (a
 // typo in a pattern should be visible), not an error: one recipe serves

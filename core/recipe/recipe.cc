@@ -142,6 +142,22 @@ const char* OutputFormatName(OutputFormat format) {
   return "?";
 }
 
+const char* ExpertRoutingName(ExpertRouting routing) {
+  return routing == ExpertRouting::kNatural ? "natural" : "all_experts";
+}
+
+const char* StarvedExpertActionName(StarvedExpertAction action) {
+  switch (action) {
+    case StarvedExpertAction::kRtn:
+      return "rtn";
+    case StarvedExpertAction::kDamp:
+      return "damp";
+    case StarvedExpertAction::kFail:
+      return "fail";
+  }
+  return "?";
+}
+
 const char* CalibrationPackingName(CalibrationPacking packing) {
   switch (packing) {
     case CalibrationPacking::kConcatenate:
@@ -194,6 +210,7 @@ bool operator==(const Gates& a, const Gates& b) {
          a.max_ppl_ratio_vs_previous == b.max_ppl_ratio_vs_previous &&
          a.tasks == b.tasks &&
          a.min_task_accuracy_ratio == b.min_task_accuracy_ratio &&
+         a.max_starved_experts == b.max_starved_experts &&
          a.runtime == b.runtime;
 }
 
@@ -206,7 +223,13 @@ bool operator==(const Recipe& a, const Recipe& b) {
          a.gates == b.gates && a.format == b.format &&
          a.awq_alpha_grid == b.awq_alpha_grid &&
          a.awq_clip_search == b.awq_clip_search &&
-         a.mixed_precision == b.mixed_precision;
+         a.mixed_precision == b.mixed_precision && a.moe == b.moe;
+}
+
+bool operator==(const MoeCalibration& a, const MoeCalibration& b) {
+  return a.routing == b.routing &&
+         a.min_tokens_per_expert == b.min_tokens_per_expert &&
+         a.on_starved_expert == b.on_starved_expert;
 }
 
 bool operator==(const MixedPrecision& a, const MixedPrecision& b) {
@@ -287,6 +310,10 @@ std::string RecipeToJson(const Recipe& recipe) {
     gates_json["min_task_accuracy_ratio"] =
         OptionalToJson(recipe.gates.min_task_accuracy_ratio);
   }
+  if (recipe.gates.max_starved_experts.has_value()) {
+    gates_json["max_starved_experts"] =
+        OptionalToJson(recipe.gates.max_starved_experts);
+  }
   if (!recipe.gates.runtime.empty()) {
     gates_json["runtime"] = recipe.gates.runtime;
   }
@@ -302,6 +329,13 @@ std::string RecipeToJson(const Recipe& recipe) {
     mixed["bits"] = m.bits;
     mixed["group_sizes"] = m.group_sizes;
     mixed["keep_float"] = m.keep_float;
+  }
+  if (recipe.moe.has_value()) {  // Likewise.
+    OrderedJson& moe = json["moe"];
+    moe["routing"] = ExpertRoutingName(recipe.moe->routing);
+    moe["min_tokens_per_expert"] = recipe.moe->min_tokens_per_expert;
+    moe["on_starved_expert"] =
+        StarvedExpertActionName(recipe.moe->on_starved_expert);
   }
   // Invalid UTF-8 (possible only in a recipe built in code) becomes U+FFFD
   // instead of an exception.

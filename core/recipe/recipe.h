@@ -26,12 +26,15 @@
 //       bits: 8
 //   gates: {max_ppl_ratio, max_mean_kl, min_top1_agreement, compare_to,
 //           max_ppl_ratio_vs_previous, tasks, min_task_accuracy_ratio,
-//           runtime}
+//           runtime, max_starved_experts}
 //   format: gptq            # gptq | compressed-tensors
 //   awq_alpha_grid: [0, 0.05, ...]
 //   awq_clip_search: false
 //   mixed_precision: {average_bits: 4.5, bits: [3, 4, 8], group_sizes: [128],
 //                     keep_float: false}
+//   moe: {routing: natural, min_tokens_per_expert: 0,   # mixture-of-experts
+//         on_starved_expert: rtn}                     # models, see
+//         MoeCalibration
 //
 // The defaults are the member initialisers below and nowhere else.
 //
@@ -53,11 +56,13 @@
 //   most 4096 bytes without control characters; tasks an absolute path or
 //   file:/// URI (LoadRecipe resolves a relative one against the recipe
 //   file's directory); min_task_accuracy_ratio in [0, 1] and only with
-//   tasks; runtime "vllm" or "transformers".
+//   tasks; runtime "vllm" or "transformers"; max_starved_experts in [0, 1].
 // - mixed_precision: average_bits finite in (0, 32]; bits a non-empty list
 //   of distinct widths in {2, 3, 4, 8}; group_sizes distinct, each 0 or a
 //   positive multiple of 8; no override may set bits or group_size (the
 //   selection chooses them; keep_unquantized and method still apply).
+// - moe: min_tokens_per_expert in [0, 2^40]; on_starved_expert: damp only
+//   when some layer can use GPTQ (it raises GPTQ's damping).
 // - ignore / overrides[i].match: non-empty PCRE2 patterns that compile.
 // - overrides: each must set something; keep_unquantized excludes the other
 //   settings.
@@ -88,6 +93,8 @@ enum class QuantGrid { kSym, kSymRestricted, kAsym };
 enum class Propagation { kSequential, kIndependent };
 enum class OutputFormat { kGptq, kCompressedTensors };
 enum class CalibrationPacking { kConcatenate, kPerDocument };
+enum class ExpertRouting { kNatural, kAllExperts };
+enum class StarvedExpertAction { kRtn, kDamp, kFail };
 
 // The recipe spellings: "gptq", "sym-restricted", "per-document", ...
 const char* QuantMethodName(QuantMethod method);
@@ -95,6 +102,8 @@ const char* QuantGridName(QuantGrid grid);
 const char* PropagationName(Propagation propagation);
 const char* OutputFormatName(OutputFormat format);
 const char* CalibrationPackingName(CalibrationPacking packing);
+const char* ExpertRoutingName(ExpertRouting routing);  // "all_experts"
+const char* StarvedExpertActionName(StarvedExpertAction action);
 
 // GPTQ damping: `fraction` * mean(diag H), or (automatic) the best of
 // `auto_grid` on a validation split of the calibration tokens.
@@ -176,6 +185,10 @@ struct Gates {
   // The packed model's task accuracy over the unquantized model's, for
   // every task group and overall (core/eval/task_comparison.h).
   std::optional<double> min_task_accuracy_ratio;
+  // Mixture-of-experts models: the fraction of experts (over every MoE
+  // block) whose layers saw fewer than moe.min_tokens_per_expert
+  // calibration tokens (or none), at most. A dense model has none.
+  std::optional<double> max_starved_experts;
   // A runtime the packed checkpoint must load in, by the conformance check
   // every finalize runs (core/runtime/runtime_conformance.h): "vllm" or
   // "transformers". Empty: checked and reported, not gated.
@@ -192,6 +205,28 @@ struct MixedPrecision {
   std::vector<int> bits;         // Candidate widths, e.g. {3, 4, 8}.
   std::vector<int> group_sizes;  // Empty: the recipe's group_size only.
   bool keep_float = false;       // Keeping a group in 16 bits is a candidate.
+};
+
+// How a mixture-of-experts model's experts are calibrated (recipe `moe:`;
+// core/pipeline/expert_quantizer.h does it). Each expert's layers see only
+// the tokens the router sends them: tokens x top-k / experts on average,
+// rare experts far fewer, so their Hessians are rank-deficient.
+//   routing: natural      each expert's statistics from the tokens routed
+//                         to it (what the model does at inference);
+//            all_experts  every expert's statistics from every token of the
+//                         block (outputs still routed as the model routes).
+//   min_tokens_per_expert an expert whose layers saw fewer calibration
+//                         tokens is starved (0: only one that saw none).
+//   on_starved_expert     rtn: round it to nearest; damp: GPTQ with damping
+//                         raised to min(1, max(damp, 0.01) x min / tokens);
+//                         fail: fail the job, naming the expert.
+// An expert that saw no token at all is rounded to nearest unless the
+// policy is fail. Dense models ignore the section. Routers stay
+// unquantized (vLLM builds them unquantized).
+struct MoeCalibration {
+  ExpertRouting routing = ExpertRouting::kNatural;
+  int64_t min_tokens_per_expert = 0;
+  StarvedExpertAction on_starved_expert = StarvedExpertAction::kRtn;
 };
 
 struct Recipe {
@@ -213,6 +248,8 @@ struct Recipe {
       0.5, 0.55, 0.6, 0.65, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95};
   bool awq_clip_search = false;
   std::optional<MixedPrecision> mixed_precision;
+  // Unset: MoeCalibration's defaults (and the recipe's hash is unchanged).
+  std::optional<MoeCalibration> moe;
 };
 
 bool operator==(const CalibrationSource& a, const CalibrationSource& b);
@@ -221,6 +258,7 @@ bool operator==(const Damping& a, const Damping& b);
 bool operator==(const CalibrationSettings& a, const CalibrationSettings& b);
 bool operator==(const LayerOverride& a, const LayerOverride& b);
 bool operator==(const MixedPrecision& a, const MixedPrecision& b);
+bool operator==(const MoeCalibration& a, const MoeCalibration& b);
 bool operator==(const Gates& a, const Gates& b);
 bool operator==(const Recipe& a, const Recipe& b);
 inline bool operator!=(const Recipe& a, const Recipe& b) { return !(a == b); }

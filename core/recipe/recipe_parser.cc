@@ -33,12 +33,24 @@ namespace {
 constexpr size_t kMaxRecipeBytes = 1 << 20;
 
 const std::vector<std::string>& TopLevelKeys() {
-  static const auto* keys = new std::vector<std::string>{
-      "method",         "bits",        "group_size",     "grid",
-      "damp",           "damp_grid",   "act_order",      "static_groups",
-      "propagation",    "calibration", "ignore",         "overrides",
-      "gates",          "format",      "awq_alpha_grid", "awq_clip_search",
-      "mixed_precision"};
+  static const auto* keys = new std::vector<std::string>{"method",
+                                                         "bits",
+                                                         "group_size",
+                                                         "grid",
+                                                         "damp",
+                                                         "damp_grid",
+                                                         "act_order",
+                                                         "static_groups",
+                                                         "propagation",
+                                                         "calibration",
+                                                         "ignore",
+                                                         "overrides",
+                                                         "gates",
+                                                         "format",
+                                                         "awq_alpha_grid",
+                                                         "awq_clip_search",
+                                                         "mixed_precision",
+                                                         "moe"};
   return *keys;
 }
 
@@ -56,6 +68,12 @@ const std::vector<std::string>& CalibrationKeys() {
 const std::vector<std::string>& MixedPrecisionKeys() {
   static const auto* keys = new std::vector<std::string>{
       "average_bits", "bits", "group_sizes", "keep_float"};
+  return *keys;
+}
+
+const std::vector<std::string>& MoeKeys() {
+  static const auto* keys = new std::vector<std::string>{
+      "routing", "min_tokens_per_expert", "on_starved_expert"};
   return *keys;
 }
 
@@ -81,6 +99,7 @@ const std::vector<std::string>& GateKeys() {
                                    "max_ppl_ratio_vs_previous",
                                    "tasks",
                                    "min_task_accuracy_ratio",
+                                   "max_starved_experts",
                                    "runtime"};
   return *keys;
 }
@@ -107,6 +126,13 @@ constexpr EnumName<OutputFormat> kFormats[] = {
 constexpr EnumName<CalibrationPacking> kPackings[] = {
     {"concatenate", CalibrationPacking::kConcatenate},
     {"per-document", CalibrationPacking::kPerDocument}};
+constexpr EnumName<ExpertRouting> kRoutings[] = {
+    {"natural", ExpertRouting::kNatural},
+    {"all_experts", ExpertRouting::kAllExperts}};
+constexpr EnumName<StarvedExpertAction> kStarvedActions[] = {
+    {"rtn", StarvedExpertAction::kRtn},
+    {"damp", StarvedExpertAction::kDamp},
+    {"fail", StarvedExpertAction::kFail}};
 
 // A YAML node's kind in words, for "expected X, got Y" messages.
 std::string Describe(const YamlNode& node) {
@@ -400,6 +426,27 @@ class RecipeReader {
     return absl::OkStatus();
   }
 
+  absl::Status ReadMoe(const YamlNode& node,
+                       std::optional<MoeCalibration>& out) {
+    QUANT_ASSIGN_OR_RETURN(const Entries entries,
+                           MapEntries(node, "moe", MoeKeys()));
+    MoeCalibration moe;
+    for (const auto& [key, value] : entries) {
+      const std::string path = Child("moe", key);
+      if (key == "routing") {
+        QUANT_RETURN_IF_ERROR(ReadEnum(value, path, kRoutings, &moe.routing));
+      } else if (key == "min_tokens_per_expert") {
+        QUANT_RETURN_IF_ERROR(
+            ReadInteger(value, path, &moe.min_tokens_per_expert));
+      } else {
+        QUANT_RETURN_IF_ERROR(
+            ReadEnum(value, path, kStarvedActions, &moe.on_starved_expert));
+      }
+    }
+    out = moe;
+    return absl::OkStatus();
+  }
+
   absl::Status ReadStringList(const YamlNode& node, absl::string_view path,
                               std::vector<std::string>* values) {
     if (!node.IsSequence()) {
@@ -531,6 +578,7 @@ class RecipeReader {
           : key == "max_mean_kl"             ? &gates.max_mean_kl
           : key == "min_top1_agreement"      ? &gates.min_top1_agreement
           : key == "min_task_accuracy_ratio" ? &gates.min_task_accuracy_ratio
+          : key == "max_starved_experts"     ? &gates.max_starved_experts
                                              : &gates.max_ppl_ratio_vs_previous;
       QUANT_RETURN_IF_ERROR(ReadOptional(value, target, [&](double* out) {
         return ReadDouble(value, path, out);
@@ -631,6 +679,7 @@ class RecipeReader {
     if (key == "mixed_precision") {
       return ReadMixedPrecision(value, recipe.mixed_precision);
     }
+    if (key == "moe") return ReadMoe(value, recipe.moe);
     return absl::InternalError(absl::StrCat("unhandled recipe key ", key));
   }
 

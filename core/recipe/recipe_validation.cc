@@ -267,6 +267,14 @@ MaybeError CheckGates(const Gates& gates) {
                    "needs gates.tasks (the task file to score)");
     }
   }
+  if (gates.max_starved_experts.has_value() &&
+      !(*gates.max_starved_experts >= 0.0 &&
+        *gates.max_starved_experts <= 1.0)) {
+    return Error("gates.max_starved_experts",
+                 absl::StrCat(*gates.max_starved_experts,
+                              " is out of range [0, 1] (a fraction of the "
+                              "experts)"));
+  }
   if (!gates.runtime.empty() && gates.runtime != "vllm" &&
       gates.runtime != "transformers") {
     return Error("gates.runtime",
@@ -484,6 +492,20 @@ std::optional<RecipeFieldError> FindRecipeError(const Recipe& recipe) {
   }
   if (recipe.mixed_precision.has_value()) {
     if (MaybeError error = CheckMixedPrecision(recipe)) return error;
+  }
+  if (recipe.moe.has_value()) {
+    const MoeCalibration& moe = *recipe.moe;
+    if (moe.min_tokens_per_expert < 0 ||
+        moe.min_tokens_per_expert > (int64_t{1} << 40)) {
+      return Error("moe.min_tokens_per_expert",
+                   absl::StrCat(moe.min_tokens_per_expert,
+                                " is out of range [0, 2^40]"));
+    }
+    if (moe.on_starved_expert == StarvedExpertAction::kDamp && !uses_gptq) {
+      return Error("moe.on_starved_expert",
+                   "damp has no effect: it raises GPTQ's damping and no "
+                   "layer uses method gptq");
+    }
   }
   return std::nullopt;
 }

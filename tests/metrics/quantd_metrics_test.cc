@@ -227,6 +227,40 @@ TEST(QuantdMetricsTest, LayerErrorAndGainPerSplit) {
   EXPECT_EQ(CountSeries(samples, "quant_layer_"), 4);
 }
 
+TEST(QuantdMetricsTest, ExpertsAreOneSeriesPerTypeHoldingTheWorstExpert) {
+  QuantdMetrics metrics;
+  // 128 experts x 3 layer types of one block: bases 0.01 .. 1.28, the
+  // worst (highest error, lowest gain) not the last.
+  for (int e = 0; e < 128; ++e) {
+    for (const char* type : {"gate_proj", "up_proj", "down_proj"}) {
+      const double base = e == 77 ? 2.0 : 0.01 * (e + 1);
+      LayerResult layer =
+          Layer(absl::StrCat("model.layers.3.mlp.experts.", e, ".", type), type,
+                base);
+      layer.gain_heldout = e == 77 ? 0.25 : 1 + base;
+      ASSERT_TRUE(metrics.OnLayerFinished("job-9", layer).ok());
+    }
+  }
+  const auto samples = Samples(metrics);
+  // 3 types x 2 splits x 2 metrics, whatever the number of experts.
+  EXPECT_EQ(CountSeries(samples, "quant_layer_"), 12);
+  const std::string labels =
+      "job_id=\"job-9\",layer=\"model.layers.3.mlp.experts\",split=\"";
+  EXPECT_DOUBLE_EQ(Value(samples, "quant_layer_rel_output_error{" + labels +
+                                      "heldout\",type=\"down_proj\"}"),
+                   3.0);
+  EXPECT_DOUBLE_EQ(Value(samples, "quant_layer_rel_output_error{" + labels +
+                                      "calibration\",type=\"gate_proj\"}"),
+                   2.0);
+  EXPECT_DOUBLE_EQ(Value(samples, "quant_layer_gain_over_rtn{" + labels +
+                                      "heldout\",type=\"up_proj\"}"),
+                   0.25);
+  // The lowest calibration gain is the first expert's 2 + 0.01.
+  EXPECT_DOUBLE_EQ(Value(samples, "quant_layer_gain_over_rtn{" + labels +
+                                      "calibration\",type=\"up_proj\"}"),
+                   2.01);
+}
+
 TEST(QuantdMetricsTest, GateValues) {
   QuantdMetrics metrics;
   ASSERT_TRUE(metrics

@@ -21,6 +21,7 @@ using ::quant::testing::RunQuantctl;
 using ::quant::testing::RunResult;
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class QuantctlTest : public ::testing::Test {
  protected:
@@ -120,7 +121,7 @@ TEST_F(QuantctlTest, MissingDirectoryExitsOne) {
 // A mixture-of-experts checkpoint: inspect reports the router, recipe
 // validate does the tokens-per-expert arithmetic, quantize refuses before
 // any work and says why.
-TEST_F(QuantctlTest, MixtureOfExpertsIsInspectedAndRefusedForQuantization) {
+TEST_F(QuantctlTest, MixtureOfExpertsIsInspectedAndItsExpertsPlanned) {
   const std::string dir = quant::testing::FixturesDir() + "/forward/qwen3_moe";
   RunResult result = RunQuantctl("inspect " + Quote(dir) + " --json");
   ASSERT_EQ(result.exit_code, 0) << result.err;
@@ -146,17 +147,28 @@ TEST_F(QuantctlTest, MixtureOfExpertsIsInspectedAndRefusedForQuantization) {
   EXPECT_THAT(result.out, HasSubstr("experts: 64 calibration tokens x top-2 "
                                     "/ 8 experts = 16 tokens per expert"));
   EXPECT_THAT(result.out, HasSubstr("expert gate/up: K = 32, rank-deficient"));
-  EXPECT_THAT(result.out, HasSubstr("does not quantize them yet"));
+  // The experts' plan, one row per block and layer type, and the policy.
+  EXPECT_THAT(result.out,
+              HasSubstr("experts (moe: routing natural, min_tokens_per_expert "
+                        "0, on_starved_expert rtn), every expert of a block "
+                        "alike:"));
+  EXPECT_THAT(result.out, HasSubstr("model.layers.2.mlp.experts.*.down_proj  "
+                                    "gptq 4-bit group_size 16"));
+  EXPECT_THAT(result.out, Not(HasSubstr("model.layers.1.mlp.experts")));
 
-  result = RunQuantctl(
-      "quantize --local --checkpoint " + Quote(dir) + " --calibration " +
-      Quote(quant::testing::SharedPath("data/tinystories_val.txt")) +
-      " --recipe " + Quote(recipe) + " --out " +
-      Quote(quant::testing::MakeTempDir() + "/out"));
-  EXPECT_EQ(result.exit_code, 1) << result.err;
+  // An override that would quantize a router is refused, naming it.
+  ASSERT_TRUE(WriteFileAtomically(recipe,
+                                  "method: gptq\ngroup_size: 16\n"
+                                  "calibration: {samples: 4, seq_len: 16}\n"
+                                  "overrides: [{match: '.*mlp\\.gate', "
+                                  "bits: 8}]\n")
+                  .ok());
+  result = RunQuantctl("recipe validate " + Quote(recipe) + " --checkpoint " +
+                       Quote(dir));
+  EXPECT_EQ(result.exit_code, 1) << result.out;
   EXPECT_THAT(result.err,
-              HasSubstr("Qwen3MoeForCausalLM is a mixture-of-experts model "
-                        "(8 experts, top-2)"));
+              HasSubstr("model.layers.0.mlp.gate: overrides[0] would quantize "
+                        "this mixture-of-experts router"));
 }
 
 }  // namespace

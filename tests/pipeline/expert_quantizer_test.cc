@@ -202,7 +202,7 @@ TEST(ExpertQuantizerTest, StarvedExpertsFollowThePolicy) {
   ExpertRun rtn;
   rtn.block = MakeBlock();
   rtn.policy.min_tokens_per_expert = threshold;
-  rtn.policy.on_starved = StarvedExpertAction::kRtn;
+  rtn.policy.on_starved_expert = StarvedExpertAction::kRtn;
   auto q = rtn.Quantize();
   ASSERT_TRUE(q.ok()) << q.status();
   EXPECT_EQ(q->starved_experts, std::vector<int>{kRareExpert});
@@ -226,7 +226,7 @@ TEST(ExpertQuantizerTest, StarvedExpertsFollowThePolicy) {
   ExpertRun damp;
   damp.block = MakeBlock();
   damp.policy.min_tokens_per_expert = threshold;
-  damp.policy.on_starved = StarvedExpertAction::kDamp;
+  damp.policy.on_starved_expert = StarvedExpertAction::kDamp;
   q = damp.Quantize();
   ASSERT_TRUE(q.ok()) << q.status();
   const LayerResult& gate = Layer(*q, kRareExpert, LayerType::kGateProj);
@@ -241,7 +241,7 @@ TEST(ExpertQuantizerTest, StarvedExpertsFollowThePolicy) {
   ExpertRun fail;
   fail.block = MakeBlock();
   fail.policy.min_tokens_per_expert = threshold;
-  fail.policy.on_starved = StarvedExpertAction::kFail;
+  fail.policy.on_starved_expert = StarvedExpertAction::kFail;
   q = fail.Quantize();
   ASSERT_FALSE(q.ok());
   EXPECT_EQ(q.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -261,7 +261,7 @@ TEST(ExpertQuantizerTest, ExpertWithNoTokenIsRoundedToNearest) {
   for (RowMatrixF* rows : {&run.block.calibration, &run.block.heldout}) {
     rows->col(0) = rows->col(0).cwiseAbs().array() + 1.0f;
   }
-  run.policy.on_starved = StarvedExpertAction::kDamp;
+  run.policy.on_starved_expert = StarvedExpertAction::kDamp;
   auto q = run.Quantize();
   ASSERT_TRUE(q.ok()) << q.status();
   EXPECT_EQ(q->routed_calibration_tokens[kRareExpert], 0);

@@ -156,7 +156,7 @@ TEST_F(MoeBlockTaskTest, SameBytesOnAnyThreadCount) {
 TEST_F(MoeBlockTaskTest, ExpertResultsSurviveTheTaskFiles) {
   BlockTaskInput input = Input();
   input.expert_policy.min_tokens_per_expert = 1000;  // Every expert starved.
-  input.expert_policy.on_starved = StarvedExpertAction::kRtn;
+  input.expert_policy.on_starved_expert = StarvedExpertAction::kRtn;
   auto output = RunBlockTask(input);
   ASSERT_TRUE(output.ok()) << output.status();
   EXPECT_EQ(output->starved_experts.size(), 8u);

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "core/model/model_config.h"
 #include "core/recipe/recipe.h"
 #include "gmock/gmock.h"
@@ -98,20 +99,109 @@ TEST(QuantizationPlanTest, WholeFusedLayersAndUnfusedLayersMayDiffer) {
 
 // A mixture-of-experts model is refused before any work, saying why,
 // rather than quantizing its attention and leaving the experts behind.
-TEST(QuantizationPlanTest, MixtureOfExpertsIsRefusedBeforeAnyWork) {
+ModelConfig MixtralConfig() {
   ModelConfig config = testing::TwoBlockConfig();
   config.architecture = Architecture::kMixtral;
   config.moe.emplace();
-  config.moe->num_experts = 8;
+  config.moe->num_experts = 4;
   config.moe->experts_per_token = 2;
   config.moe->expert_intermediate_size = config.intermediate_size;
-  auto plan = PlanQuantization(config, Recipe());
+  return config;
+}
+
+TEST(QuantizationPlanTest,
+     MixtureOfExpertsGetsOneSettingPerBlockForItsExperts) {
+  Recipe recipe;
+  recipe.group_size = 32;
+  // Block 1's experts at 8 bits: allowed, as every expert of it agrees.
+  recipe.overrides.push_back(
+      Bits("model\\.layers\\.1\\.block_sparse_moe\\.experts\\..*", 8));
+  auto plan = PlanQuantization(MixtralConfig(), recipe);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  ASSERT_EQ(plan->expert_blocks.size(), 2u);
+  for (int b = 0; b < 2; ++b) {
+    SCOPED_TRACE(b);
+    // q, k, v, o only; the experts' gate (w1), up (w3) and down (w2) apart.
+    EXPECT_EQ(plan->blocks[b].size(), 4u);
+    EXPECT_EQ(plan->blocks[b].count(LayerType::kGateProj), 0u);
+    ASSERT_EQ(plan->expert_blocks[b].size(), 3u);
+    for (const auto& [type, s] : plan->expert_blocks[b]) {
+      EXPECT_FALSE(s.keep_unquantized);
+      EXPECT_EQ(s.bits, b == 0 ? 4 : 8);
+      EXPECT_EQ(s.group_size, 32);
+    }
+    EXPECT_EQ(
+        plan->expert_blocks[b].at(LayerType::kDownProj).name,
+        absl::StrCat("model.layers.", b, ".block_sparse_moe.experts.0.w2"));
+  }
+  // A dense model's expert plan is empty.
+  auto dense = PlanQuantization(testing::TwoBlockConfig(), Recipe());
+  ASSERT_TRUE(dense.ok()) << dense.status();
+  EXPECT_TRUE(dense->expert_blocks[0].empty());
+}
+
+TEST(QuantizationPlanTest, ExpertsOfOneBlockThatDisagreeAreRefused) {
+  Recipe recipe;
+  recipe.overrides.push_back(Bits(".*\\.experts\\.3\\.w2", 8));
+  auto plan = PlanQuantization(MixtralConfig(), recipe);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(plan.status().message(),
+              AllOf(HasSubstr("model.layers.0.block_sparse_moe.experts.3.w2"),
+                    HasSubstr("fused-MoE layer "
+                              "model.layers.0.block_sparse_moe.experts"),
+                    HasSubstr("experts.0.w2 gets 4 bits"),
+                    HasSubstr("experts.3.w2 gets 8 bits")));
+  // Ignoring one expert is the same mistake; ignoring all of them is fine.
+  recipe.overrides.clear();
+  recipe.ignore.push_back(".*experts\\.1\\..*");
+  plan = PlanQuantization(MixtralConfig(), recipe);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_THAT(plan.status().message(), HasSubstr("unquantized (ignore[1]"));
+  recipe.ignore.back() = ".*experts\\..*";
+  plan = PlanQuantization(MixtralConfig(), recipe);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_TRUE(plan->expert_blocks[1].at(LayerType::kUpProj).keep_unquantized);
+}
+
+TEST(QuantizationPlanTest, AwqExpertsQuantizedRoutersAndMixedPrecisionRefused) {
+  Recipe awq;
+  awq.method = QuantMethod::kAwq;
+  auto plan = PlanQuantization(MixtralConfig(), awq);
   ASSERT_FALSE(plan.ok());
   EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented);
   EXPECT_THAT(plan.status().message(),
-              AllOf(HasSubstr("MixtralForCausalLM is a mixture-of-experts "
-                              "model (8 experts, top-2)"),
-                    HasSubstr("does not quantize its experts yet")));
+              AllOf(HasSubstr("experts.0.w1"),
+                    HasSubstr("method awq, which is not supported for "
+                              "experts")));
+  // AWQ on the attention only, GPTQ on the experts: fine.
+  LayerOverride gptq;
+  gptq.match = ".*experts.*";
+  gptq.method = QuantMethod::kGptq;
+  awq.overrides.push_back(gptq);
+  EXPECT_TRUE(PlanQuantization(MixtralConfig(), awq).ok());
+
+  // The router stays unquantized unless an override names it, and then
+  // the plan says why it cannot be.
+  Recipe router;
+  router.overrides.push_back(Bits(".*\\.1\\.block_sparse_moe\\.gate", 8));
+  plan = PlanQuantization(MixtralConfig(), router);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(plan.status().message(),
+              AllOf(HasSubstr("model.layers.1.block_sparse_moe.gate: "
+                              "overrides[0] would quantize this "
+                              "mixture-of-experts router"),
+                    HasSubstr("quant_config=None")));
+  EXPECT_TRUE(PlanQuantization(MixtralConfig(), Recipe()).ok());
+
+  Recipe mixed;
+  mixed.mixed_precision = MixedPrecision{4.5, {4, 8}, {}, false};
+  plan = PlanQuantization(MixtralConfig(), mixed);
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(plan.status().message(),
+              HasSubstr("mixed precision over experts is not supported yet"));
 }
 
 }  // namespace

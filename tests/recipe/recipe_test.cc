@@ -523,6 +523,64 @@ TEST(ParseRecipeTest, MixedPrecision) {
   }
 }
 
+TEST(ParseRecipeTest, MixtureOfExpertsSection) {
+  absl::StatusOr<Recipe> recipe = ParseRecipe(
+      "moe:\n  routing: all_experts\n  min_tokens_per_expert: 256\n"
+      "  on_starved_expert: damp\n",
+      "r.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  ASSERT_TRUE(recipe->moe.has_value());
+  EXPECT_EQ(recipe->moe->routing, ExpertRouting::kAllExperts);
+  EXPECT_EQ(recipe->moe->min_tokens_per_expert, 256);
+  EXPECT_EQ(recipe->moe->on_starved_expert, StarvedExpertAction::kDamp);
+  // Round trip through the canonical form, which names every field.
+  const std::string json = RecipeToJson(*recipe);
+  EXPECT_THAT(json, HasSubstr("\"routing\": \"all_experts\""));
+  EXPECT_THAT(json, HasSubstr("\"on_starved_expert\": \"damp\""));
+  absl::StatusOr<Recipe> again = ParseRecipe(json, "r.json");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(*again, *recipe);
+  // The defaults, spelled out, are a different recipe text from an absent
+  // section (which keeps older recipes' hashes) but mean the same policy.
+  absl::StatusOr<Recipe> defaults = ParseRecipe("moe: {}\n", "r.yaml");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(*defaults->moe, MoeCalibration{});
+  EXPECT_FALSE(
+      nlohmann::ordered_json::parse(RecipeToJson(Recipe())).contains("moe"));
+  EXPECT_NE(RecipeSha256(*defaults), RecipeSha256(Recipe()));
+  absl::StatusOr<Recipe> gated =
+      ParseRecipe("gates: {max_starved_experts: 0.25}\n", "r.yaml");
+  ASSERT_TRUE(gated.ok()) << gated.status();
+  EXPECT_EQ(gated->gates.max_starved_experts, 0.25);
+  EXPECT_EQ(*ParseRecipe(RecipeToJson(*gated), "r.json"), *gated);
+
+  for (const auto& [yaml, says] :
+       std::vector<std::pair<std::string, std::string>>{
+           {"moe: {routing: forced}",
+            "r.yaml:1:16: moe.routing: unknown value \"forced\" (known: "
+            "natural, all_experts)"},
+           {"moe: {on_starved_expert: skip}",
+            "moe.on_starved_expert: unknown value \"skip\" (known: rtn, "
+            "damp, fail)"},
+           {"moe: {min_tokens_per_expert: -1}",
+            "moe.min_tokens_per_expert: -1 is out of range [0, 2^40]"},
+           {"moe: {min_tokens_per_expert: 12.5}",
+            "moe.min_tokens_per_expert: expected an integer"},
+           {"moe: {min_token_per_expert: 8}", "moe.min_token_per_expert: "},
+           {"method: rtn\nmoe: {on_starved_expert: damp}",
+            "moe.on_starved_expert: damp has no effect"},
+           {"moe: [natural]", "moe"},
+           {"gates: {max_starved_experts: 1.5}",
+            "gates.max_starved_experts: 1.5 is out of range [0, 1]"},
+       }) {
+    SCOPED_TRACE(yaml);
+    absl::StatusOr<Recipe> bad = ParseRecipe(yaml + "\n", "r.yaml");
+    ASSERT_FALSE(bad.ok());
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(bad.status().message(), HasSubstr(says));
+  }
+}
+
 TEST(ParseRecipeTest, RuntimeGate) {
   absl::StatusOr<Recipe> recipe =
       ParseRecipe("gates:\n  runtime: vllm\n", "r.yaml");

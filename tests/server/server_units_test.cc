@@ -103,6 +103,46 @@ TEST(RecipeConvertTest, MixedPrecisionRoundTrips) {
   EXPECT_FALSE(common::RecipeToProto(Recipe()).has_mixed_precision());
 }
 
+TEST(RecipeConvertTest, MixtureOfExpertsPolicyRoundTrips) {
+  for (const MoeCalibration& moe :
+       {MoeCalibration{ExpertRouting::kAllExperts, 512,
+                       StarvedExpertAction::kFail},
+        MoeCalibration{ExpertRouting::kNatural, 64, StarvedExpertAction::kDamp},
+        MoeCalibration{}}) {
+    Recipe recipe;
+    recipe.moe = moe;
+    recipe.gates.max_starved_experts = 0.125;
+    ASSERT_TRUE(ValidateRecipe(recipe).ok()) << ValidateRecipe(recipe);
+    const v1::Recipe proto = common::RecipeToProto(recipe);
+    ASSERT_TRUE(proto.has_moe());
+    auto back = common::RecipeFromProto(proto);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, recipe);
+    EXPECT_EQ(RecipeToJson(*back), RecipeToJson(recipe));
+  }
+  EXPECT_FALSE(common::RecipeToProto(Recipe()).has_moe());
+  // Unset enums read as the defaults; unknown ones and bad counts are
+  // refused naming the field.
+  v1::Recipe proto = common::RecipeToProto(Recipe());
+  proto.mutable_moe();
+  auto defaults = common::RecipeFromProto(proto);
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_EQ(*defaults->moe, MoeCalibration{});
+  proto.mutable_moe()->set_routing(static_cast<v1::ExpertRouting>(9));
+  auto bad = common::RecipeFromProto(proto);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(absl::StrContains(bad.status().message(), "recipe.moe.routing"))
+      << bad.status();
+  proto.mutable_moe()->set_routing(v1::EXPERT_ROUTING_NATURAL);
+  proto.mutable_moe()->set_min_tokens_per_expert(-3);
+  bad = common::RecipeFromProto(proto);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(
+      absl::StrContains(bad.status().message(),
+                        "recipe.moe.min_tokens_per_expert: -3 is out of range"))
+      << bad.status();
+}
+
 TEST(RecipeConvertTest, ErrorsNameTheField) {
   v1::Recipe proto = common::RecipeToProto(Recipe());
   proto.add_overrides()->set_match("x");

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -386,6 +387,27 @@ TEST_F(WorkerProtocolTest, LeasesAnswerOnlyToTheirWorkerAndRowsAreChecked) {
   int layer_events = 0;
   for (const auto& e : *events) layer_events += e.type == "layer";
   EXPECT_EQ(layer_events, 1);
+
+  // Mixture-of-experts expert rows of this block pass; a malformed expert
+  // index, a part that does not play the reported type, or another
+  // block's expert are refused.
+  for (const auto& [name, type, ok] :
+       std::vector<std::tuple<std::string, std::string, bool>>{
+           {"model.layers.0.mlp.experts.17.down_proj", "down_proj", true},
+           {"model.layers.0.block_sparse_moe.experts.3.w1", "gate_proj", true},
+           {"model.layers.0.block_sparse_moe.experts.3.w3", "up_proj", true},
+           {"model.layers.0.block_sparse_moe.experts.3.w3", "down_proj", false},
+           {"model.layers.0.mlp.experts.x.up_proj", "up_proj", false},
+           {"model.layers.0.mlp.experts..up_proj", "up_proj", false},
+           {"model.layers.0.mlp.experts.1.w1", "gate_proj", false},
+           {"model.layers.1.mlp.experts.1.up_proj", "up_proj", false},
+       }) {
+    SCOPED_TRACE(name + " " + type);
+    v1::LayerAudit expert = row;
+    expert.set_name(name);
+    expert.set_type(type);
+    EXPECT_EQ(refused_row(expert).ok(), ok);
+  }
 
   // Completion somewhere else, or before anything was published.
   complete.set_worker_id(owner);

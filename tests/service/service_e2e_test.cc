@@ -3,7 +3,8 @@
 // by the test), real gRPC over loopback. stories260K quantized through the
 // service gives the same packed checkpoint as the in-process local run;
 // WatchJob sees every layer; a coordinator killed mid-job resumes without
-// recomputing finished blocks; a cancelled job stops its workers.
+// recomputing finished blocks; a cancelled job stops its workers; a
+// mixture-of-experts model's job writes the same bytes as the local run.
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -26,6 +27,7 @@
 #include "server/store/job_store.h"
 #include "tests/service/child_process.h"
 #include "tests/service/service_fixture.h"
+#include "tests/support/small_moe_model.h"
 #include "tests/support/test_env.h"
 
 namespace quant {
@@ -203,6 +205,63 @@ TEST_F(ServiceE2eTest, SameCheckpointAsLocalRunAndWatchSeesEveryLayer) {
     EXPECT_EQ(task.attempts, 1) << "task " << task.index;
     EXPECT_EQ(task.state, store::TaskState::kDone);
   }
+}
+
+TEST_F(ServiceE2eTest, MixtureOfExpertsJobMatchesTheLocalRunByteForByte) {
+  // A small synthetic Qwen3-MoE (4 experts, top-2) with stories260K's
+  // tokenizer, under the service's allowed roots.
+  const synth::SynthOptions model = testing::SmallMoeModel(
+      service_->dir() + "/moe-model", testing::CheckpointDir(), "qwen3_moe");
+  ASSERT_TRUE(synth::WriteSynthCheckpoint(model).ok());
+  auto recipe = ParseRecipe(
+      "method: gptq\ngroup_size: 32\n"
+      "calibration: {samples: 8, seq_len: 64, heldout_count: 20}\n"
+      "moe: {min_tokens_per_expert: 200, on_starved_expert: damp}\n",
+      "moe.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+
+  std::vector<std::string> args = service_->QuantdArgs("127.0.0.1:0");
+  args.push_back("--local-workers=2");
+  args.push_back("--worker_args=--threads=2");
+  ASSERT_NO_FATAL_FAILURE(StartQuantd(args));
+  auto request = service_->RecipeRequest(*recipe);
+  ASSERT_TRUE(request.ok()) << request.status();
+  request->set_checkpoint_uri("file://" + model.out_dir);
+  request->set_request_id("moe-1");
+  const v1::Job job = testing::ValueOrFailure(service_->CreateJob(*request));
+  ASSERT_FALSE(job.id().empty());
+  const v1::Job done = WaitFor(job.id(), nullptr);
+  ASSERT_EQ(done.state(), v1::JOB_STATE_SUCCEEDED)
+      << done.error() << "\n"
+      << service_->Log("quantd.log");
+  StopQuantd();
+
+  LocalQuantizeOptions local;
+  local.checkpoint_dir = model.out_dir;
+  local.calibration_path = testing::CalibrationPath();
+  local.out_dir = service_->dir() + "/moe-local";
+  local.recipe = *recipe;
+  auto result = RunLocalQuantization(local);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const std::string artifact =
+      service_->dir() + "/artifacts/jobs/" + job.id() + "/checkpoint";
+  auto service_tensors = ReadFileToString(artifact + "/model.safetensors");
+  auto local_tensors = ReadFileToString(local.out_dir + "/model.safetensors");
+  ASSERT_TRUE(service_tensors.ok()) << service_tensors.status();
+  ASSERT_TRUE(local_tensors.ok()) << local_tensors.status();
+  EXPECT_TRUE(*service_tensors == *local_tensors)
+      << "the service's packed experts differ from the local run's";
+  // The service's audit has the same per-expert rows and summary.
+  auto audit_text = ReadFileToString(artifact + "/audit.json");
+  ASSERT_TRUE(audit_text.ok()) << audit_text.status();
+  const nlohmann::json audit = nlohmann::json::parse(*audit_text);
+  EXPECT_EQ(audit["summary"]["moe_blocks"],
+            result->audit["summary"]["moe_blocks"]);
+  int experts = 0;
+  for (const nlohmann::json& layer : audit["layers"]) {
+    experts += layer.contains("expert");
+  }
+  EXPECT_EQ(experts, testing::kSmallMoeBlocks * testing::kSmallMoeExperts * 3);
 }
 
 TEST_F(ServiceE2eTest, RestartedCoordinatorResumesWithoutRecomputing) {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <string>
 
 #include "core/base/file_util.h"
@@ -187,9 +188,47 @@ TEST(SynthCheckpointTest, BadShapesNameTheFlag) {
   result = WriteSynthCheckpoint(options);
   EXPECT_THAT(result.status().message(), HasSubstr("--max_positions"));
   options = Small(root + "/bad", 0);
+  options.experts = 4;
+  options.experts_per_token = 5;
+  result = WriteSynthCheckpoint(options);
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("--experts_per_token must be in 1..--experts (4), "
+                        "got 5"));
+  options.experts_per_token = 2;
+  options.moe_family = "qwen2_moe";
+  result = WriteSynthCheckpoint(options);
+  EXPECT_THAT(result.status().message(),
+              HasSubstr("--moe_family must be qwen3_moe or mixtral"));
+  options = Small(root + "/bad", 0);
   options.vocab_from = root;  // No config.json there.
   EXPECT_FALSE(WriteSynthCheckpoint(options).ok());
   EXPECT_FALSE(FileExists(root + "/bad/config.json"));
+}
+
+TEST(SynthCheckpointTest, ExpertsMakeAMixtureOfExpertsModel) {
+  QUANT_REQUIRE_SHARED(VocabDir());
+  const std::string root = quant::testing::MakeTempDir();
+  for (const char* family : {"qwen3_moe", "mixtral"}) {
+    SCOPED_TRACE(family);
+    SynthOptions options = Small(root + "/" + family, 0);
+    options.experts = 8;
+    options.experts_per_token = 2;
+    options.expert_intermediate = 32;
+    options.moe_family = family;
+    absl::StatusOr<int64_t> written = WriteSynthCheckpoint(options);
+    ASSERT_TRUE(written.ok()) << written.status();
+    absl::StatusOr<std::unique_ptr<Checkpoint>> checkpoint =
+        Checkpoint::Open(options.out_dir);
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+    const ModelConfig& config = (*checkpoint)->config();
+    ASSERT_TRUE(config.moe.has_value());
+    EXPECT_EQ(config.moe->num_experts, 8);
+    EXPECT_EQ(config.moe->experts_per_token, 2);
+    // Mixtral's experts are --intermediate wide.
+    EXPECT_EQ(config.moe->expert_intermediate_size,
+              std::string(family) == "mixtral" ? 128 : 32);
+    EXPECT_TRUE(config.IsMoeBlock(0) && config.IsMoeBlock(1));
+  }
 }
 
 // The programs, as scripts/bench.sh runs them: the generator prints the

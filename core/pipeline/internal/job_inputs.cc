@@ -205,6 +205,10 @@ BlockTaskInput MakeBlockTaskInput(const JobInputs& inputs, const Recipe& recipe,
   input.recipe = &recipe;
   input.weights = std::move(weights);
   input.settings = inputs.plan.blocks[block];
+  if (static_cast<size_t>(block) < inputs.plan.expert_blocks.size()) {
+    input.expert_settings = inputs.plan.expert_blocks[block];
+  }
+  input.expert_policy = recipe.moe.value_or(MoeCalibration{});
   input.stored_dtypes = BlockDTypes(*inputs.checkpoint, block);
   return input;
 }
