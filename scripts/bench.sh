@@ -36,12 +36,18 @@
 #      calibration (128 x 2048 tokens, 10% held out): seconds per block,
 #      peak memory of quantd and of the worker, and whole models
 #      extrapolated on 1, 8 and 64 workers (an hour or more);
+#  10. with --moe: a Qwen3-30B-A3B-shaped synthetic checkpoint (2 of its 48
+#      blocks: hidden 2048, 128 experts of 768, top-8, bf16) through quantd
+#      with 1 local worker on every core (GPTQ w4 g128, natural routing,
+#      QUANT_BENCH_MOE_SAMPLES x 2048 calibration tokens, default 32):
+#      seconds per block, peak memory, tokens per expert, whether vLLM
+#      would load it, and the whole model extrapolated (10 minutes or more);
 #   9. allocator: the 2-layer job with quantctl's allocator tuning and with
 #      glibc's defaults, on 1 thread and on every core: wall, user and system
 #      time, minor page faults, peak memory, identical output.
 #
-#   scripts/bench.sh [--large] [--scaling] [--activations] [--threads] [--real]
-#                    [--only cores|local|service|levels|allocator|scaling|activations|threads|real]
+#   scripts/bench.sh [--large] [--scaling] [--activations] [--threads] [--real] [--moe]
+#                    [--only cores|local|service|levels|allocator|scaling|activations|threads|real|moe]
 #
 #   --large     adds 7B-shaped layers to section 1 (minutes)
 #   --only S    runs one section (with --only scaling, --scaling is implied)
@@ -64,6 +70,7 @@ scaling=0
 activations=0
 threads=0
 real=0
+moe=0
 only=""
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -72,12 +79,13 @@ while [ $# -gt 0 ]; do
     --activations) activations=1 ;;
     --threads) threads=1 ;;
     --real) real=1 ;;
+    --moe) moe=1 ;;
     --only)
       only="${2:-}"
       shift
       ;;
     *)
-      echo "usage: scripts/bench.sh [--large] [--scaling] [--activations] [--threads] [--real] [--only cores|local|service|levels|allocator|scaling|activations|threads|real]" >&2
+      echo "usage: scripts/bench.sh [--large] [--scaling] [--activations] [--threads] [--real] [--moe] [--only cores|local|service|levels|allocator|scaling|activations|threads|real|moe]" >&2
       exit 2
       ;;
   esac
@@ -89,8 +97,9 @@ case "$only" in
   activations) activations=1 ;;
   threads) threads=1 ;;
   real) real=1 ;;
+  moe) moe=1 ;;
   *)
-    echo "bench: --only must be cores, local, service, levels, allocator, scaling, activations, threads or real, got '$only'" >&2
+    echo "bench: --only must be cores, local, service, levels, allocator, scaling, activations, threads, real or moe, got '$only'" >&2
     exit 2
     ;;
 esac
@@ -495,6 +504,37 @@ if [ "$real" -eq 1 ]; then
   echo "    finalize: the gates over every block, on one worker. The synthetic models take"
   echo "    stories260K's 512-token vocabulary: a real 128,256-token lm_head adds"
   echo "    2 x hidden x 128,256 flops per held-out token for each of the two models)"
+fi
+
+if [ "$moe" -eq 1 ]; then
+  samples="${QUANT_BENCH_MOE_SAMPLES:-32}"
+  echo
+  echo "== 10. MoE: a Qwen3-30B-A3B-shaped slice (2 of 48 blocks; hidden 2048, 32 heads over"
+  echo "   4 KV heads, 128 experts of 768, top-8, bf16) through quantd, 1 local worker on"
+  echo "   every core; GPTQ w4 g128, natural routing, $samples x 2048 calibration tokens"
+  dir="$work/moe-slice"
+  "$synth" --out "$dir" --moe_family qwen3_moe --hidden 2048 --intermediate 6144 \
+    --expert_intermediate 768 --experts 128 --experts_per_token 8 --layers 2 --heads 32 \
+    --kv_heads 4 --vocab_from "$checkpoint" --seed 0 --dtype bf16 --max_positions 2048 >/dev/null
+  sed "s/^  samples: .*/  samples: $samples/" bench/recipes/qwen3-moe-slice-gptq-w4.yaml >"$work/moe.yaml"
+  start_quantd 1 "--threads=$(nproc)" "$work/svc-moe" "$work,$(dirname "$text")"
+  read -r wall blocks block_s final_s quantd_mib worker_mib < <(run_service "$dir" "$work/moe.yaml")
+  stop_quantd
+  per_block=$(calc %.1f "$block_s / $blocks")
+  printf '%-26s %6s %8s %11s %11s %10s %10s\n' model blocks wall_s s_per_block finalize_s quantd_mb worker_mb
+  printf '%-26s %6s %8s %11s %11s %10s %10s\n' qwen3-30b-a3b-slice "$blocks/48" "$wall" "$per_block" \
+    "$final_s" "$quantd_mib" "$worker_mib"
+  audit=$(find "$work/svc-moe" -name audit.json | head -1)
+  if [ -n "$audit" ]; then
+    # Both exit 3 when a gate fails or vLLM would not load it: still shown.
+    { "$quantctl" report "$(dirname "$audit")" || true; } |
+      grep -E "^(verdict|gate |experts of block)" | sed 's/^/   /' || true
+    { "$quantctl" check "$(dirname "$audit")" || true; } | sed 's/^/   /'
+  fi
+  echo "   whole model (48 blocks) on one worker like this one: $(calc %.1f "(48 * $per_block + 24 * $final_s) / 3600") h"
+  echo "   (sequential propagation; finalize scaled by 48/2 blocks; each block's experts"
+  echo "    are computed on the rows routed to them, so an expert costs its share of tokens)"
+  rm -rf "$dir" "$work/svc-moe"
 fi
 
 if [ "$threads" -eq 1 ]; then

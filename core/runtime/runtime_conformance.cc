@@ -54,6 +54,21 @@ struct Planned {
   RuntimeLayerCheck* out;
   std::vector<LinearLayerSpec> parts;
   std::string class_name;  // vLLM's module class, for target matching.
+  // vLLM builds it with quant_config=None whatever the config says: a
+  // mixture-of-experts router (ReplicatedLinear in Qwen3MoeSparseMoeBlock
+  // and MixtralMoE).
+  bool never_quantized = false;
+};
+
+// A mixture-of-experts block's experts as vLLM builds them: one FusedMoE
+// layer named after the experts module, whose w13 holds every expert's gate
+// and up (N = 2 x moe_intermediate, K = hidden) and w2 every down, all read
+// with one quantization method.
+struct PlannedExperts {
+  RuntimeLayerCheck* out;
+  std::vector<LinearLayerSpec> parts;  // Every expert's gate, up and down.
+  int64_t hidden = 0;
+  int64_t intermediate = 0;
 };
 
 // Patterns compiled once per check: a config's rules are matched against
@@ -276,38 +291,179 @@ std::string ChooseKernel(int capability, bool float16, const Scheme& s,
 }
 
 // The runtime's layers: vLLM's fused ones, or each module (transformers).
+// A mixture-of-experts block adds its router and its experts: for vLLM one
+// router layer (never quantized) and one FusedMoE layer in `experts`; for
+// transformers, which loads every module on its own, the router and each
+// expert's layers as modules of their own.
 std::vector<Planned> PlanLayers(const ModelConfig& model, bool fuse,
-                                RuntimeCheck* check) {
-  const std::vector<LinearLayerSpec> specs = ListAllLinearLayers(model);
-  check->layers.reserve(specs.size());
-  std::vector<Planned> planned;
-  for (const LinearLayerSpec& spec : specs) {
-    const std::string name =
-        fuse ? absl::StrCat(BlockPrefix(spec.block), LayerModuleName(spec.type),
-                            ".", FusedLayerName(spec.type))
-             : spec.name;
-    if (!planned.empty() && planned.back().out->name == name) {
-      planned.back().parts.push_back(spec);
-      planned.back().out->parts.push_back(spec.name);
-      planned.back().out->out_features += spec.out_features;
-      continue;
+                                RuntimeCheck* check,
+                                std::vector<PlannedExperts>* experts) {
+  auto router_spec = [&](int block) {
+    LinearLayerSpec router;
+    router.block = block;
+    router.name = RouterName(model, block);
+    router.type = LayerType::kGateProj;
+    router.out_features = model.moe->num_experts;
+    router.in_features = model.hidden_size;
+    return router;
+  };
+  // Block by block; transformers' modules include the routers and experts.
+  std::vector<std::vector<LinearLayerSpec>> blocks(model.num_hidden_layers);
+  size_t layer_count = 0;
+  for (int b = 0; b < model.num_hidden_layers; ++b) {
+    blocks[b] = ListLinearLayers(model, b);
+    if (model.IsMoeBlock(b)) {
+      if (fuse) {
+        layer_count += 2;
+      } else {
+        blocks[b].push_back(router_spec(b));
+        for (LinearLayerSpec& e : ListExpertLayers(model, b)) {
+          blocks[b].push_back(std::move(e));
+        }
+      }
     }
+    layer_count += blocks[b].size();
+  }
+  // Planned entries point into check->layers: no reallocation after this.
+  check->layers.reserve(layer_count);
+  std::vector<Planned> planned;
+  for (int b = 0; b < model.num_hidden_layers; ++b) {
+    for (const LinearLayerSpec& spec : blocks[b]) {
+      const std::string name =
+          fuse ? absl::StrCat(BlockPrefix(spec.block),
+                              LayerModuleName(spec.type), ".",
+                              FusedLayerName(spec.type))
+               : spec.name;
+      if (!planned.empty() && planned.back().out->name == name) {
+        planned.back().parts.push_back(spec);
+        planned.back().out->parts.push_back(spec.name);
+        planned.back().out->out_features += spec.out_features;
+        continue;
+      }
+      check->layers.emplace_back();
+      RuntimeLayerCheck* out = &check->layers.back();
+      out->name = name;
+      out->parts = {spec.name};
+      out->out_features = spec.out_features;
+      out->in_features = spec.in_features;
+      std::string class_name = "Linear";
+      if (fuse) {
+        class_name = FusedLayerName(spec.type) == "qkv_proj"
+                         ? "QKVParallelLinear"
+                     : FusedLayerName(spec.type) == "gate_up_proj"
+                         ? "MergedColumnParallelLinear"
+                         : "RowParallelLinear";
+      }
+      planned.push_back({out, {spec}, class_name});
+    }
+    if (!fuse || !model.IsMoeBlock(b)) continue;
+    const LinearLayerSpec router = router_spec(b);
     check->layers.emplace_back();
     RuntimeLayerCheck* out = &check->layers.back();
-    out->name = name;
-    out->parts = {spec.name};
-    out->out_features = spec.out_features;
-    out->in_features = spec.in_features;
-    std::string class_name = "Linear";
-    if (fuse) {
-      class_name = FusedLayerName(spec.type) == "qkv_proj" ? "QKVParallelLinear"
-                   : FusedLayerName(spec.type) == "gate_up_proj"
-                       ? "MergedColumnParallelLinear"
-                       : "RowParallelLinear";
+    out->name = router.name;
+    out->parts = {router.name};
+    out->out_features = router.out_features;
+    out->in_features = router.in_features;
+    planned.push_back({out, {router}, "ReplicatedLinear", true});
+
+    check->layers.emplace_back();
+    PlannedExperts e;
+    e.out = &check->layers.back();
+    e.out->name = ExpertsModuleName(model, b);
+    e.hidden = model.hidden_size;
+    e.intermediate = model.moe->expert_intermediate_size;
+    e.out->out_features = 2 * e.intermediate;
+    e.out->in_features = e.hidden;
+    e.parts = ListExpertLayers(model, b);
+    for (const LinearLayerSpec& part : e.parts) {
+      e.out->parts.push_back(part.name);
     }
-    planned.push_back({out, {spec}, class_name});
+    experts->push_back(std::move(e));
   }
   return planned;
+}
+
+// vLLM's check_moe_marlin_supports_layer: the fused-MoE Marlin kernel takes
+// (N, K) = (2 x intermediate, hidden) and (hidden, intermediate) when
+// hidden % 128 == 0 and intermediate % max(64, group) == 0, for groups
+// -1, 32, 64 and 128 (the models here route with SiLU and weigh outputs
+// after the experts, as it also requires).
+bool MoeMarlinSupports(int64_t hidden, int64_t intermediate,
+                       int64_t group_size) {
+  return hidden % 128 == 0 &&
+         intermediate % std::max<int64_t>(64, group_size) == 0 &&
+         OneOf(group_size, {-1, 32, 64, 128});
+}
+
+// What vLLM's MoeWNA16Method (the Triton fused-MoE kernel for GPTQ/AWQ
+// weights) refuses or misreads. It halves the group size until it divides
+// both hidden and intermediate, asserting it stays >= 32; it takes 4 and 8
+// bits; it skips g_idx, so act-order weights would be read in the wrong
+// groups.
+void CheckMoeWna16(const PlannedExperts& e, const Scheme& s,
+                   std::vector<std::string>* problems) {
+  if (!OneOf(s.bits, {4, 8})) {
+    problems->push_back(absl::StrCat(
+        "MoeWNA16 (vLLM's fused-MoE kernel for this config) supports 4 and "
+        "8 bits, not ",
+        s.bits));
+  }
+  if (s.group_size <= 0) {
+    problems->push_back(
+        "MoeWNA16 needs a group size: group_size -1 gives its scales a "
+        "negative shape (hidden // -1)");
+  } else {
+    int64_t g = s.group_size;
+    while (g >= 32 && (e.intermediate % g != 0 || e.hidden % g != 0)) g /= 2;
+    if (g < 32) {
+      problems->push_back(absl::StrCat(
+          "MoeWNA16 halves group_size ", s.group_size,
+          " until it divides hidden ", e.hidden, " and moe intermediate ",
+          e.intermediate, ", and asserts it stays >= 32; it does not"));
+    }
+  }
+  if (s.act_order) {
+    problems->push_back(
+        "MoeWNA16 skips g_idx, so act-order (desc_act) experts would be "
+        "dequantized with the wrong groups");
+  }
+}
+
+// Checks every expert's tensors with `tensors_of`, reporting at most a few
+// problems: 128 experts x 3 layers of the same mistake say nothing more.
+template <typename TensorsOf>
+void CheckExpertTensors(const TensorHeaders& tensors, const PlannedExperts& e,
+                        TensorsOf tensors_of,
+                        std::vector<std::string>* problems) {
+  constexpr size_t kMaxReported = 6;
+  std::vector<std::string> all;
+  for (const LinearLayerSpec& part : e.parts) {
+    CheckTensors(tensors, part.name, tensors_of(part), part.has_bias, &all);
+  }
+  for (size_t i = 0; i < all.size() && i < kMaxReported; ++i) {
+    problems->push_back(std::move(all[i]));
+  }
+  if (all.size() > kMaxReported) {
+    problems->push_back(absl::StrCat("... and ", all.size() - kMaxReported,
+                                     " more tensor problems in its experts"));
+  }
+}
+
+// Records the experts' scheme; unquantized experts (UnquantizedFusedMoEMethod)
+// are checked for their plain weights here.
+void RecordExperts(const PlannedExperts& e, const Scheme& s,
+                   const TensorHeaders& tensors) {
+  RuntimeLayerCheck& out = *e.out;
+  out.quantized = s.quantized;
+  if (!s.quantized) {
+    CheckExpertTensors(tensors, e, PlainTensors, &out.problems);
+    if (out.problems.empty()) out.kernel = "unquantized";
+    return;
+  }
+  out.bits = s.bits;
+  out.group_size = s.group_size;
+  out.symmetric = s.symmetric;
+  out.act_order = s.act_order;
 }
 
 // Records `s` as the layer's scheme. An unquantized layer's plain weights
@@ -364,6 +520,110 @@ struct DynamicRule {
   std::string pattern;
   json overrides;
 };
+
+// GPTQ packs K along 32-bit words: false, with the problem, when a layer's
+// inputs do not fill whole words.
+bool FillsWords(const LinearLayerSpec& part, int bits,
+                std::vector<std::string>* problems) {
+  if ((part.in_features * bits) % 32 == 0) return true;
+  problems->push_back(absl::StrCat(part.name, ": ", part.in_features,
+                                   " inputs do not fill whole ", bits,
+                                   "-bit words"));
+  return false;
+}
+
+// A positive dynamic rule's overrides of bits, group_size, desc_act, sym.
+void ApplyDynamicOverrides(const DynamicRule& rule, Scheme* s,
+                           std::vector<std::string>* problems) {
+  const std::string rw = absl::StrCat("dynamic \"", rule.key, "\": ");
+  if (auto b = IntField(rule.overrides, "bits", problems, rw)) s->bits = *b;
+  if (auto g = IntField(rule.overrides, "group_size", problems, rw)) {
+    s->group_size = *g == 0 ? -1 : *g;
+  }
+  if (auto d = BoolField(rule.overrides, "desc_act", problems, rw)) {
+    s->act_order = *d;
+  }
+  if (auto y = BoolField(rule.overrides, "sym", problems, rw)) {
+    s->symmetric = *y;
+  }
+  if (s->group_size == -1) s->act_order = false;
+}
+
+// vLLM's GPTQ configs for a FusedMoE layer (gptq_marlin.py, gptq.py,
+// moe_wna16.py). gptq_marlin: GPTQMarlinMoEMethod when
+// check_moe_marlin_supports_layer holds for the config's group size, with
+// the dynamic rule matching the experts module applied (a negative one:
+// unquantized experts), else MoeWNA16 built from the config alone. gptq
+// (the legacy method): always MoeWNA16, from bits and group_size with sym
+// forced true and no dynamic rule. Which experts are quantized is never
+// read from the stored tensors, unlike linear layers.
+void CheckGptqExperts(const PlannedExperts& e, const Scheme& base,
+                      bool marlin_method, const std::vector<DynamicRule>& rules,
+                      PatternCache* patterns, const TensorHeaders& tensors) {
+  RuntimeLayerCheck& out = *e.out;
+  std::vector<std::string>& lp = out.problems;
+  const DynamicRule* applied = nullptr;
+  for (const DynamicRule& rule : rules) {
+    if (ReMatch(rule.pattern, out.name, patterns, &lp)) {
+      applied = &rule;
+      break;
+    }
+  }
+  Scheme s = base;
+  std::string kernel;
+  if (marlin_method &&
+      MoeMarlinSupports(e.hidden, e.intermediate, base.group_size)) {
+    if (applied != nullptr && applied->negative) {
+      RecordExperts(e, Scheme(), tensors);
+      return;
+    }
+    if (applied != nullptr) ApplyDynamicOverrides(*applied, &s, &lp);
+    if (!s.symmetric || !OneOf(s.bits, {4, 8})) {
+      lp.push_back(
+          absl::StrCat("GPTQMarlinMoEMethod: unsupported bits=", s.bits,
+                       ", sym=", s.symmetric ? "True" : "False"));
+    } else if (!MoeMarlinSupports(e.hidden, e.intermediate, s.group_size)) {
+      lp.push_back(absl::StrCat(
+          "dynamic \"", applied->key, "\" gives the experts group size ",
+          s.group_size,
+          " but vLLM chose the fused-MoE Marlin kernel from the config's ",
+          base.group_size, ", which that group does not fit"));
+    }
+    kernel = "marlin_moe";
+  } else {
+    // MoeWNA16 builds the experts from the config's bits and group_size;
+    // the gptq method also forces sym true, ignoring zero points.
+    if (applied != nullptr) {
+      Scheme with_rule = base;
+      if (!applied->negative) ApplyDynamicOverrides(*applied, &with_rule, &lp);
+      if (applied->negative || !(with_rule == base)) {
+        lp.push_back(absl::StrCat(
+            "dynamic rule \"", applied->key, "\" matches ", out.name,
+            " but vLLM's MoeWNA16 fused-MoE method (used for ",
+            marlin_method ? "experts the MoE Marlin kernel cannot take"
+                          : "every GPTQ config that is not gptq_marlin",
+            ") never applies dynamic rules: it reads the experts as ",
+            SchemeText(base)));
+      }
+    }
+    if (!marlin_method && !base.symmetric) {
+      lp.push_back(
+          "vLLM's gptq method builds MoeWNA16 with sym forced true: the "
+          "experts' zero points would be ignored");
+    }
+    CheckMoeWna16(e, s, &lp);
+    kernel = "moe_wna16";
+  }
+  RecordExperts(e, s, tensors);
+  for (const LinearLayerSpec& part : e.parts) {
+    if (!FillsWords(part, s.bits, &lp)) return;
+  }
+  CheckExpertTensors(
+      tensors, e,
+      [&](const LinearLayerSpec& part) { return GptqTensors(part, s, true); },
+      &lp);
+  if (lp.empty()) out.kernel = kernel;
+}
 
 void CheckGptq(const json& q, const ModelConfig& model,
                const TensorHeaders& tensors, bool vllm, bool float16,
@@ -453,8 +713,9 @@ void CheckGptq(const json& q, const ModelConfig& model,
   // Which modules count as quantized: the config's list, or (as vLLM does
   // without one) every module that stores an integer tensor.
   std::vector<std::string> quantized_modules;
-  if (auto m = q.find("modules_in_block_to_quantize");
-      m != q.end() && !m->is_null()) {
+  const auto listed = q.find("modules_in_block_to_quantize");
+  const bool has_list = listed != q.end() && !listed->is_null();
+  if (auto m = listed; has_list) {
     std::vector<const json*> stack = {&*m};
     while (!stack.empty()) {
       const json* j = stack.back();
@@ -464,23 +725,35 @@ void CheckGptq(const json& q, const ModelConfig& model,
         for (const json& e : *j) stack.push_back(&e);
       }
     }
-  } else {
+  }
+  // Without the list, the modules storing integer tensors: a set, as a
+  // large MoE checkpoint has tens of thousands of them.
+  std::set<std::string, std::less<>> integer_modules;
+  if (!has_list) {
     for (const auto& [name, t] : tensors) {
-      if (!IsFloatingPoint(t.dtype))
-        quantized_modules.push_back(ModuleOf(name));
+      if (!IsFloatingPoint(t.dtype)) integer_modules.insert(ModuleOf(name));
     }
   }
   auto stored_quantized = [&](const std::string& part) {
+    if (integer_modules.count(part) != 0) return true;
     return std::any_of(
         quantized_modules.begin(), quantized_modules.end(),
         [&](const std::string& m) { return absl::StrContains(part, m); });
   };
   const Scheme base{true, static_cast<int>(*bits), *group == 0 ? -1 : *group,
                     !sym.has_value() || *sym, *desc_act && *group != -1};
-  std::vector<Planned> planned = PlanLayers(model, vllm, check);
+  std::vector<PlannedExperts> experts;
+  std::vector<Planned> planned = PlanLayers(model, vllm, check, &experts);
+  for (const PlannedExperts& e : experts) {
+    CheckGptqExperts(e, base, marlin_method, rules, &patterns, tensors);
+  }
   for (Planned& p : planned) {
     RuntimeLayerCheck& out = *p.out;
     std::vector<std::string>& lp = out.problems;
+    if (p.never_quantized) {
+      RecordScheme(p, Scheme(), tensors);
+      continue;
+    }
     // Quantized parts, as the tensors (or the module list) say.
     int quantized_parts = 0;
     for (const LinearLayerSpec& part : p.parts) {
@@ -505,18 +778,7 @@ void CheckGptq(const json& q, const ModelConfig& model,
     }
     if (applied != nullptr && applied->negative) s.quantized = false;
     if (applied != nullptr && !applied->negative) {
-      const std::string rw = absl::StrCat("dynamic \"", applied->key, "\": ");
-      if (auto b = IntField(applied->overrides, "bits", &lp, rw)) s.bits = *b;
-      if (auto g = IntField(applied->overrides, "group_size", &lp, rw)) {
-        s.group_size = *g == 0 ? -1 : *g;
-      }
-      if (auto d = BoolField(applied->overrides, "desc_act", &lp, rw)) {
-        s.act_order = *d;
-      }
-      if (auto y = BoolField(applied->overrides, "sym", &lp, rw)) {
-        s.symmetric = *y;
-      }
-      if (s.group_size == -1) s.act_order = false;
+      ApplyDynamicOverrides(*applied, &s, &lp);
     }
     // A rule written for a part, which vLLM never sees (it matches the
     // fused layer's name only), is a problem when it asks for something
@@ -594,12 +856,7 @@ void CheckGptq(const json& q, const ModelConfig& model,
       }
     }
     for (const LinearLayerSpec& part : p.parts) {
-      if ((part.in_features * s.bits) % 32 != 0) {
-        lp.push_back(absl::StrCat(part.name, ": ", part.in_features,
-                                  " inputs do not fill whole ", s.bits,
-                                  "-bit words"));
-        continue;
-      }
+      if (!FillsWords(part, s.bits, &lp)) continue;
       CheckTensors(tensors, part.name, GptqTensors(part, s, vllm),
                    part.has_bias, &lp);
     }
@@ -766,10 +1023,81 @@ void CheckCompressedTensors(const json& q, const ModelConfig& model,
     }
     return nullptr;
   };
-  std::vector<Planned> planned = PlanLayers(model, vllm, check);
+  std::vector<PlannedExperts> experts;
+  std::vector<Planned> planned = PlanLayers(model, vllm, check, &experts);
+  // vLLM's compressed-tensors FusedMoE (compressed_tensors_moe.py): an
+  // experts module in "ignore" is unquantized; otherwise the scheme is the
+  // config group targeting "Linear" (not the experts' own names), WNA16
+  // only, on the fused-MoE Marlin kernel when check_moe_marlin_supports_layer
+  // holds, else the Triton WNA16 one, which refuses group act-order.
+  for (const PlannedExperts& e : experts) {
+    RuntimeLayerCheck& out = *e.out;
+    std::vector<std::string>& lp = out.problems;
+    if (ignored(out.name, &lp)) {
+      RecordExperts(e, Scheme(), tensors);
+      continue;
+    }
+    const CtGroup* group = nullptr;
+    for (const CtGroup& g : groups) {
+      if (std::find(g.targets.begin(), g.targets.end(), "Linear") !=
+          g.targets.end()) {
+        group = &g;
+        break;
+      }
+    }
+    if (group == nullptr) {
+      lp.push_back(
+          "vLLM takes a FusedMoE layer's scheme from the config group "
+          "targeting \"Linear\", and no group does");
+      continue;
+    }
+    if (!group->scheme.quantized || !group->unsupported.empty()) {
+      lp.push_back(absl::StrCat(
+          "Unsupported FusedMoe scheme (config group ", group->name, ": ",
+          group->unsupported.empty() ? "no weights" : group->unsupported, ")"));
+      continue;
+    }
+    const Scheme& s = group->scheme;
+    for (const LinearLayerSpec& part : e.parts) {
+      const CtGroup* own = by_name(part.name, &lp);
+      if (own != nullptr && !(own->scheme == s)) {
+        lp.push_back(absl::StrCat(
+            part.name, " is in config group ", own->name, " (",
+            SchemeText(own->scheme), ") but vLLM reads all of ", out.name,
+            " with group ", group->name, " (", SchemeText(s), ")"));
+        break;
+      }
+    }
+    std::string kernel = "torch";
+    if (vllm) {
+      if (MoeMarlinSupports(e.hidden, e.intermediate, s.group_size)) {
+        kernel = "marlin_moe";
+        if (!s.symmetric && s.bits != 4) {
+          lp.push_back(absl::StrCat("the fused-MoE Marlin kernel has no ",
+                                    s.bits, "-bit zero-point type"));
+        }
+      } else if (s.act_order) {
+        lp.push_back("WNA16MoE is not supported with actorder=group/dynamic.");
+      } else {
+        kernel = "wna16_moe";
+      }
+    }
+    RecordExperts(e, s, tensors);
+    CheckExpertTensors(
+        tensors, e,
+        [&](const LinearLayerSpec& part) {
+          return CompressedTensors(part, s, vllm);
+        },
+        &lp);
+    if (lp.empty()) out.kernel = kernel;
+  }
   for (Planned& p : planned) {
     RuntimeLayerCheck& out = *p.out;
     std::vector<std::string>& lp = out.problems;
+    if (p.never_quantized) {
+      RecordScheme(p, Scheme(), tensors);
+      continue;
+    }
     bool is_ignored = ignored(out.name, &lp);
     if (!is_ignored && p.parts.size() > 1) {
       size_t count = 0;
@@ -888,8 +1216,12 @@ RuntimeCheck CheckRuntimeConformance(const json& config_json,
   }
   if (q == nullptr || q->is_null()) {
     check.method = "none";
-    for (const Planned& p : PlanLayers(model, vllm, &check)) {
+    std::vector<PlannedExperts> experts;
+    for (const Planned& p : PlanLayers(model, vllm, &check, &experts)) {
       RecordScheme(p, Scheme(), tensors);
+    }
+    for (const PlannedExperts& e : experts) {
+      RecordExperts(e, Scheme(), tensors);
     }
     return check;
   }

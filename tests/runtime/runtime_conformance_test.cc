@@ -367,6 +367,231 @@ TEST(RuntimeConformanceTest, ConfigsRuntimesRefuse) {
   EXPECT_FALSE(CheckRuntimeConformance(config, f.model, tensors).loads());
 }
 
+// Every expert's layers and the router of every mixture-of-experts block,
+// stored as `experts` and `router` say.
+void StoreMoe(const ModelConfig& model, const Stored& experts,
+              const Stored& router, bool compressed, TensorHeaders* t) {
+  for (int b = 0; b < model.num_hidden_layers; ++b) {
+    if (!model.IsMoeBlock(b)) continue;
+    LinearLayerSpec r;
+    r.name = RouterName(model, b);
+    r.out_features = model.moe->num_experts;
+    r.in_features = model.hidden_size;
+    compressed ? StoreCompressed(r, router, t) : StoreGptq(r, router, t);
+    for (const LinearLayerSpec& l : ListExpertLayers(model, b)) {
+      compressed ? StoreCompressed(l, experts, t) : StoreGptq(l, experts, t);
+    }
+  }
+}
+
+// A small qwen3_moe config (2 blocks, 4 experts) with `quantization`.
+Fixture SmallMoe(int64_t hidden, int64_t moe_intermediate,
+                 const json& quantization) {
+  json config = {{"architectures", {"Qwen3MoeForCausalLM"}},
+                 {"model_type", "qwen3_moe"},
+                 {"hidden_size", hidden},
+                 {"intermediate_size", 4 * hidden},
+                 {"moe_intermediate_size", moe_intermediate},
+                 {"num_attention_heads", 4},
+                 {"num_key_value_heads", 4},
+                 {"head_dim", hidden / 4},
+                 {"num_hidden_layers", 2},
+                 {"num_experts", 4},
+                 {"num_experts_per_tok", 2},
+                 {"norm_topk_prob", true},
+                 {"vocab_size", 512},
+                 {"max_position_embeddings", 256},
+                 {"rms_norm_eps", 1e-6},
+                 {"torch_dtype", "float16"},
+                 {"quantization_config", quantization}};
+  Fixture f;
+  f.config = config;
+  auto model = ParseModelConfig(config.dump());
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (model.ok()) f.model = *model;
+  return f;
+}
+
+json GptqConfig(int bits, int64_t group, bool sym, bool desc_act) {
+  return {{"quant_method", "gptq"}, {"bits", bits},
+          {"group_size", group},    {"sym", sym},
+          {"desc_act", desc_act},   {"checkpoint_format", "gptq"}};
+}
+
+// vLLM's check of SmallMoe(hidden, moe_intermediate) under a GPTQ config of
+// `stored`'s setting, every layer but the routers stored so.
+RuntimeCheck CheckSmallGptqMoe(int64_t hidden, int64_t moe_intermediate,
+                               const Stored& stored) {
+  const Fixture f = SmallMoe(hidden, moe_intermediate,
+                             GptqConfig(stored.bits, stored.group_size,
+                                        stored.symmetric, stored.act_order));
+  TensorHeaders tensors = AllGptq(f.model, stored);
+  StoreMoe(f.model, stored, {0}, false, &tensors);
+  return CheckRuntimeConformance(f.config, f.model, tensors, Vllm(80));
+}
+
+TEST(RuntimeConformanceTest, Qwen3MoeExpertsRunOnTheFusedMoeMarlinKernel) {
+  const Fixture f = Load("qwen3_30b_a3b_gptq.json");
+  TensorHeaders tensors = AllGptq(f.model, {4, 128, true, false});
+  StoreMoe(f.model, {4, 128, true, false}, {0}, false, &tensors);
+  RuntimeCheck check =
+      CheckRuntimeConformance(f.config, f.model, tensors, Vllm(80));
+  EXPECT_TRUE(check.loads()) << FormatRuntimeCheck(check);
+  EXPECT_EQ(check.method, "gptq_marlin");
+  // Per block: qkv_proj, o_proj, the router, the experts as one layer.
+  ASSERT_EQ(check.layers.size(), 48u * 4);
+  const json j = RuntimeCheckToJson(check);
+  EXPECT_EQ(j["kernels"]["marlin_moe"], 48);
+  EXPECT_EQ(j["kernels"]["unquantized"], 48);
+  const RuntimeLayerCheck* experts = nullptr;
+  for (const RuntimeLayerCheck& l : check.layers) {
+    if (l.name == "model.layers.7.mlp.experts") experts = &l;
+  }
+  ASSERT_NE(experts, nullptr);
+  EXPECT_EQ(experts->parts.size(), 128u * 3);
+  EXPECT_EQ(experts->parts[0], "model.layers.7.mlp.experts.0.gate_proj");
+  EXPECT_EQ(experts->out_features, 2 * 768);
+  EXPECT_EQ(experts->in_features, 2048);
+  EXPECT_EQ(experts->bits, 4);
+  EXPECT_EQ(experts->group_size, 128);
+
+  // transformers loads every expert as a module of its own.
+  RuntimeCheck hf = CheckRuntimeConformance(f.config, f.model, tensors,
+                                            {TargetRuntime::kTransformers, 0});
+  EXPECT_TRUE(hf.loads()) << FormatRuntimeCheck(hf);
+  EXPECT_EQ(hf.layers.size(), 48u * (4 + 1 + 128 * 3));
+
+  // One expert's scales missing: named, on the fused layer.
+  tensors.erase("model.layers.3.mlp.experts.77.down_proj.scales");
+  EXPECT_THAT(CheckRuntimeConformance(f.config, f.model, tensors, Vllm(80))
+                  .AllProblems(),
+              ElementsAre("model.layers.3.mlp.experts: model.layers.3.mlp."
+                          "experts.77.down_proj.scales is missing"));
+}
+
+TEST(RuntimeConformanceTest, QuantizedRouterHasNoParameterInVllm) {
+  // vLLM builds the router with quant_config=None, whatever the rules say.
+  Fixture f = Load("qwen3_30b_a3b_gptq.json");
+  f.config["quantization_config"].erase("dynamic");
+  TensorHeaders tensors = AllGptq(f.model, {4, 128, true, false});
+  StoreMoe(f.model, {4, 128, true, false}, {4, 128, true, false}, false,
+           &tensors);
+  RuntimeCheck check =
+      CheckRuntimeConformance(f.config, f.model, tensors, Vllm(80));
+  EXPECT_FALSE(check.loads());
+  const RuntimeLayerCheck& router = check.layers[2];
+  ASSERT_EQ(router.name, "model.layers.0.mlp.gate");
+  EXPECT_FALSE(router.quantized);
+  EXPECT_THAT(router.problems,
+              Contains("model.layers.0.mlp.gate.weight is missing"));
+  EXPECT_THAT(router.problems,
+              Contains(HasSubstr("model.layers.0.mlp.gate.qweight is stored "
+                                 "but the loader has no parameter")));
+}
+
+TEST(RuntimeConformanceTest, ExpertsTheMoeMarlinKernelCannotTakeUseMoeWna16) {
+  // moe_intermediate 96 is no multiple of 128: MoeWNA16, whose group halves
+  // from 128 to 32 to divide it. o_proj and qkv_proj fit Marlin.
+  RuntimeCheck check = CheckSmallGptqMoe(256, 96, {4, 128, true, false});
+  EXPECT_TRUE(check.loads()) << FormatRuntimeCheck(check);
+  EXPECT_EQ(check.layers[3].name, "model.layers.0.mlp.experts");
+  EXPECT_EQ(check.layers[3].kernel, "moe_wna16");
+
+  // Act-order: MoeWNA16 skips g_idx.
+  check = CheckSmallGptqMoe(256, 96, {4, 128, true, true});
+  EXPECT_THAT(check.layers[3].problems,
+              ElementsAre(HasSubstr("MoeWNA16 skips g_idx")));
+  EXPECT_EQ(check.layers[3].kernel, "");
+
+  // A group no halving >= 32 fits: hidden 256, moe intermediate 48.
+  check = CheckSmallGptqMoe(256, 48, {4, 128, true, false});
+  EXPECT_THAT(check.layers[3].problems,
+              Contains(HasSubstr("asserts it stays >= 32")));
+
+  // Per-row scales with experts Marlin cannot take.
+  check = CheckSmallGptqMoe(256, 96, {4, -1, true, false});
+  EXPECT_THAT(check.layers[3].problems,
+              Contains(HasSubstr("MoeWNA16 needs a group size")));
+}
+
+TEST(RuntimeConformanceTest, KeptExpertsNeedARuleTheMethodApplies) {
+  // gptq_marlin applies a "-:" rule on the experts module: plain experts.
+  json q = GptqConfig(4, 128, true, false);
+  q["dynamic"] = {{"-:.*\\.mlp\\.gate$", json::object()},
+                  {"-:model\\.layers\\.1\\.mlp\\.experts", json::object()}};
+  Fixture f = SmallMoe(256, 128, q);
+  TensorHeaders tensors = AllGptq(f.model, {4, 128, true, false});
+  StoreMoe(f.model, {4, 128, true, false}, {0}, false, &tensors);
+  for (const LinearLayerSpec& l : ListExpertLayers(f.model, 1)) {
+    for (const char* suffix : {".qweight", ".qzeros", ".scales", ".g_idx"}) {
+      tensors.erase(l.name + suffix);
+    }
+    StoreGptq(l, {0}, &tensors);
+  }
+  RuntimeCheck check =
+      CheckRuntimeConformance(f.config, f.model, tensors, Vllm(80));
+  EXPECT_TRUE(check.loads()) << FormatRuntimeCheck(check);
+  EXPECT_EQ(check.layers[3].kernel, "marlin_moe");
+  EXPECT_EQ(check.layers[7].name, "model.layers.1.mlp.experts");
+  EXPECT_EQ(check.layers[7].kernel, "unquantized");
+
+  // The legacy gptq method (asymmetric config) builds MoeWNA16 with no
+  // rules and sym forced true.
+  q["sym"] = false;
+  f = SmallMoe(256, 128, q);
+  check = CheckRuntimeConformance(f.config, f.model, tensors, Vllm(80));
+  EXPECT_EQ(check.method, "gptq");
+  EXPECT_THAT(check.layers[7].problems,
+              Contains(HasSubstr("never applies dynamic rules")));
+  EXPECT_THAT(check.layers[3].problems,
+              Contains(HasSubstr("zero points would be ignored")));
+}
+
+TEST(RuntimeConformanceTest, CompressedTensorsExpertsTakeTheLinearScheme) {
+  json q = {{"quant_method", "compressed-tensors"},
+            {"format", "pack-quantized"},
+            {"ignore", {"re:.*mlp\\.gate$", "lm_head"}},
+            {"config_groups",
+             {{"group_0",
+               {{"targets", {"Linear"}},
+                {"weights",
+                 {{"num_bits", 4},
+                  {"group_size", 128},
+                  {"strategy", "group"},
+                  {"symmetric", true},
+                  {"type", "int"}}}}}}}};
+  Fixture f = SmallMoe(256, 128, q);
+  TensorHeaders tensors = AllCompressed(f.model, {4, 128, true, false});
+  StoreMoe(f.model, {4, 128, true, false}, {0}, true, &tensors);
+  RuntimeCheck check =
+      CheckRuntimeConformance(f.config, f.model, tensors, Vllm(80));
+  EXPECT_TRUE(check.loads()) << FormatRuntimeCheck(check);
+  EXPECT_EQ(check.layers[3].kernel, "marlin_moe");
+
+  // Experts Marlin cannot take go to the Triton WNA16 method, which
+  // refuses group act-order.
+  q["config_groups"]["group_0"]["weights"]["actorder"] = "group";
+  f = SmallMoe(256, 96, q);
+  tensors = AllCompressed(f.model, {4, 128, true, true});
+  StoreMoe(f.model, {4, 128, true, true}, {0}, true, &tensors);
+  check = CheckRuntimeConformance(f.config, f.model, tensors, Vllm(80));
+  EXPECT_THAT(check.layers[3].problems,
+              ElementsAre("WNA16MoE is not supported with "
+                          "actorder=group/dynamic."));
+
+  // Targets naming the experts' layers but no "Linear": vLLM finds no
+  // scheme for the FusedMoE layer.
+  q["config_groups"]["group_0"]["weights"].erase("actorder");
+  q["config_groups"]["group_0"]["targets"] = {"re:.*_proj$",
+                                              "re:.*experts\\.\\d+\\..*"};
+  f = SmallMoe(256, 128, q);
+  tensors = AllCompressed(f.model, {4, 128, true, false});
+  StoreMoe(f.model, {4, 128, true, false}, {0}, true, &tensors);
+  check = CheckRuntimeConformance(f.config, f.model, tensors, Vllm(80));
+  EXPECT_THAT(check.layers[3].problems,
+              ElementsAre(HasSubstr("targeting \"Linear\", and no group")));
+}
+
 TEST(RuntimeConformanceTest, RuntimeNames) {
   EXPECT_EQ(TargetRuntimeFromName("vllm"), TargetRuntime::kVllm);
   EXPECT_EQ(TargetRuntimeFromName("transformers"),

@@ -10,6 +10,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "bench/synth/synth_checkpoint.h"
 #include "core/base/file_util.h"
@@ -28,7 +29,9 @@ namespace {
 using ::quant::testing::Quote;
 using ::quant::testing::RunQuantctl;
 using ::quant::testing::RunResult;
+using ::testing::ElementsAre;
 using ::testing::HasSubstr;
+using ::testing::Pair;
 
 constexpr int kExperts = quant::testing::kSmallMoeExperts;
 constexpr int kTopK = quant::testing::kSmallMoeTopK;
@@ -83,6 +86,23 @@ nlohmann::json GateCheck(const nlohmann::json& audit, const std::string& gate) {
   }
   ADD_FAILURE() << "no gate " << gate << " in " << audit["gates"].dump();
   return nlohmann::json::object();
+}
+
+// `quantctl check --json` of a packed checkpoint: the kernel vLLM would run
+// each layer named `suffix` on ("" when it would not load).
+std::map<std::string, std::string> VllmKernels(const std::string& out,
+                                               const std::string& suffix) {
+  const RunResult check = RunQuantctl("check --json " + Quote(out));
+  EXPECT_EQ(check.exit_code, 0) << check.out << check.err;
+  const nlohmann::json result =
+      nlohmann::json::parse(check.out, nullptr, false);
+  std::map<std::string, std::string> kernels;
+  if (!result.is_object()) return kernels;
+  for (const nlohmann::json& layer : result["layers"]) {
+    const std::string name = layer["name"];
+    if (absl::EndsWith(name, suffix)) kernels[name] = layer["kernel"];
+  }
+  return kernels;
 }
 
 TEST(MoeQuantizeTest, QwenMoeIsQuantizedExpertByExpertAndReopens) {
@@ -165,6 +185,14 @@ TEST(MoeQuantizeTest, QwenMoeIsQuantizedExpertByExpertAndReopens) {
   EXPECT_GT(relative, 1e-4);
   EXPECT_LT(relative, 0.3);
   EXPECT_EQ(theirs->moe->router, ours->moe->router);
+  // vLLM would build each block's experts as one FusedMoE layer; hidden 64
+  // is too narrow for the MoE Marlin kernel, so MoeWNA16 (group 32 fits).
+  EXPECT_THAT(VllmKernels(out, ".experts"),
+              ElementsAre(Pair("model.layers.0.mlp.experts", "moe_wna16"),
+                          Pair("model.layers.1.mlp.experts", "moe_wna16")));
+  EXPECT_THAT(VllmKernels(out, ".gate"),
+              ElementsAre(Pair("model.layers.0.mlp.gate", "unquantized"),
+                          Pair("model.layers.1.mlp.gate", "unquantized")));
 }
 
 TEST(MoeQuantizeTest, MixtralWithCompressedTensorsAndAllExperts) {
@@ -199,6 +227,13 @@ TEST(MoeQuantizeTest, MixtralWithCompressedTensorsAndAllExperts) {
   ASSERT_TRUE(packed.ok()) << packed.status();
   EXPECT_TRUE(
       (*packed)->IsPacked("model.layers.0.block_sparse_moe.experts.1.w3"));
+  // compressed-tensors experts take the "Linear" group's scheme in vLLM,
+  // on the Triton WNA16 kernel at this width.
+  EXPECT_THAT(
+      VllmKernels(out, ".experts"),
+      ElementsAre(
+          Pair("model.layers.0.block_sparse_moe.experts", "wna16_moe"),
+          Pair("model.layers.1.block_sparse_moe.experts", "wna16_moe")));
 }
 
 TEST(MoeQuantizeTest, TooManyStarvedExpertsFailTheGate) {
