@@ -163,6 +163,8 @@ absl::Status ExpertRunner::QuantizeGroup(
   }
   if (layers.empty()) return absl::OkStatus();
   GroupActivationStatistics statistics(calibration.cols(), layers, options);
+  // Most experts see fewer than K tokens: their audit runs on the rows.
+  statistics.KeepFewRows();
   QUANT_RETURN_IF_ERROR(statistics.AddCalibration(calibration));
   QUANT_RETURN_IF_ERROR(statistics.AddHeldout(heldout));
   QUANT_ASSIGN_OR_RETURN(QuantizedGroup group,

@@ -76,16 +76,24 @@ absl::StatusOr<GroupStatistics> FinishStatistics(
   absl::StatusOr<OutputErrorEvaluator> evaluators[2] = {
       absl::UnknownError("not finished"), absl::UnknownError("not finished")};
   ParallelFor(pool, 2, [&](int64_t split) {
+    // Kept rows (at most K) make the audit's errors T·K·N, not K²·N.
     if (split == 0) {
       stats.h = accumulated.calibration().Finish();
-      evaluators[0] = OutputErrorEvaluator::FromHessian(
-          stats.h, accumulated.calibration_tokens());
+      evaluators[0] = accumulated.calibration_rows() != nullptr
+                          ? OutputErrorEvaluator::FromActivations(
+                                *accumulated.calibration_rows())
+                          : OutputErrorEvaluator::FromHessian(
+                                stats.h, accumulated.calibration_tokens());
       if (evaluators[0].ok()) {
         stats.diagnostics = DiagnoseHessian(*evaluators[0]);
       }
     } else {
-      evaluators[1] = OutputErrorEvaluator::FromHessian(
-          accumulated.heldout().Finish(), accumulated.heldout_tokens());
+      evaluators[1] = accumulated.heldout_rows() != nullptr
+                          ? OutputErrorEvaluator::FromActivations(
+                                *accumulated.heldout_rows())
+                          : OutputErrorEvaluator::FromHessian(
+                                accumulated.heldout().Finish(),
+                                accumulated.heldout_tokens());
     }
   });
   QUANT_RETURN_IF_ERROR(evaluators[0].status());
@@ -305,10 +313,24 @@ GroupActivationStatistics::GroupActivationStatistics(
   if (any_awq) mean_abs_.emplace(k);
 }
 
+void GroupActivationStatistics::FewRows::Add(const ConstRowMatrixRef& rows,
+                                             int64_t k) {
+  if (overflowed_) return;
+  if (rows_.rows() + rows.rows() > k) {
+    overflowed_ = true;
+    rows_ = RowMatrixF();
+    return;
+  }
+  const int64_t at = rows_.rows();
+  rows_.conservativeResize(at + rows.rows(), rows.cols());
+  rows_.middleRows(at, rows.rows()) = rows;
+}
+
 absl::Status GroupActivationStatistics::AddCalibration(
     const ConstRowMatrixRef& rows) {
   const auto start = std::chrono::steady_clock::now();
   QUANT_RETURN_IF_ERROR(calibration_.Add(rows, pool_));
+  if (keep_few_rows_) calibration_rows_.Add(rows, k_);
   if (split_.has_value()) QUANT_RETURN_IF_ERROR(split_->Add(rows, pool_));
   if (mean_abs_.has_value()) QUANT_RETURN_IF_ERROR(mean_abs_->Add(rows));
   seconds_ += SecondsSince(start);
@@ -319,6 +341,7 @@ absl::Status GroupActivationStatistics::AddHeldout(
     const ConstRowMatrixRef& rows) {
   const auto start = std::chrono::steady_clock::now();
   QUANT_RETURN_IF_ERROR(heldout_.Add(rows, pool_));
+  if (keep_few_rows_) heldout_rows_.Add(rows, k_);
   seconds_ += SecondsSince(start);
   return absl::OkStatus();
 }

@@ -103,6 +103,20 @@ class GroupActivationStatistics {
   absl::Status AddCalibration(const ConstRowMatrixRef& rows);
   absl::Status AddHeldout(const ConstRowMatrixRef& rows);
 
+  // Also keeps each split's rows while it has at most K of them (call
+  // before adding any), so the audit evaluates ‖X Eᵀ‖² on X, T·K·N
+  // multiply-adds, instead of tr(E H Eᵀ), K²·N: an expert that saw a tenth
+  // of K tokens costs a tenth. The kept rows take at most what a Hessian
+  // takes.
+  void KeepFewRows() { keep_few_rows_ = true; }
+  // A split's rows when kept (at most K of them), else null.
+  const RowMatrixF* calibration_rows() const {
+    return keep_few_rows_ ? calibration_rows_.get() : nullptr;
+  }
+  const RowMatrixF* heldout_rows() const {
+    return keep_few_rows_ ? heldout_rows_.get() : nullptr;
+  }
+
   int64_t k() const { return k_; }
   int64_t calibration_tokens() const { return calibration_.token_count(); }
   int64_t heldout_tokens() const { return heldout_.token_count(); }
@@ -125,6 +139,20 @@ class GroupActivationStatistics {
   std::optional<ActivationStatsAccumulator> mean_abs_;  // AWQ.
   ThreadPool* pool_;
   double seconds_ = 0.0;
+
+  // Rows of one split while there are at most K of them.
+  class FewRows {
+   public:
+    void Add(const ConstRowMatrixRef& rows, int64_t k);
+    const RowMatrixF* get() const { return overflowed_ ? nullptr : &rows_; }
+
+   private:
+    bool overflowed_ = false;
+    RowMatrixF rows_;
+  };
+  bool keep_few_rows_ = false;
+  FewRows calibration_rows_;
+  FewRows heldout_rows_;
 };
 
 // Every layer in `layers` is quantized (callers leave out the ones kept

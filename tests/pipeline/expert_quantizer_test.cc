@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/thread_pool.h"
 #include "core/forward/moe_mlp.h"
+#include "core/pipeline/layer_group_quantizer.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -307,6 +308,62 @@ TEST(ExpertQuantizerTest, ResultsDoNotDependOnTheThreadCount) {
     EXPECT_EQ(a->layers[i].layer.scales, b->layers[i].layer.scales)
         << a->layers[i].name;
   }
+}
+
+TEST(ExpertQuantizerTest, FewRowsAuditTheSameAsTheirHessian) {
+  // Experts keep their rows while they have at most K: the audit's errors
+  // come from X instead of XᵀX, the same numbers for less work.
+  std::mt19937 rng(11);
+  const int64_t k = 64;
+  const RowMatrixF weight = Normal(rng, 32, k, 0.1f);
+  const RowMatrixF calibration = Normal(rng, 40, k, 1.0f);
+  const RowMatrixF heldout = Normal(rng, 30, k, 1.0f);
+  Recipe recipe;
+  recipe.group_size = 16;
+  GroupQuantizeOptions options;
+  options.recipe = &recipe;
+  const std::vector<GroupLayerInput> layers = {{"layer", Gptq(), weight}};
+  GroupActivationStatistics hessian(k, layers, options);
+  GroupActivationStatistics rows(k, layers, options);
+  rows.KeepFewRows();
+  for (GroupActivationStatistics* s : {&hessian, &rows}) {
+    ASSERT_TRUE(s->AddCalibration(calibration.topRows(25)).ok());
+    ASSERT_TRUE(s->AddCalibration(calibration.bottomRows(15)).ok());
+    ASSERT_TRUE(s->AddHeldout(heldout).ok());
+  }
+  EXPECT_EQ(hessian.calibration_rows(), nullptr);
+  ASSERT_NE(rows.calibration_rows(), nullptr);
+  EXPECT_EQ(*rows.calibration_rows(), calibration);
+  ASSERT_NE(rows.heldout_rows(), nullptr);
+  EXPECT_EQ(*rows.heldout_rows(), heldout);
+
+  absl::StatusOr<QuantizedGroup> a =
+      QuantizeLayerGroup(layers, hessian, options);
+  absl::StatusOr<QuantizedGroup> b = QuantizeLayerGroup(layers, rows, options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  // The same quantization (it reads H either way), the same audit.
+  EXPECT_EQ(a->layers[0].layer.dequantized, b->layers[0].layer.dequantized);
+  const LayerAudit& x = a->layers[0].audit;
+  const LayerAudit& y = b->layers[0].audit;
+  for (const auto& [p, q] : {std::pair{x.method_heldout, y.method_heldout},
+                             {x.method_calibration, y.method_calibration},
+                             {x.rtn_heldout, y.rtn_heldout},
+                             {x.rtn_calibration, y.rtn_calibration}}) {
+    EXPECT_GT(p.relative_error, 0.0);
+    EXPECT_NEAR(q.relative_error, p.relative_error, 1e-5 * p.relative_error);
+    EXPECT_NEAR(q.output_mse, p.output_mse, 1e-5 * p.output_mse);
+  }
+  EXPECT_EQ(x.rank_deficient, y.rank_deficient);
+
+  // More than K rows: none kept, the Hessian serves.
+  GroupActivationStatistics many(k, layers, options);
+  many.KeepFewRows();
+  ASSERT_TRUE(many.AddCalibration(calibration).ok());
+  ASSERT_TRUE(many.AddCalibration(calibration).ok());
+  EXPECT_EQ(many.calibration_rows(), nullptr);
+  ASSERT_NE(many.heldout_rows(), nullptr);
+  EXPECT_EQ(many.heldout_rows()->rows(), 0);
 }
 
 TEST(ExpertQuantizerTest, BadInputsAreNamed) {
