@@ -6,8 +6,10 @@
 #include <map>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
+#include "core/model/expert_rank.h"
 #include "core/model/linear_layers.h"
 #include "core/pipeline/mixed_precision_selection.h"
 
@@ -47,6 +49,47 @@ void AddRankWarnings(const Recipe& recipe,
         ": their Hessians are rank-deficient (T < K), so GPTQ and AWQ lean "
         "on damping there and the audit flags them rank_deficient"));
   }
+}
+
+// The seed's arithmetic for experts under natural routing, before any
+// work (quantize, submit and the job's warnings print it): an average
+// expert's layers see tokens x top-k / experts, and below an expert
+// layer's K its Hessian is rank-deficient whatever the damping.
+void AddExpertRankWarning(const ModelConfig& config, const Recipe& recipe,
+                          const QuantizationPlan& plan,
+                          std::vector<std::string>* warnings) {
+  const MoeCalibration policy = recipe.moe.value_or(MoeCalibration{});
+  if (policy.routing != ExpertRouting::kNatural) return;
+  bool experts_quantized = false;
+  for (const auto& block : plan.expert_blocks) {
+    for (const auto& [type, settings] : block) {
+      experts_quantized |= !settings.keep_unquantized;
+    }
+  }
+  const std::optional<ExpertRankEstimate> rank = EstimateExpertRank(
+      config, static_cast<int64_t>(recipe.calibration.samples) *
+                  recipe.calibration.seq_len);
+  if (!experts_quantized || !rank.has_value() ||
+      !(rank->gate_up_rank_deficient() || rank->down_rank_deficient())) {
+    return;
+  }
+  std::vector<std::string> below;
+  if (rank->gate_up_rank_deficient()) {
+    below.push_back(absl::StrCat("K = ", rank->gate_up_k, " of gate/up"));
+  }
+  if (rank->down_rank_deficient()) {
+    below.push_back(absl::StrCat("K = ", rank->down_k, " of down"));
+  }
+  warnings->push_back(absl::StrFormat(
+      "experts: %d calibration tokens x top-%d / %d experts = %.0f tokens "
+      "per expert on average under natural routing (rare experts see "
+      "fewer), below %s: their Hessians are rank-deficient, damping "
+      "dominates and GPTQ behaves much like RTN; about %d calibration "
+      "tokens reach K for an average expert, or use moe: {routing: "
+      "all_experts}",
+      rank->block_tokens, rank->experts_per_token, rank->num_experts,
+      rank->tokens_per_expert, absl::StrJoin(below, " and "),
+      rank->TokensForFullRank()));
 }
 
 // How a layer will be packed, for the fused-layer error: "8 bits, group
@@ -237,6 +280,7 @@ absl::StatusOr<QuantizationPlan> PlanQuantization(const ModelConfig& config,
         "this version"));
   }
   AddRankWarnings(recipe, specs, layer_plan.layers, &plan.warnings);
+  AddExpertRankWarning(config, recipe, plan, &plan.warnings);
   if (recipe.gates.max_starved_experts.has_value() && !config.moe.has_value()) {
     plan.warnings.push_back(absl::StrCat(
         "gates.max_starved_experts: ", ArchitectureName(config.architecture),

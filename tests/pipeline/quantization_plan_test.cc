@@ -16,7 +16,9 @@ namespace quant {
 namespace {
 
 using ::testing::AllOf;
+using ::testing::Contains;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 LayerOverride Bits(const std::string& match, int bits) {
   LayerOverride o;
@@ -138,6 +140,34 @@ TEST(QuantizationPlanTest,
   auto dense = PlanQuantization(testing::TwoBlockConfig(), Recipe());
   ASSERT_TRUE(dense.ok()) << dense.status();
   EXPECT_TRUE(dense->expert_blocks[0].empty());
+}
+
+TEST(QuantizationPlanTest, ExpertRankArithmeticWarnsBeforeAnyWork) {
+  // 4 x 16 tokens x top-2 / 4 experts = 32 per expert, below both K.
+  Recipe recipe;
+  recipe.calibration.samples = 4;
+  recipe.calibration.seq_len = 16;
+  auto plan = PlanQuantization(MixtralConfig(), recipe);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->warnings,
+              Contains(AllOf(HasSubstr("experts: 64 calibration tokens x "
+                                       "top-2 / 4 experts = 32 tokens per "
+                                       "expert on average"),
+                             HasSubstr("of gate/up and K = "),
+                             HasSubstr("routing: all_experts"))));
+  // Every expert on every token: no warning; nor with the experts kept.
+  recipe.moe.emplace();
+  recipe.moe->routing = ExpertRouting::kAllExperts;
+  plan = PlanQuantization(MixtralConfig(), recipe);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->warnings,
+              Not(Contains(HasSubstr("tokens per expert on average"))));
+  recipe.moe.reset();
+  recipe.ignore.push_back(".*experts\\..*");
+  plan = PlanQuantization(MixtralConfig(), recipe);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_THAT(plan->warnings,
+              Not(Contains(HasSubstr("tokens per expert on average"))));
 }
 
 TEST(QuantizationPlanTest, ExpertsOfOneBlockThatDisagreeAreRefused) {
