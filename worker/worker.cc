@@ -54,6 +54,11 @@ struct Worker::RunningTask {
   std::atomic<bool> cancel{false};
   bool cancelled_by_job ABSL_GUARDED_BY(mu) = false;
   bool lease_lost ABSL_GUARDED_BY(mu) = false;
+  // quantd refused a heartbeat's contents (INVALID_ARGUMENT: a finished
+  // layer it does not accept): why. Retrying cannot help, and the task's
+  // layers would never reach the job, so the task is cancelled and failed
+  // with this reason instead of running on until its lease expires.
+  std::string refused ABSL_GUARDED_BY(mu);
   // Cancelled because it ran past WorkerOptions::max_task_ms.
   bool past_deadline ABSL_GUARDED_BY(mu) = false;
   // Declared stuck: its lease is no longer renewed, nothing is reported.
@@ -65,10 +70,11 @@ struct Worker::RunningTask {
     bool lease_lost;
     bool cancelled_by_job;
     bool past_deadline;
+    std::string refused;
   };
   Ending ending() {
     MutexLock lock(&mu);
-    return {abandoned, lease_lost, cancelled_by_job, past_deadline};
+    return {abandoned, lease_lost, cancelled_by_job, past_deadline, refused};
   }
 };
 
@@ -372,6 +378,14 @@ bool Worker::Beat(RunningTask* running) {
     running->cancel.store(true);
     return true;
   }
+  if (status.error_code() == grpc::StatusCode::INVALID_ARGUMENT) {
+    // Refused, not unreachable: sending the same layers again would be
+    // refused again. The next beats carry progress only, which keeps the
+    // lease while the task stops; the task then fails with this reason.
+    if (running->refused.empty()) running->refused = status.error_message();
+    running->cancel.store(true);
+    return true;
+  }
   // Unreachable for now: send these layers with the next beat.
   running->unsent.insert(running->unsent.begin(), sending.begin(),
                          sending.end());
@@ -407,6 +421,7 @@ void Worker::WatchRunningTask(RunningTask* running) {
           running->past_deadline      ? "it ran past --max_task_seconds"
           : running->cancelled_by_job ? "its job was cancelled"
           : running->lease_lost       ? "its lease was lost"
+          : !running->refused.empty() ? "quantd refused its heartbeat"
                                       : "the worker is stopping";
       running->mu.Unlock();
       OnStuckTask(absl::StrCat(
@@ -491,7 +506,8 @@ metrics::TaskOutcome Worker::ReportOutcome(
     clock_->SleepForMs(backoff_ms);
     backoff_ms = std::min<int64_t>(backoff_ms * 2, 3'000);
   };
-  if (outcome.ok() && !running->ending().lease_lost) {
+  if (outcome.ok() && !running->ending().lease_lost &&
+      running->ending().refused.empty()) {
     // The last layers reach the job's events before the task ends.
     while (!Beat(running) && clock_->NowMs() < give_up_ms) wait_a_bit();
   }
@@ -504,7 +520,7 @@ metrics::TaskOutcome Worker::ReportOutcome(
     return metrics::TaskOutcome::kLeaseLost;
   }
   const v1::Task& task = *running->task;
-  if (outcome.ok()) {
+  if (outcome.ok() && ending.refused.empty()) {
     v1::CompleteTaskRequest request;
     request.set_lease_id(running->lease_id);
     request.set_worker_id(running->worker_id);
@@ -538,7 +554,13 @@ metrics::TaskOutcome Worker::ReportOutcome(
   v1::FailTaskRequest request;
   request.set_lease_id(running->lease_id);
   request.set_worker_id(running->worker_id);
-  if (ending.cancelled_by_job) {
+  if (!ending.refused.empty()) {
+    // What this worker reports is refused: a mismatch between this worker
+    // and quantd that another attempt of the same code would repeat.
+    request.set_error(
+        absl::StrCat("quantd refused the task's progress: ", ending.refused));
+    request.set_retryable(false);
+  } else if (ending.cancelled_by_job) {
     label = metrics::TaskOutcome::kCancelled;
     request.set_error("job cancelled");
     request.set_retryable(true);

@@ -1026,6 +1026,54 @@ TEST_F(WorkerProtocolTest, TaskBoundIsJudgedOnTheInjectedClock) {
       << now.error();
 }
 
+// A heartbeat whose finished layers quantd refuses (here a layer of
+// another block) used to look like an unreachable coordinator: the worker
+// kept the layers for the next beat, which was refused too, the lease was
+// never renewed, and the job failed three attempts later as "lease
+// expired". Now the task is cancelled and failed at once with quantd's
+// reason, not retried: the same worker code would send the same rows.
+TEST_F(WorkerProtocolTest, RefusedHeartbeatFailsTheTaskWithItsReason) {
+  ASSERT_NO_FATAL_FAILURE(Start(Options()));
+  worker::WorkerOptions options = InProcessWorker(server_->address());
+  std::atomic<int> runs{0};
+  options.run_task =
+      [&](const v1::Task& task, const worker::TaskProgressSink& sink,
+          const std::atomic<bool>* cancelled,
+          const worker::TaskLimits&) -> absl::StatusOr<worker::TaskOutcome> {
+    ++runs;
+    v1::LayerAudit layer;
+    layer.set_name(
+        absl::StrCat("model.layers.", task.block() + 7, ".self_attn.q_proj"));
+    layer.set_type("q_proj");
+    sink.on_layer(layer);
+    const auto give_up =
+        std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (!cancelled->load() && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return absl::CancelledError("task cancelled");
+  };
+  options.on_stuck_task = [](const std::string& m) {
+    ADD_FAILURE() << "not stuck: it returns once cancelled: " << m;
+  };
+  auto created = worker::Worker::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<worker::Worker> in_process = *std::move(created);
+  std::thread running([&] { (void)in_process->Run(); });
+
+  const v1::Job job = CreateJob();
+  const v1::Job now = WaitForState(job.id(), v1::JOB_STATE_FAILED, 30);
+  in_process->RequestStop();
+  running.join();
+  ASSERT_EQ(now.state(), v1::JOB_STATE_FAILED);
+  EXPECT_EQ(runs.load(), 1);  // Not retried.
+  EXPECT_NE(now.error().find("quantd refused the task's progress: "
+                             "progress.finished_layers.name"),
+            std::string::npos)
+      << now.error();
+  EXPECT_EQ(now.error().find("lease"), std::string::npos) << now.error();
+}
+
 TEST(WorkerOptionsTest, BoundsAreChecked) {
   worker::WorkerOptions options = InProcessWorker("127.0.0.1:1");
   options.max_task_ms = -1;
