@@ -40,12 +40,16 @@ std::optional<ExpertRankEstimate> EstimateExpertRank(const ModelConfig& config,
   return estimate;
 }
 
-std::string DescribeExpertRank(const ExpertRankEstimate& e) {
-  std::string out = absl::StrFormat(
+std::string ExpertTokensSentence(const ExpertRankEstimate& e) {
+  return absl::StrFormat(
       "experts: %d calibration tokens x top-%d / %d experts = %.0f tokens "
       "per expert on average under natural routing (rare experts see "
-      "fewer)\n",
+      "fewer)",
       e.block_tokens, e.experts_per_token, e.num_experts, e.tokens_per_expert);
+}
+
+std::string DescribeExpertRank(const ExpertRankEstimate& e) {
+  std::string out = absl::StrCat(ExpertTokensSentence(e), "\n");
   auto verdict = [&](const char* layers, int64_t k, bool deficient) {
     return absl::StrFormat(
         "  %s: K = %d, %s\n", layers, k,

@@ -43,6 +43,11 @@ struct ExpertRankEstimate {
 std::optional<ExpertRankEstimate> EstimateExpertRank(const ModelConfig& config,
                                                      int64_t block_tokens);
 
+// "experts: T calibration tokens x top-k / E experts = N tokens per expert
+// on average under natural routing (rare experts see fewer)", no newline:
+// the first line of DescribeExpertRank and the start of the plan's warning.
+std::string ExpertTokensSentence(const ExpertRankEstimate& estimate);
+
 // Lines for a person, e.g.
 //   experts: 262144 calibration tokens x top-2 / 64 experts = 8192 tokens
 //   per expert on average (rare experts see fewer); K = 4096 (gate/up),

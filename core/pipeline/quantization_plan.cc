@@ -81,14 +81,11 @@ void AddExpertRankWarning(const ModelConfig& config, const Recipe& recipe,
     below.push_back(absl::StrCat("K = ", rank->down_k, " of down"));
   }
   warnings->push_back(absl::StrFormat(
-      "experts: %d calibration tokens x top-%d / %d experts = %.0f tokens "
-      "per expert on average under natural routing (rare experts see "
-      "fewer), below %s: their Hessians are rank-deficient, damping "
+      "%s, below %s: their Hessians are rank-deficient, damping "
       "dominates and GPTQ behaves much like RTN; about %d calibration "
       "tokens reach K for an average expert, or use moe: {routing: "
       "all_experts}",
-      rank->block_tokens, rank->experts_per_token, rank->num_experts,
-      rank->tokens_per_expert, absl::StrJoin(below, " and "),
+      ExpertTokensSentence(*rank), absl::StrJoin(below, " and "),
       rank->TokensForFullRank()));
 }
 

@@ -715,8 +715,8 @@ void CheckGptq(const json& q, const ModelConfig& model,
   std::vector<std::string> quantized_modules;
   const auto listed = q.find("modules_in_block_to_quantize");
   const bool has_list = listed != q.end() && !listed->is_null();
-  if (auto m = listed; has_list) {
-    std::vector<const json*> stack = {&*m};
+  if (has_list) {
+    std::vector<const json*> stack = {&*listed};
     while (!stack.empty()) {
       const json* j = stack.back();
       stack.pop_back();
@@ -1068,19 +1068,17 @@ void CheckCompressedTensors(const json& q, const ModelConfig& model,
         break;
       }
     }
-    std::string kernel = "torch";
-    if (vllm) {
-      if (MoeMarlinSupports(e.hidden, e.intermediate, s.group_size)) {
-        kernel = "marlin_moe";
-        if (!s.symmetric && s.bits != 4) {
-          lp.push_back(absl::StrCat("the fused-MoE Marlin kernel has no ",
-                                    s.bits, "-bit zero-point type"));
-        }
-      } else if (s.act_order) {
-        lp.push_back("WNA16MoE is not supported with actorder=group/dynamic.");
-      } else {
-        kernel = "wna16_moe";
+    // Only vLLM's plan has FusedMoE layers (transformers checks experts as
+    // modules), so the kernel is always one of vLLM's.
+    std::string kernel = "wna16_moe";
+    if (MoeMarlinSupports(e.hidden, e.intermediate, s.group_size)) {
+      kernel = "marlin_moe";
+      if (!s.symmetric && s.bits != 4) {
+        lp.push_back(absl::StrCat("the fused-MoE Marlin kernel has no ", s.bits,
+                                  "-bit zero-point type"));
       }
+    } else if (s.act_order) {
+      lp.push_back("WNA16MoE is not supported with actorder=group/dynamic.");
     }
     RecordExperts(e, s, tensors);
     CheckExpertTensors(
