@@ -85,8 +85,11 @@ struct SplitStash {
 
 class BlockRunner {
  public:
+  // `calibration`/`heldout`, when set, replace the input's hidden states
+  // (a round's shard).
   BlockRunner(const BlockTaskInput& input, const LayerProgress& progress,
-              ThreadPool* pool)
+              ThreadPool* pool, const HiddenStateSource* calibration = nullptr,
+              const HiddenStateSource* heldout = nullptr)
       : input_(input),
         pool_(pool),
         config_(*input.config),
@@ -94,17 +97,35 @@ class BlockRunner {
         progress_(progress),
         memory_calibration_(&input.calibration),
         memory_heldout_(&input.heldout),
-        calibration_(input.calibration_source != nullptr
+        calibration_(calibration != nullptr ? calibration
+                     : input.calibration_source != nullptr
                          ? input.calibration_source
                          : &memory_calibration_),
-        heldout_(input.heldout_source != nullptr ? input.heldout_source
-                                                 : &memory_heldout_),
+        heldout_(heldout != nullptr                ? heldout
+                 : input.heldout_source != nullptr ? input.heldout_source
+                                                   : &memory_heldout_),
         rope_(config_, std::max(calibration_->seq_len(), heldout_->seq_len())),
         working_(input.weights) {}
 
   absl::StatusOr<BlockTaskOutput> Run();
 
+  // Rounds (block_task.h). StartRounds plans the layers; Restore sets the
+  // state a round continues from, Save returns it.
+  absl::Status StartRounds();
+  void Restore(const BlockRoundState& state);
+  BlockRoundState Save() &&;
+  absl::StatusOr<std::unique_ptr<GroupActivationStatistics>> GatherShard(
+      bool calibration, int64_t first_token);
+  absl::Status Reduce(
+      const std::vector<const GroupActivationStatistics*>& shards);
+  absl::Status WriteShard(HiddenStateSink* sink) const {
+    return WriteLeavingStates(*calibration_, sink);
+  }
+  absl::StatusOr<BlockTaskOutput> FinishRounds();
+
  private:
+  // The dense block's layer groups in order.
+  static const std::vector<std::vector<LayerType>>& DenseGroups();
   // The weights the next group's inputs are computed with.
   const BlockWeights& Source() const {
     return recipe_.propagation == Propagation::kSequential ? working_
@@ -145,7 +166,7 @@ class BlockRunner {
   // Adds the real-token rows of a chunk's group input to the plan's
   // statistics (nothing when it quantizes no layer).
   static absl::Status AddRows(GroupPlan& plan, const RowMatrixF& rows,
-                              bool calibration);
+                              bool calibration, int64_t shard);
   // The input of layer group `group` for rows of whole sequences entering
   // the block, computed with Source().
   RowMatrixF GroupInput(InputGroup group, const RowMatrixF& hidden,
@@ -160,7 +181,8 @@ class BlockRunner {
       absl::FunctionRef<Chunk(const RowMatrixF& hidden,
                               const std::vector<int>& lengths)>
           compute,
-      absl::FunctionRef<absl::Status(Chunk& chunk)> consume) const;
+      absl::FunctionRef<absl::Status(Chunk& chunk, int64_t shard)> consume)
+      const;
   // The same over several sources of one layout, read chunk by chunk side
   // by side: compute gets each source's rows of the chunk.
   template <typename Chunk>
@@ -170,7 +192,8 @@ class BlockRunner {
       absl::FunctionRef<Chunk(const std::vector<RowMatrixF>& inputs,
                               const std::vector<int>& lengths)>
           compute,
-      absl::FunctionRef<absl::Status(Chunk& chunk)> consume) const;
+      absl::FunctionRef<absl::Status(Chunk& chunk, int64_t shard)> consume)
+      const;
   // Sequential propagation with the stash: "" to keep it in memory, a
   // directory for files, nullopt to recompute each group's input instead.
   std::optional<std::string> StashPlace() const;
@@ -196,7 +219,7 @@ class BlockRunner {
                              HiddenStateSink* sink) const;
   // Quantizes the group's layers from its statistics; reads only the
   // plan and the input weights, so groups can run side by side.
-  absl::StatusOr<QuantizedGroup> QuantizeLayers(const GroupPlan& plan) const;
+  absl::StatusOr<QuantizedGroup> QuantizeLayers(GroupPlan& plan) const;
   // Applies a group's result: packs, records, folds AWQ scales into the
   // producing op (which may belong to an earlier group).
   absl::Status ApplyGroup(GroupPlan& plan, QuantizedGroup quantized);
@@ -233,6 +256,7 @@ class BlockRunner {
   BlockWeights working_;
   std::vector<LinearLayerSpec> specs_;
   std::vector<LayerResult> results_;
+  int groups_done_ = 0;  // Rounds only.
 };
 
 const LayerResult* BlockRunner::Result(LayerType type) const {
@@ -260,7 +284,7 @@ absl::StatusOr<RowMatrixF> BlockRunner::MlpInputRows(
         return RealRows(GroupInput(InputGroup::kMlpIn, hidden, seq_len),
                         seq_len, lengths);
       },
-      [&](RowMatrixF& chunk) -> absl::Status {
+      [&](RowMatrixF& chunk, int64_t) -> absl::Status {
         rows.middleRows(at, chunk.rows()) = chunk;
         at += chunk.rows();
         return absl::OkStatus();
@@ -492,10 +516,10 @@ BlockRunner::GroupPlan BlockRunner::PlanGroup(
 }
 
 absl::Status BlockRunner::AddRows(GroupPlan& plan, const RowMatrixF& rows,
-                                  bool calibration) {
+                                  bool calibration, int64_t shard) {
   if (!plan.statistics.has_value()) return absl::OkStatus();
-  return calibration ? plan.statistics->AddCalibration(rows)
-                     : plan.statistics->AddHeldout(rows);
+  return calibration ? plan.statistics->AddCalibration(rows, shard)
+                     : plan.statistics->AddHeldout(rows, shard);
 }
 
 RowMatrixF BlockRunner::GroupInput(InputGroup group, const RowMatrixF& hidden,
@@ -528,7 +552,8 @@ absl::Status BlockRunner::ForEachChunk(
     absl::FunctionRef<Chunk(const RowMatrixF& hidden,
                             const std::vector<int>& lengths)>
         compute,
-    absl::FunctionRef<absl::Status(Chunk& chunk)> consume) const {
+    absl::FunctionRef<absl::Status(Chunk& chunk, int64_t shard)> consume)
+    const {
   const std::vector<SequenceRange> chunks =
       PlanChunks(source.sequences(), source.seq_len(), input_.chunk_tokens);
   const size_t in_flight =
@@ -548,7 +573,7 @@ absl::Status BlockRunner::ForEachChunk(
       hidden[i] = RowMatrixF();
     });
     for (size_t i = 0; i < count; ++i) {
-      QUANT_RETURN_IF_ERROR(consume(results[i]));
+      QUANT_RETURN_IF_ERROR(consume(results[i], ShardOf(chunks[start + i])));
       results[i] = Chunk();
     }
   }
@@ -562,7 +587,8 @@ absl::Status BlockRunner::ForEachChunkOf(
     absl::FunctionRef<Chunk(const std::vector<RowMatrixF>& inputs,
                             const std::vector<int>& lengths)>
         compute,
-    absl::FunctionRef<absl::Status(Chunk& chunk)> consume) const {
+    absl::FunctionRef<absl::Status(Chunk& chunk, int64_t shard)> consume)
+    const {
   const HiddenStateSource& layout = *sources.front();
   const std::vector<SequenceRange> chunks =
       PlanChunks(layout.sequences(), layout.seq_len(), input_.chunk_tokens);
@@ -587,7 +613,7 @@ absl::Status BlockRunner::ForEachChunkOf(
       inputs[i].clear();
     });
     for (size_t i = 0; i < count; ++i) {
-      QUANT_RETURN_IF_ERROR(consume(results[i]));
+      QUANT_RETURN_IF_ERROR(consume(results[i], ShardOf(chunks[start + i])));
       results[i] = Chunk();
     }
   }
@@ -632,8 +658,11 @@ absl::Status BlockRunner::StashedStage(size_t g,
     RowMatrixF rows;
     RowMatrixF kept;
   };
-  auto add = [&](Chunk& chunk, KeptActivation* keep) -> absl::Status {
-    if (observe) QUANT_RETURN_IF_ERROR(AddRows(plan, chunk.rows, calibration));
+  auto add = [&](Chunk& chunk, int64_t shard,
+                 KeptActivation* keep) -> absl::Status {
+    if (observe) {
+      QUANT_RETURN_IF_ERROR(AddRows(plan, chunk.rows, calibration, shard));
+    }
     return keep == nullptr ? absl::OkStatus() : keep->Append(chunk.kept);
   };
   const std::string before = std::string(LayerTypeName(plan.types.front()));
@@ -646,7 +675,7 @@ absl::Status BlockRunner::StashedStage(size_t g,
             return Chunk{
                 RealRows(AttentionInput(config_, w, in[0]), seq_len, len), {}};
           },
-          [&](Chunk& c) { return add(c, nullptr); });
+          [&](Chunk& c, int64_t shard) { return add(c, shard, nullptr); });
     case 1: {  // o: the attention context, kept.
       QUANT_ASSIGN_OR_RETURN(stash->context,
                              Keep(source, config_.q_size(), split, "context"));
@@ -659,7 +688,9 @@ absl::Status BlockRunner::StashedStage(size_t g,
             if (observe) c.rows = RealRows(c.kept, seq_len, len);
             return c;
           },
-          [&](Chunk& c) { return add(c, stash->context.get()); }));
+          [&](Chunk& c, int64_t shard) {
+            return add(c, shard, stash->context.get());
+          }));
       return stash->context->Finish();
     }
     case 2: {  // [gate,up]: the residual stream, kept; the context dropped.
@@ -685,7 +716,9 @@ absl::Status BlockRunner::StashedStage(size_t g,
             }
             return c;
           },
-          [&](Chunk& c) { return add(c, stash->residual.get()); }));
+          [&](Chunk& c, int64_t shard) {
+            return add(c, shard, stash->residual.get());
+          }));
       stash->context.reset();
       return stash->residual->Finish();
     }
@@ -701,7 +734,9 @@ absl::Status BlockRunner::StashedStage(size_t g,
             if (observe) c.rows = RealRows(c.kept, seq_len, len);
             return c;
           },
-          [&](Chunk& c) { return add(c, stash->mlp_hidden.get()); }));
+          [&](Chunk& c, int64_t shard) {
+            return add(c, shard, stash->mlp_hidden.get());
+          }));
       return stash->mlp_hidden->Finish();
     }
   }
@@ -722,7 +757,7 @@ absl::Status BlockRunner::WriteLeavingFromStash(SplitStash* stash,
                      : MlpResidual(w, in[0],
                                    MlpHidden(w, MlpInput(config_, w, in[0])));
       },
-      [&](RowMatrixF& output) { return sink->Append(output); }));
+      [&](RowMatrixF& output, int64_t) { return sink->Append(output); }));
   stash->residual.reset();
   stash->mlp_hidden.reset();
   return sink->Finish();
@@ -738,7 +773,9 @@ absl::Status BlockRunner::Accumulate(const HiddenStateSource& source,
         return RealRows(GroupInput(plan.group, hidden, seq_len), seq_len,
                         lengths);
       },
-      [&](RowMatrixF& rows) { return AddRows(plan, rows, calibration); });
+      [&](RowMatrixF& rows, int64_t shard) {
+        return AddRows(plan, rows, calibration, shard);
+      });
 }
 
 absl::Status BlockRunner::AccumulateAll(const HiddenStateSource& source,
@@ -777,10 +814,10 @@ absl::Status BlockRunner::AccumulateAll(const HiddenStateSource& source,
         out.output = MlpResidual(w, residual, mlp_hidden);
         return out;
       },
-      [&](ChunkActivations& chunk) -> absl::Status {
+      [&](ChunkActivations& chunk, int64_t shard) -> absl::Status {
         for (size_t g = 0; g < plans.size(); ++g) {
           QUANT_RETURN_IF_ERROR(
-              AddRows(plans[g], chunk.group_rows[g], calibration));
+              AddRows(plans[g], chunk.group_rows[g], calibration, shard));
         }
         return sink->Append(chunk.output);
       }));
@@ -788,10 +825,11 @@ absl::Status BlockRunner::AccumulateAll(const HiddenStateSource& source,
 }
 
 absl::StatusOr<QuantizedGroup> BlockRunner::QuantizeLayers(
-    const GroupPlan& plan) const {
+    GroupPlan& plan) const {
   QUANT_RETURN_IF_ERROR(
       CheckCancelled(std::string(LayerTypeName(plan.types.front()))));
   if (!plan.statistics.has_value()) return QuantizedGroup();
+  QUANT_RETURN_IF_ERROR(plan.statistics->CloseShards());
   return QuantizeLayerGroup(plan.layers, *plan.statistics, plan.options);
 }
 
@@ -939,8 +977,103 @@ absl::Status BlockRunner::WriteLeavingStates(const HiddenStateSource& source,
       [&](const RowMatrixF& hidden, const std::vector<int>&) {
         return RunBlock(config_, Source(), rope_, seq_len, hidden);
       },
-      [&](RowMatrixF& output) { return sink->Append(output); }));
+      [&](RowMatrixF& output, int64_t) { return sink->Append(output); }));
   return sink->Finish();
+}
+
+const std::vector<std::vector<LayerType>>& BlockRunner::DenseGroups() {
+  static const auto* groups = new std::vector<std::vector<LayerType>>{
+      {LayerType::kQProj, LayerType::kKProj, LayerType::kVProj},
+      {LayerType::kOProj},
+      {LayerType::kGateProj, LayerType::kUpProj},
+      {LayerType::kDownProj}};
+  return *groups;
+}
+
+absl::Status BlockRunner::StartRounds() {
+  if (input_.chunk_tokens <= 0) {
+    return absl::InvalidArgumentError("block task: chunk_tokens must be > 0");
+  }
+  if (config_.IsMoeBlock(input_.weights.block) ||
+      input_.weights.moe.has_value() ||
+      recipe_.propagation != Propagation::kSequential) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "block ", input_.weights.block,
+        ": rounds cover sequential dense blocks; this one runs as one block "
+        "task"));
+  }
+  return PlanLayers();
+}
+
+void BlockRunner::Restore(const BlockRoundState& state) {
+  working_ = state.working;
+  results_ = state.layers;
+  groups_done_ = state.groups_done;
+}
+
+BlockRoundState BlockRunner::Save() && {
+  BlockRoundState state;
+  state.groups_done = groups_done_;
+  state.working = std::move(working_);
+  state.layers = std::move(results_);
+  return state;
+}
+
+absl::StatusOr<std::unique_ptr<GroupActivationStatistics>>
+BlockRunner::GatherShard(bool calibration, int64_t first_token) {
+  if (groups_done_ < 0 || groups_done_ >= kBlockRoundGroups) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "block ", input_.weights.block, ": no layer group left to gather for (",
+        groups_done_, " done)"));
+  }
+  const HiddenStateSource& shard = calibration ? *calibration_ : *heldout_;
+  QUANT_RETURN_IF_ERROR(CheckHidden(calibration ? "calibration" : "held-out",
+                                    shard, config_.hidden_size));
+  GroupPlan plan = PlanGroup(DenseGroups()[groups_done_]);
+  if (!plan.statistics.has_value()) return nullptr;
+  if (calibration) plan.statistics->StartCalibrationAt(first_token);
+  QUANT_RETURN_IF_ERROR(Accumulate(shard, calibration, plan));
+  QUANT_RETURN_IF_ERROR(plan.statistics->CloseShards());
+  return std::make_unique<GroupActivationStatistics>(
+      std::move(*plan.statistics));
+}
+
+absl::Status BlockRunner::Reduce(
+    const std::vector<const GroupActivationStatistics*>& shards) {
+  if (groups_done_ < 0 || groups_done_ >= kBlockRoundGroups) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "block ", input_.weights.block, ": no layer group left to reduce (",
+        groups_done_, " done)"));
+  }
+  GroupPlan plan = PlanGroup(DenseGroups()[groups_done_]);
+  if (plan.statistics.has_value()) {
+    for (const GroupActivationStatistics* shard : shards) {
+      if (shard == nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "block ", input_.weights.block, ": a shard of ",
+            LayerTypeName(plan.types.front()), "'s group has no statistics"));
+      }
+      QUANT_RETURN_IF_ERROR(plan.statistics->MergeShard(*shard));
+    }
+  }
+  QUANT_ASSIGN_OR_RETURN(QuantizedGroup quantized, QuantizeLayers(plan));
+  QUANT_RETURN_IF_ERROR(ApplyGroup(plan, std::move(quantized)));
+  ++groups_done_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<BlockTaskOutput> BlockRunner::FinishRounds() {
+  if (groups_done_ != kBlockRoundGroups) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("block ", input_.weights.block, ": ", groups_done_, " of ",
+                     kBlockRoundGroups, " layer groups reduced"));
+  }
+  BlockTaskOutput output;
+  output.block = input_.weights.block;
+  QUANT_ASSIGN_OR_RETURN(output.tensors, BlockTensors());
+  output.effective = std::move(working_);
+  output.layers = std::move(results_);
+  return output;
 }
 
 absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
@@ -969,12 +1102,7 @@ absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
             : " has experts the config does not route"));
   }
   std::vector<GroupPlan> plans;
-  for (const std::vector<LayerType>& types :
-       std::vector<std::vector<LayerType>>{
-           {LayerType::kQProj, LayerType::kKProj, LayerType::kVProj},
-           {LayerType::kOProj},
-           {LayerType::kGateProj, LayerType::kUpProj},
-           {LayerType::kDownProj}}) {
+  for (const std::vector<LayerType>& types : DenseGroups()) {
     // A mixture-of-experts block has no dense MLP groups.
     if (Result(types[0]) != nullptr) plans.push_back(PlanGroup(types));
   }
@@ -1087,8 +1215,15 @@ RowMatrixF RealRows(const ConstRowMatrixRef& rows, int seq_len,
   return out;
 }
 
-absl::StatusOr<BlockTaskOutput> RunBlockTask(const BlockTaskInput& input,
-                                             const LayerProgress& progress) {
+namespace {
+
+// The rounds report no progress (their tasks report their own).
+const LayerProgress& NoProgress() {
+  static const auto* none = new LayerProgress();
+  return *none;
+}
+
+absl::Status CheckTaskInput(const BlockTaskInput& input) {
   if (input.config == nullptr || input.recipe == nullptr) {
     return absl::InvalidArgumentError("block task: config and recipe needed");
   }
@@ -1096,6 +1231,72 @@ absl::StatusOr<BlockTaskOutput> RunBlockTask(const BlockTaskInput& input,
     return absl::InvalidArgumentError(
         absl::StrCat("block task: threads must be >= 1, got ", input.threads));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<BlockRoundState> StartBlockRounds(const BlockTaskInput& input) {
+  QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
+  BlockRunner runner(input, NoProgress(), nullptr);
+  QUANT_RETURN_IF_ERROR(runner.StartRounds());
+  return std::move(runner).Save();
+}
+
+absl::StatusOr<std::unique_ptr<GroupActivationStatistics>>
+GatherShardStatistics(const BlockTaskInput& input, const BlockRoundState& state,
+                      bool calibration, const HiddenStateSource& shard,
+                      int64_t first_token) {
+  QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
+  ThreadPool pool(input.threads);
+  BlockRunner runner(input, NoProgress(), &pool, &shard, &shard);
+  runner.Restore(state);
+  return runner.GatherShard(calibration, first_token);
+}
+
+absl::Status ReduceBlockRound(
+    const BlockTaskInput& input,
+    const std::vector<const GroupActivationStatistics*>& shards,
+    BlockRoundState* state) {
+  QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
+  ThreadPool pool(input.threads);
+  BlockRunner runner(input, NoProgress(), &pool);
+  runner.Restore(*state);
+  QUANT_RETURN_IF_ERROR(runner.Reduce(shards));
+  *state = std::move(runner).Save();
+  return absl::OkStatus();
+}
+
+absl::Status WriteShardOutput(const BlockTaskInput& input,
+                              const BlockRoundState& state,
+                              const HiddenStateSource& shard,
+                              HiddenStateSink* sink) {
+  QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
+  if (state.groups_done != kBlockRoundGroups) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("block ", input.weights.block, ": the output needs all ",
+                     kBlockRoundGroups, " layer groups reduced, ",
+                     state.groups_done, " are"));
+  }
+  QUANT_RETURN_IF_ERROR(
+      CheckHidden("calibration", shard, input.config->hidden_size));
+  ThreadPool pool(input.threads);
+  BlockRunner runner(input, NoProgress(), &pool, &shard, &shard);
+  runner.Restore(state);
+  return runner.WriteShard(sink);
+}
+
+absl::StatusOr<BlockTaskOutput> FinishBlockRounds(const BlockTaskInput& input,
+                                                  BlockRoundState state) {
+  QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
+  BlockRunner runner(input, NoProgress(), nullptr);
+  runner.Restore(state);
+  return runner.FinishRounds();
+}
+
+absl::StatusOr<BlockTaskOutput> RunBlockTask(const BlockTaskInput& input,
+                                             const LayerProgress& progress) {
+  QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
   ThreadPool pool(input.threads);
   BlockRunner runner(input, progress, &pool);
   return runner.Run();

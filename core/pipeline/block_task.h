@@ -49,6 +49,7 @@
 #include <atomic>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -144,6 +145,61 @@ using LayerProgress = std::function<void(const LayerResult&)>;
 
 absl::StatusOr<BlockTaskOutput> RunBlockTask(
     const BlockTaskInput& input, const LayerProgress& progress = nullptr);
+
+// A sequential dense block as rounds of small tasks, so many workers can
+// share one block (docs/DATA_PARALLEL.md). For each of the block's four
+// layer groups in order: every shard of each split (PlanShards) gathers the
+// group's statistics on its entering states, computed with the groups
+// before it quantized (GatherShardStatistics); a reduce adds them in shard
+// order and quantizes the group (ReduceBlockRound). Then every shard runs
+// the quantized block (WriteShardOutput) and FinishBlockRounds packs the
+// block. The statistics are summed per shard in RunBlockTask too, so the
+// rounds give its bytes whatever order or place the shards ran in.
+//
+// In the functions below, `input` gives the block (config, recipe, weights,
+// settings, threads, cancellation); its hidden states are not read.
+struct BlockRoundState {
+  int groups_done = 0;   // Layer groups quantized so far, in block order.
+  BlockWeights working;  // What the next group's inputs use.
+  std::vector<LayerResult> layers;  // q, k, v, o, gate, up, down.
+};
+
+// FailedPrecondition for a block the rounds do not cover yet (a mixture of
+// experts; independent propagation, whose groups need no rounds):
+// RunBlockTask runs those whole.
+absl::StatusOr<BlockRoundState> StartBlockRounds(const BlockTaskInput& input);
+
+// The layer groups of a dense block (the rounds before the output).
+inline constexpr int kBlockRoundGroups = 4;
+
+// The statistics of group state.groups_done on one shard of one split:
+// `shard` holds the shard's entering states; `first_token`, for the
+// calibration split, is the real tokens of the split's sequences before it
+// (damp: auto splits by token index). Null when the group quantizes no
+// layer. The result is closed (ready to merge).
+absl::StatusOr<std::unique_ptr<GroupActivationStatistics>>
+GatherShardStatistics(const BlockTaskInput& input, const BlockRoundState& state,
+                      bool calibration, const HiddenStateSource& shard,
+                      int64_t first_token);
+
+// Adds `shards` (each split's in shard order) and quantizes group
+// state->groups_done, then advances the state.
+absl::Status ReduceBlockRound(
+    const BlockTaskInput& input,
+    const std::vector<const GroupActivationStatistics*>& shards,
+    BlockRoundState* state);
+
+// The states leaving the quantized block for one shard, into `sink`
+// (finished here). After the last reduce.
+absl::Status WriteShardOutput(const BlockTaskInput& input,
+                              const BlockRoundState& state,
+                              const HiddenStateSource& shard,
+                              HiddenStateSink* sink);
+
+// The block's tensors, effective weights and layer results (no hidden
+// states: the shards wrote them).
+absl::StatusOr<BlockTaskOutput> FinishBlockRounds(const BlockTaskInput& input,
+                                                  BlockRoundState state);
 
 // The most the stash of a sequential block task holds at once (the residual
 // stream and the MLP's hidden state of both splits), for `rows` hidden-state

@@ -39,10 +39,21 @@ std::vector<SequenceRange> PlanChunks(int64_t sequences, int seq_len,
   const int64_t per_chunk =
       std::max<int64_t>(1, chunk_tokens / std::max(seq_len, 1));
   std::vector<SequenceRange> chunks;
-  for (int64_t first = 0; first < sequences; first += per_chunk) {
-    chunks.push_back({first, std::min(per_chunk, sequences - first)});
+  for (const SequenceRange& shard : PlanShards(sequences)) {
+    const int64_t end = shard.first + shard.count;
+    for (int64_t first = shard.first; first < end; first += per_chunk) {
+      chunks.push_back({first, std::min(per_chunk, end - first)});
+    }
   }
   return chunks;
+}
+
+std::vector<SequenceRange> PlanShards(int64_t sequences) {
+  std::vector<SequenceRange> shards;
+  for (int64_t first = 0; first < sequences; first += kShardSequences) {
+    shards.push_back({first, std::min(kShardSequences, sequences - first)});
+  }
+  return shards;
 }
 
 int64_t HiddenStateBytes(int64_t sequences, int seq_len, int64_t hidden) {

@@ -46,10 +46,25 @@ struct SequenceRange {
 // (a few [2048, 11008] float matrices) stays in the hundreds of MiB.
 inline constexpr int64_t kDefaultChunkTokens = 2048;
 
+// Sequences per shard: a split's statistics are summed per shard and the
+// shards added in order (GroupActivationStatistics), so a shard can be
+// gathered by another worker and give the same bytes. Fixed, never derived
+// from the worker count, so a job's bytes do not depend on its pool.
+inline constexpr int64_t kShardSequences = 16;
+
 // Consecutive chunks of whole sequences covering all `sequences`, each at
-// most `chunk_tokens` rows (padding counted) but at least one sequence.
+// most `chunk_tokens` rows (padding counted) but at least one sequence, and
+// none crossing a shard's edge.
 std::vector<SequenceRange> PlanChunks(int64_t sequences, int seq_len,
                                       int64_t chunk_tokens);
+
+// The shards of `sequences`: kShardSequences each, the last one shorter.
+std::vector<SequenceRange> PlanShards(int64_t sequences);
+
+// The shard a chunk of PlanChunks lies in.
+inline int64_t ShardOf(SequenceRange chunk) {
+  return chunk.first / kShardSequences;
+}
 
 // Bytes of a [sequences * seq_len, hidden] float matrix.
 int64_t HiddenStateBytes(int64_t sequences, int seq_len, int64_t hidden);

@@ -68,6 +68,10 @@ struct GroupStatistics {
 // K x K matrices, worth two threads when K is in the thousands).
 absl::StatusOr<GroupStatistics> FinishStatistics(
     const GroupActivationStatistics& accumulated, ThreadPool* pool) {
+  if (accumulated.has_open_shard()) {
+    return absl::FailedPreconditionError(
+        "activation statistics read with a shard still open (CloseShards)");
+  }
   GroupStatistics stats;
   if (accumulated.split().has_value()) stats.split = &*accumulated.split();
   if (accumulated.mean_abs().has_value()) {
@@ -301,7 +305,11 @@ absl::Status AuditGroupLayer(const GroupLayerInput& input,
 GroupActivationStatistics::GroupActivationStatistics(
     int64_t k, const std::vector<GroupLayerInput>& layers,
     const GroupQuantizeOptions& options)
-    : k_(k), calibration_(k), heldout_(k), pool_(options.pool) {
+    : k_(k),
+      validation_fraction_(options.auto_damp_validation_fraction),
+      calibration_(k),
+      heldout_(k),
+      pool_(options.pool) {
   bool any_auto = false;
   bool any_awq = false;
   for (const GroupLayerInput& layer : layers) {
@@ -309,8 +317,21 @@ GroupActivationStatistics::GroupActivationStatistics(
                 layer.settings.damp.automatic;
     any_awq |= layer.settings.method == QuantMethod::kAwq;
   }
-  if (any_auto) split_.emplace(k, options.auto_damp_validation_fraction);
+  if (any_auto) split_.emplace(k, validation_fraction_);
   if (any_awq) mean_abs_.emplace(k);
+}
+
+GroupActivationStatistics::GroupActivationStatistics(int64_t k,
+                                                     double validation_fraction,
+                                                     bool split, bool mean_abs,
+                                                     ThreadPool* pool)
+    : k_(k),
+      validation_fraction_(validation_fraction),
+      calibration_(k),
+      heldout_(k),
+      pool_(pool) {
+  if (split) split_.emplace(k, validation_fraction_);
+  if (mean_abs) mean_abs_.emplace(k);
 }
 
 void GroupActivationStatistics::FewRows::Add(const ConstRowMatrixRef& rows,
@@ -326,7 +347,100 @@ void GroupActivationStatistics::FewRows::Add(const ConstRowMatrixRef& rows,
   rows_.middleRows(at, rows.rows()) = rows;
 }
 
+void GroupActivationStatistics::FewRows::Merge(const FewRows& next, int64_t k) {
+  if (next.overflowed_) {
+    overflowed_ = true;
+    rows_ = RowMatrixF();
+    return;
+  }
+  if (next.rows_.rows() > 0) Add(next.rows_, k);
+}
+
+void GroupActivationStatistics::StartCalibrationAt(int64_t first_token) {
+  if (split_.has_value()) split_.emplace(k_, validation_fraction_, first_token);
+}
+
+absl::StatusOr<GroupActivationStatistics*> GroupActivationStatistics::Target(
+    Split split, int64_t shard) {
+  if (current_shard_ == shard && current_split_ == split) {
+    return open_ != nullptr ? open_.get() : this;
+  }
+  QUANT_RETURN_IF_ERROR(CloseShards());
+  int64_t& last = last_shard_[split == Split::kCalibration ? 0 : 1];
+  if (shard <= last) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("activation statistics: shard ", shard, " of the ",
+                     split == Split::kCalibration ? "calibration" : "held-out",
+                     " split comes after shard ", last));
+  }
+  last = shard;
+  current_split_ = split;
+  current_shard_ = shard;
+  const HessianAccumulator& totals =
+      split == Split::kCalibration ? calibration_ : heldout_;
+  // The first shard with tokens is added to zero totals: the same bytes as
+  // summing it apart and adding it to zero.
+  if (totals.token_count() == 0) return this;
+  open_.reset(new GroupActivationStatistics(k_, validation_fraction_,
+                                            split_.has_value(),
+                                            mean_abs_.has_value(), pool_));
+  open_->keep_few_rows_ = keep_few_rows_;
+  if (split_.has_value()) open_->StartCalibrationAt(split_->next_token());
+  return open_.get();
+}
+
+absl::Status GroupActivationStatistics::CloseShards() {
+  if (open_ == nullptr) return absl::OkStatus();
+  std::unique_ptr<GroupActivationStatistics> shard = std::move(open_);
+  current_shard_ = -1;
+  return MergeShard(*shard);
+}
+
+absl::Status GroupActivationStatistics::MergeShard(
+    const GroupActivationStatistics& next) {
+  if (next.k_ != k_ || next.split_.has_value() != split_.has_value() ||
+      next.mean_abs_.has_value() != mean_abs_.has_value()) {
+    return absl::InvalidArgumentError(
+        "activation statistics: merging a shard gathered for other layers");
+  }
+  if (next.open_ != nullptr || open_ != nullptr) {
+    return absl::FailedPreconditionError(
+        "activation statistics: merging with a shard still open");
+  }
+  const auto start = std::chrono::steady_clock::now();
+  if (next.calibration_.token_count() > 0) {
+    QUANT_RETURN_IF_ERROR(calibration_.Merge(next.calibration_));
+    if (split_.has_value()) QUANT_RETURN_IF_ERROR(split_->Merge(*next.split_));
+    if (mean_abs_.has_value()) {
+      QUANT_RETURN_IF_ERROR(mean_abs_->Merge(*next.mean_abs_));
+    }
+  }
+  if (next.heldout_.token_count() > 0) {
+    QUANT_RETURN_IF_ERROR(heldout_.Merge(next.heldout_));
+  }
+  if (keep_few_rows_) {
+    calibration_rows_.Merge(next.calibration_rows_, k_);
+    heldout_rows_.Merge(next.heldout_rows_, k_);
+  }
+  seconds_ += next.seconds_ + SecondsSince(start);
+  return absl::OkStatus();
+}
+
 absl::Status GroupActivationStatistics::AddCalibration(
+    const ConstRowMatrixRef& rows, int64_t shard) {
+  QUANT_ASSIGN_OR_RETURN(GroupActivationStatistics * target,
+                         Target(Split::kCalibration, shard));
+  return target->AddCalibrationRows(rows);
+}
+
+absl::Status GroupActivationStatistics::AddHeldout(
+    const ConstRowMatrixRef& rows, int64_t shard) {
+  QUANT_ASSIGN_OR_RETURN(GroupActivationStatistics * target,
+                         Target(Split::kHeldout, shard));
+  return target->AddHeldoutRows(rows);
+}
+
+absl::Status GroupActivationStatistics::AddCalibrationRows(
     const ConstRowMatrixRef& rows) {
   const auto start = std::chrono::steady_clock::now();
   QUANT_RETURN_IF_ERROR(calibration_.Add(rows, pool_));
@@ -337,7 +451,7 @@ absl::Status GroupActivationStatistics::AddCalibration(
   return absl::OkStatus();
 }
 
-absl::Status GroupActivationStatistics::AddHeldout(
+absl::Status GroupActivationStatistics::AddHeldoutRows(
     const ConstRowMatrixRef& rows) {
   const auto start = std::chrono::steady_clock::now();
   QUANT_RETURN_IF_ERROR(heldout_.Add(rows, pool_));

@@ -12,6 +12,7 @@
 #ifndef QUANT_CORE_PIPELINE_LAYER_GROUP_QUANTIZER_H_
 #define QUANT_CORE_PIPELINE_LAYER_GROUP_QUANTIZER_H_
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -92,6 +93,13 @@ struct QuantizedGroup {
 // |x| per channel) and the held-out Hessian. The audit's output errors,
 // damp: auto's validation and AWQ's α search are all quadratic forms in
 // these (‖X Eᵀ‖² = tr(E XᵀX Eᵀ)).
+//
+// Sums are taken per shard (kShardSequences sequences of a split, see
+// hidden_state_stream.h): each shard's sums start from zero and are added
+// to the split's totals in shard order. A shard accumulated apart (another
+// task, another worker) and merged with MergeShard therefore gives the same
+// bytes as one pass over every chunk, which is what lets one block's
+// statistics be gathered by many workers (docs/DATA_PARALLEL.md).
 class GroupActivationStatistics {
  public:
   // `layers` and `options` decide which statistics are kept.
@@ -99,9 +107,21 @@ class GroupActivationStatistics {
                             const std::vector<GroupLayerInput>& layers,
                             const GroupQuantizeOptions& options);
 
-  // InvalidArgument when a chunk is not [t, K] or not finite.
-  absl::Status AddCalibration(const ConstRowMatrixRef& rows);
-  absl::Status AddHeldout(const ConstRowMatrixRef& rows);
+  // Adds a chunk of shard `shard` of its split; chunks of one shard come
+  // together, shards in increasing order. InvalidArgument when a chunk is
+  // not [t, K] or not finite, or a shard comes back.
+  absl::Status AddCalibration(const ConstRowMatrixRef& rows, int64_t shard = 0);
+  absl::Status AddHeldout(const ConstRowMatrixRef& rows, int64_t shard = 0);
+  // Adds the last open shard to the totals; call once every chunk is in,
+  // before reading the statistics or merging them elsewhere.
+  absl::Status CloseShards();
+  // One shard gathered apart: sets where its calibration tokens start in
+  // the split (damp: auto splits by token index). Call before adding.
+  void StartCalibrationAt(int64_t first_token);
+  // Adds another statistics' totals (same K and layers), as the shards
+  // that follow this one's: calibration shards and held-out shards each in
+  // their split's order. InvalidArgument when they do not fit.
+  absl::Status MergeShard(const GroupActivationStatistics& next);
 
   // Also keeps each split's rows while it has at most K of them (call
   // before adding any), so the audit evaluates ‖X Eᵀ‖² on X, T·K·N
@@ -122,6 +142,8 @@ class GroupActivationStatistics {
   int64_t heldout_tokens() const { return heldout_.token_count(); }
   // Time spent accumulating, for throughput reports.
   double seconds() const { return seconds_; }
+  // A shard is still open (CloseShards not called since the last add).
+  bool has_open_shard() const { return open_ != nullptr; }
 
   const HessianAccumulator& calibration() const { return calibration_; }
   const HessianAccumulator& heldout() const { return heldout_; }
@@ -132,7 +154,19 @@ class GroupActivationStatistics {
   }
 
  private:
+  // Empty statistics of the same kind, a shard's partial sums.
+  GroupActivationStatistics(int64_t k, double validation_fraction, bool split,
+                            bool mean_abs, ThreadPool* pool);
+  enum class Split { kCalibration, kHeldout };
+  // The statistics a chunk of (split, shard) goes into: this object for the
+  // first shard of a split (the totals are zero, so adding to them is
+  // adding to zero), else the open partial, opened fresh for a new shard.
+  absl::StatusOr<GroupActivationStatistics*> Target(Split split, int64_t shard);
+  absl::Status AddCalibrationRows(const ConstRowMatrixRef& rows);
+  absl::Status AddHeldoutRows(const ConstRowMatrixRef& rows);
+
   int64_t k_;
+  double validation_fraction_;
   HessianAccumulator calibration_;
   HessianAccumulator heldout_;
   std::optional<SplitHessianAccumulator> split_;        // damp: auto.
@@ -144,6 +178,7 @@ class GroupActivationStatistics {
   class FewRows {
    public:
     void Add(const ConstRowMatrixRef& rows, int64_t k);
+    void Merge(const FewRows& next, int64_t k);
     const RowMatrixF* get() const { return overflowed_ ? nullptr : &rows_; }
 
    private:
@@ -153,6 +188,13 @@ class GroupActivationStatistics {
   bool keep_few_rows_ = false;
   FewRows calibration_rows_;
   FewRows heldout_rows_;
+
+  // The shard being added, and the last shard of each split; `open_` holds
+  // the shard's partial sums, null while its chunks go to the totals.
+  Split current_split_ = Split::kCalibration;
+  int64_t current_shard_ = -1;
+  int64_t last_shard_[2] = {-1, -1};
+  std::unique_ptr<GroupActivationStatistics> open_;
 };
 
 // Every layer in `layers` is quantized (callers leave out the ones kept

@@ -84,10 +84,27 @@ RowMatrixF HessianAccumulator::Finish() const {
 }
 
 SplitHessianAccumulator::SplitHessianAccumulator(int64_t k,
-                                                 double validation_fraction)
+                                                 double validation_fraction,
+                                                 int64_t first_token)
     : fraction_(std::clamp(validation_fraction, 0.0, 1.0)),
+      first_(first_token),
+      seen_(first_token),
       train_(k),
       validation_(k) {}
+
+absl::Status SplitHessianAccumulator::Merge(
+    const SplitHessianAccumulator& next) {
+  if (next.fraction_ != fraction_ || next.first_ != seen_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "SplitHessianAccumulator::Merge: the shard starts at token ",
+        next.first_, " (validation fraction ", next.fraction_,
+        ") but this one ends at ", seen_, " (", fraction_, ")"));
+  }
+  if (absl::Status s = train_.Merge(next.train_); !s.ok()) return s;
+  if (absl::Status s = validation_.Merge(next.validation_); !s.ok()) return s;
+  seen_ = next.seen_;
+  return absl::OkStatus();
+}
 
 absl::Status SplitHessianAccumulator::Add(const ConstRowMatrixRef& batch,
                                           ThreadPool* pool) {
@@ -124,6 +141,17 @@ absl::Status ActivationStatsAccumulator::Add(const ConstRowMatrixRef& batch) {
   }
   sum_abs_ += batch.cwiseAbs().colwise().sum().transpose().cast<double>();
   tokens_ += batch.rows();
+  return absl::OkStatus();
+}
+
+absl::Status ActivationStatsAccumulator::Merge(
+    const ActivationStatsAccumulator& other) {
+  if (other.k_ != k_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ActivationStatsAccumulator::Merge: K = ", other.k_, " vs ", k_));
+  }
+  sum_abs_ += other.sum_abs_;
+  tokens_ += other.tokens_;
   return absl::OkStatus();
 }
 

@@ -56,9 +56,19 @@ inline constexpr double kAutoDampValidationFraction = 0.25;
 // batch sizes; the rest go to the training split.
 class SplitHessianAccumulator {
  public:
-  SplitHessianAccumulator(int64_t k, double validation_fraction);
+  // `first_token`: the index of the first token this accumulator will see,
+  // for one shard of the calibration tokens accumulated apart (the tokens
+  // of the shards before it), so the split is the same as in one pass.
+  SplitHessianAccumulator(int64_t k, double validation_fraction,
+                          int64_t first_token = 0);
 
   absl::Status Add(const ConstRowMatrixRef& batch, ThreadPool* pool = nullptr);
+  // Adds the sums of the shard that follows this one: InvalidArgument
+  // unless `next` starts at the token where this one ends (same K and
+  // fraction), so shards cannot be merged out of order.
+  absl::Status Merge(const SplitHessianAccumulator& next);
+  // The index one past the last token seen.
+  int64_t next_token() const { return seen_; }
 
   const HessianAccumulator& train() const { return train_; }
   const HessianAccumulator& validation() const { return validation_; }
@@ -66,6 +76,7 @@ class SplitHessianAccumulator {
 
  private:
   double fraction_;
+  int64_t first_ = 0;
   int64_t seen_ = 0;
   HessianAccumulator train_;
   HessianAccumulator validation_;
@@ -77,6 +88,8 @@ class ActivationStatsAccumulator {
  public:
   explicit ActivationStatsAccumulator(int64_t k);
   absl::Status Add(const ConstRowMatrixRef& batch);
+  // Adds another accumulator's sums (same K).
+  absl::Status Merge(const ActivationStatsAccumulator& other);
   // Mean |x| per channel; zeros if no tokens were added.
   Eigen::VectorXf MeanAbs() const;
   int64_t token_count() const { return tokens_; }

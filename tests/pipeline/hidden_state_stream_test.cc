@@ -45,6 +45,33 @@ TEST(HiddenStateStreamTest, ChunksCoverWholeSequencesWithinTheBudget) {
   EXPECT_TRUE(PlanChunks(0, 64, 2048).empty());
 }
 
+TEST(HiddenStateStreamTest, ChunksNeverCrossAShardEdge) {
+  // 5 sequences per chunk would put sequences 15 and 16 (shards 0 and 1)
+  // in one chunk; the chunk ends at the shard's edge instead.
+  const std::vector<SequenceRange> chunks = PlanChunks(40, 64, 5 * 64);
+  int64_t next = 0;
+  for (const SequenceRange& c : chunks) {
+    EXPECT_EQ(c.first, next);
+    EXPECT_LE(c.count, 5);
+    EXPECT_EQ(ShardOf(c), (c.first + c.count - 1) / kShardSequences)
+        << "chunk [" << c.first << ", " << c.first + c.count << ")";
+    next += c.count;
+  }
+  EXPECT_EQ(next, 40);
+  ASSERT_EQ(chunks.size(), 10u);  // 5+5+5+1 twice, then 5+3.
+  EXPECT_EQ(chunks[3].first, 15);
+  EXPECT_EQ(chunks[3].count, 1);
+  // Short sequences: one chunk holds at most a shard.
+  for (const SequenceRange& c : PlanChunks(40, 8, 2048)) {
+    EXPECT_LE(c.count, kShardSequences);
+  }
+  const std::vector<SequenceRange> shards = PlanShards(40);
+  ASSERT_EQ(shards.size(), 3u);
+  EXPECT_EQ(shards[2].first, 32);
+  EXPECT_EQ(shards[2].count, 8);
+  EXPECT_TRUE(PlanShards(0).empty());
+}
+
 TEST(HiddenStateStreamTest, StreamedFileEqualsTheWholeFileAndReadsBack) {
   const HiddenStates states = RandomStates(7, 5, 3);
   const std::string dir = testing::MakeTempDir();

@@ -1,0 +1,252 @@
+// A sequential block run as rounds (shard statistics, reduce, shard output:
+// the units many workers share, docs/DATA_PARALLEL.md) gives the block
+// task's bytes whatever order the shards ran in and when a shard ran twice;
+// shards merged out of order, reused for another group or missing are
+// refused. On stories260K's block 0 with more than one shard per split.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/base/status_macros.h"
+#include "core/pipeline/block_task.h"
+#include "core/pipeline/hidden_state_stream.h"
+#include "core/pipeline/layer_group_quantizer.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/pipeline/pipeline_fixture.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using testing::Block0Input;
+using ::testing::HasSubstr;
+using testing::LoadStories260K;
+using testing::SmallRecipe;
+
+// Sequences [range.first, range.first + range.count) of `states`.
+HiddenStates Slice(const HiddenStates& states, SequenceRange range) {
+  HiddenStates shard;
+  shard.seq_len = states.seq_len;
+  shard.lengths.assign(states.lengths.begin() + range.first,
+                       states.lengths.begin() + range.first + range.count);
+  shard.rows = states.rows.middleRows(range.first * states.seq_len,
+                                      range.count * states.seq_len);
+  return shard;
+}
+
+// Real tokens of the sequences before `range`.
+int64_t TokensBefore(const HiddenStates& states, SequenceRange range) {
+  int64_t tokens = 0;
+  for (int64_t i = 0; i < range.first; ++i) tokens += states.lengths[i];
+  return tokens;
+}
+
+class BlockRoundsTest : public ::testing::Test {
+ protected:
+  void SetUp() override { QUANT_REQUIRE_SHARED(testing::Stories260KDir()); }
+
+  // Block 0's input for `recipe`, 40 calibration windows of 32 tokens
+  // (three shards).
+  void Load(const Recipe& recipe) {
+    auto loaded = LoadStories260K(recipe);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    loaded_ = std::move(*loaded);
+    auto input = Block0Input(loaded_, recipe);
+    ASSERT_TRUE(input.ok()) << input.status();
+    input_ = std::move(*input);
+    input_.recipe = &recipe;
+    // Small chunks, so a shard is several chunks.
+    input_.chunk_tokens = 5 * input_.calibration.seq_len;
+  }
+
+  // One split's statistics for the next group, shard by shard, in reverse
+  // order, the last shard gathered twice (a task retried after a failure):
+  // the second copy is the one used.
+  std::vector<std::unique_ptr<GroupActivationStatistics>> Gather(
+      const BlockRoundState& state, bool calibration) {
+    const HiddenStates& states =
+        calibration ? input_.calibration : input_.heldout;
+    const std::vector<SequenceRange> shards =
+        PlanShards(static_cast<int64_t>(states.lengths.size()));
+    std::vector<std::unique_ptr<GroupActivationStatistics>> out(shards.size());
+    for (size_t i = shards.size(); i-- > 0;) {
+      const HiddenStates shard = Slice(states, shards[i]);
+      const MemoryHiddenStateSource source(&shard);
+      const int runs = i + 1 == shards.size() ? 2 : 1;
+      for (int run = 0; run < runs; ++run) {
+        auto statistics =
+            GatherShardStatistics(input_, state, calibration, source,
+                                  TokensBefore(states, shards[i]));
+        EXPECT_TRUE(statistics.ok()) << statistics.status();
+        if (statistics.ok()) out[i] = std::move(*statistics);
+      }
+    }
+    return out;
+  }
+
+  // The block as rounds; the shards' outputs joined in order.
+  absl::StatusOr<BlockTaskOutput> RunRounds() {
+    QUANT_ASSIGN_OR_RETURN(BlockRoundState state, StartBlockRounds(input_));
+    for (int g = 0; g < kBlockRoundGroups; ++g) {
+      std::vector<std::unique_ptr<GroupActivationStatistics>> calibration =
+          Gather(state, true);
+      std::vector<std::unique_ptr<GroupActivationStatistics>> heldout =
+          Gather(state, false);
+      std::vector<const GroupActivationStatistics*> shards;
+      for (const auto& s : calibration) {
+        if (s != nullptr) shards.push_back(s.get());
+      }
+      for (const auto& s : heldout) {
+        if (s != nullptr) shards.push_back(s.get());
+      }
+      QUANT_RETURN_IF_ERROR(ReduceBlockRound(input_, shards, &state));
+    }
+    RowMatrixF leaving(input_.calibration.rows.rows(),
+                       input_.calibration.rows.cols());
+    for (const SequenceRange& range :
+         PlanShards(static_cast<int64_t>(input_.calibration.lengths.size()))) {
+      const HiddenStates shard = Slice(input_.calibration, range);
+      const MemoryHiddenStateSource source(&shard);
+      MemoryHiddenStateSink sink(shard.seq_len, shard.lengths,
+                                 shard.rows.cols());
+      QUANT_RETURN_IF_ERROR(WriteShardOutput(input_, state, source, &sink));
+      leaving.middleRows(range.first * shard.seq_len, shard.rows.rows()) =
+          sink.states().rows;
+    }
+    QUANT_ASSIGN_OR_RETURN(BlockTaskOutput output,
+                           FinishBlockRounds(input_, std::move(state)));
+    output.calibration_out.rows = std::move(leaving);
+    return output;
+  }
+
+  testing::LoadedModel loaded_;
+  BlockTaskInput input_;
+};
+
+Recipe GptqAutoDamp() {
+  Recipe recipe = SmallRecipe(QuantMethod::kGptq, 32, OutputFormat::kGptq,
+                              Propagation::kSequential, /*samples=*/40,
+                              /*seq_len=*/32);
+  recipe.act_order = true;
+  recipe.damp.automatic = true;
+  return recipe;
+}
+
+TEST_F(BlockRoundsTest, RoundsGiveTheBlockTasksBytes) {
+  const Recipe gptq = GptqAutoDamp();
+  const Recipe awq =
+      SmallRecipe(QuantMethod::kAwq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential, 40, 32);
+  const Recipe rtn = SmallRecipe(QuantMethod::kRtn, 32, OutputFormat::kGptq,
+                                 Propagation::kSequential, 40, 32);
+  for (const Recipe* recipe : {&gptq, &awq, &rtn}) {
+    SCOPED_TRACE(QuantMethodName(recipe->method));
+    Load(*recipe);
+    if (HasFatalFailure()) return;
+    ASSERT_GT(
+        PlanShards(static_cast<int64_t>(input_.calibration.lengths.size()))
+            .size(),
+        2u);
+    for (int threads : {1, 2}) {
+      input_.threads = threads;
+      absl::StatusOr<BlockTaskOutput> whole = RunBlockTask(input_);
+      ASSERT_TRUE(whole.ok()) << whole.status();
+      absl::StatusOr<BlockTaskOutput> rounds = RunRounds();
+      ASSERT_TRUE(rounds.ok()) << rounds.status();
+      ASSERT_EQ(rounds->tensors.size(), whole->tensors.size());
+      for (size_t i = 0; i < whole->tensors.size(); ++i) {
+        EXPECT_EQ(rounds->tensors[i].name, whole->tensors[i].name);
+        EXPECT_EQ(rounds->tensors[i].bytes, whole->tensors[i].bytes)
+            << whole->tensors[i].name << " on " << threads << " threads";
+      }
+      ASSERT_EQ(rounds->layers.size(), whole->layers.size());
+      // Group size 32 does not divide stories260K's MLP (172): the GPTQ
+      // format keeps those float, so at least the attention is quantized.
+      int quantized = 0;
+      for (size_t i = 0; i < whole->layers.size(); ++i) {
+        quantized += whole->layers[i].quantized ? 1 : 0;
+        EXPECT_EQ(rounds->layers[i].quantized, whole->layers[i].quantized);
+        EXPECT_EQ(rounds->layers[i].audit.gain_heldout,
+                  whole->layers[i].audit.gain_heldout)
+            << whole->layers[i].name;
+        EXPECT_EQ(rounds->layers[i].choices.damp_used,
+                  whole->layers[i].choices.damp_used)
+            << whole->layers[i].name;
+      }
+      EXPECT_GE(quantized, 4);
+      EXPECT_EQ(rounds->calibration_out.rows, whole->calibration_out.rows);
+    }
+  }
+}
+
+TEST_F(BlockRoundsTest, ShardsOutOfOrderMissingOrLateAreRefused) {
+  const Recipe recipe = GptqAutoDamp();
+  Load(recipe);
+  if (HasFatalFailure()) return;
+  absl::StatusOr<BlockRoundState> state = StartBlockRounds(input_);
+  ASSERT_TRUE(state.ok()) << state.status();
+  std::vector<std::unique_ptr<GroupActivationStatistics>> calibration =
+      Gather(*state, true);
+  ASSERT_GE(calibration.size(), 2u);
+  // damp: auto's split continues across shards: a shard merged before the
+  // one it follows does not fit.
+  BlockRoundState swapped = *state;
+  const absl::Status out_of_order = ReduceBlockRound(
+      input_, {calibration[1].get(), calibration[0].get()}, &swapped);
+  EXPECT_EQ(out_of_order.code(), absl::StatusCode::kInvalidArgument)
+      << out_of_order;
+  EXPECT_THAT(out_of_order.message(), HasSubstr("shard starts at token"));
+  EXPECT_EQ(swapped.groups_done, 0);
+  // A missing shard leaves a gap the next one does not fit either.
+  BlockRoundState gap = *state;
+  EXPECT_EQ(ReduceBlockRound(input_,
+                             {calibration[0].get(), calibration[2].get()}, &gap)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  // The output before every group is reduced.
+  const MemoryHiddenStateSource source(&input_.calibration);
+  MemoryHiddenStateSink sink(input_.calibration.seq_len,
+                             input_.calibration.lengths,
+                             input_.calibration.rows.cols());
+  const absl::Status early = WriteShardOutput(input_, *state, source, &sink);
+  EXPECT_EQ(early.code(), absl::StatusCode::kFailedPrecondition) << early;
+  EXPECT_EQ(FinishBlockRounds(input_, *state).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(BlockRoundsTest, IndependentPropagationRunsAsOneTask) {
+  const Recipe recipe =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kIndependent);
+  Load(recipe);
+  if (HasFatalFailure()) return;
+  const absl::StatusOr<BlockRoundState> state = StartBlockRounds(input_);
+  EXPECT_EQ(state.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(state.status().message(), HasSubstr("one block task"));
+}
+
+TEST(GroupActivationStatisticsTest, AShardThatComesBackIsRefused) {
+  const int64_t k = 8;
+  const RowMatrixF weight = RowMatrixF::Random(4, k);
+  const GroupLayerInput layer{"l", LayerSettings(), ConstRowMatrixRef(weight),
+                              nullptr};
+  GroupQuantizeOptions options;
+  GroupActivationStatistics statistics(k, {layer}, options);
+  const RowMatrixF rows = RowMatrixF::Random(5, k);
+  ASSERT_TRUE(statistics.AddCalibration(rows, 0).ok());
+  ASSERT_TRUE(statistics.AddCalibration(rows, 1).ok());
+  EXPECT_TRUE(statistics.has_open_shard());
+  const absl::Status back = statistics.AddCalibration(rows, 0);
+  EXPECT_EQ(back.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(back.message(), HasSubstr("comes after shard 1"));
+  ASSERT_TRUE(statistics.CloseShards().ok());
+  EXPECT_EQ(statistics.calibration_tokens(), 10);
+  // Held-out shards are their own sequence.
+  ASSERT_TRUE(statistics.AddHeldout(rows, 0).ok());
+  ASSERT_TRUE(statistics.CloseShards().ok());
+  EXPECT_EQ(statistics.heldout_tokens(), 5);
+}
+
+}  // namespace
+}  // namespace quant
