@@ -118,6 +118,7 @@ class BlockRunner {
       bool calibration, int64_t first_token);
   absl::Status Reduce(
       const std::vector<const GroupActivationStatistics*>& shards);
+  absl::StatusOr<std::unique_ptr<GroupActivationStatistics>> EmptyShard();
   absl::Status WriteShard(HiddenStateSink* sink) const {
     return WriteLeavingStates(*calibration_, sink);
   }
@@ -1038,6 +1039,19 @@ BlockRunner::GatherShard(bool calibration, int64_t first_token) {
       std::move(*plan.statistics));
 }
 
+absl::StatusOr<std::unique_ptr<GroupActivationStatistics>>
+BlockRunner::EmptyShard() {
+  if (groups_done_ < 0 || groups_done_ >= kBlockRoundGroups) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("block ", input_.weights.block, ": no layer group left (",
+                     groups_done_, " done)"));
+  }
+  GroupPlan plan = PlanGroup(DenseGroups()[groups_done_]);
+  if (!plan.statistics.has_value()) return nullptr;
+  return std::make_unique<GroupActivationStatistics>(
+      std::move(*plan.statistics));
+}
+
 absl::Status BlockRunner::Reduce(
     const std::vector<const GroupActivationStatistics*>& shards) {
   if (groups_done_ < 0 || groups_done_ >= kBlockRoundGroups) {
@@ -1252,6 +1266,14 @@ GatherShardStatistics(const BlockTaskInput& input, const BlockRoundState& state,
   BlockRunner runner(input, NoProgress(), &pool, &shard, &shard);
   runner.Restore(state);
   return runner.GatherShard(calibration, first_token);
+}
+
+absl::StatusOr<std::unique_ptr<GroupActivationStatistics>> EmptyShardStatistics(
+    const BlockTaskInput& input, const BlockRoundState& state) {
+  QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
+  BlockRunner runner(input, NoProgress(), nullptr);
+  runner.Restore(state);
+  return runner.EmptyShard();
 }
 
 absl::Status ReduceBlockRound(

@@ -182,6 +182,12 @@ GatherShardStatistics(const BlockTaskInput& input, const BlockRoundState& state,
                       bool calibration, const HiddenStateSource& shard,
                       int64_t first_token);
 
+// Empty statistics of the kind group state.groups_done gathers (null when
+// it quantizes no layer): what a reduce reads a shard's file into
+// (shard_statistics_io.h).
+absl::StatusOr<std::unique_ptr<GroupActivationStatistics>> EmptyShardStatistics(
+    const BlockTaskInput& input, const BlockRoundState& state);
+
 // Adds `shards` (each split's in shard order) and quantizes group
 // state->groups_done, then advances the state.
 absl::Status ReduceBlockRound(

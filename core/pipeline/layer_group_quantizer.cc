@@ -426,6 +426,68 @@ absl::Status GroupActivationStatistics::MergeShard(
   return absl::OkStatus();
 }
 
+absl::Status GroupActivationStatistics::RestoreShard(
+    HessianAccumulator calibration, HessianAccumulator heldout,
+    std::optional<SplitHessianAccumulator> split,
+    std::optional<ActivationStatsAccumulator> mean_abs) {
+  if (calibration_.token_count() != 0 || heldout_.token_count() != 0 ||
+      open_ != nullptr || keep_few_rows_) {
+    return absl::FailedPreconditionError(
+        "activation statistics: a shard is restored only into empty "
+        "statistics");
+  }
+  auto mismatch = [&](const char* what, int64_t got) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard statistics: ", what, " has K = ", got, ", the group's is ", k_));
+  };
+  if (calibration.k() != k_) return mismatch("calibration", calibration.k());
+  if (heldout.k() != k_) return mismatch("heldout", heldout.k());
+  if (split.has_value() != split_.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard statistics: the group's layers ",
+        split_.has_value() ? "use" : "do not use", " damp: auto but the shard ",
+        split.has_value() ? "has" : "lacks",
+        " its split.train/split.validation sums"));
+  }
+  if (mean_abs.has_value() != mean_abs_.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "shard statistics: the group's layers ",
+        mean_abs_.has_value() ? "use" : "do not use", " AWQ but the shard ",
+        mean_abs.has_value() ? "has" : "lacks", " its mean_abs sums"));
+  }
+  if (split.has_value()) {
+    if (split->train().k() != k_) return mismatch("split", split->train().k());
+    if (split->validation_fraction() != validation_fraction_) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard statistics: validation fraction ",
+                       split->validation_fraction(), ", the group's is ",
+                       validation_fraction_));
+    }
+    if (split->next_token() - split->first_token() !=
+        calibration.token_count()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard statistics: the split covers ",
+                       split->next_token() - split->first_token(),
+                       " tokens, calibration ", calibration.token_count()));
+    }
+  }
+  if (mean_abs.has_value()) {
+    if (mean_abs->sum_abs().size() != k_) {
+      return mismatch("mean_abs", mean_abs->sum_abs().size());
+    }
+    if (mean_abs->token_count() != calibration.token_count()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "shard statistics: mean_abs over ", mean_abs->token_count(),
+          " tokens, calibration over ", calibration.token_count()));
+    }
+  }
+  calibration_ = std::move(calibration);
+  heldout_ = std::move(heldout);
+  if (split.has_value()) split_ = std::move(split);
+  if (mean_abs.has_value()) mean_abs_ = std::move(mean_abs);
+  return absl::OkStatus();
+}
+
 absl::Status GroupActivationStatistics::AddCalibration(
     const ConstRowMatrixRef& rows, int64_t shard) {
   QUANT_ASSIGN_OR_RETURN(GroupActivationStatistics * target,

@@ -123,6 +123,16 @@ class GroupActivationStatistics {
   // their split's order. InvalidArgument when they do not fit.
   absl::Status MergeShard(const GroupActivationStatistics& next);
 
+  // Sets the sums of a shard read back from its file (shard_statistics_io)
+  // into statistics that hold nothing yet. `split` and `mean_abs` must be
+  // set exactly when these statistics keep them: InvalidArgument naming
+  // the one that does not fit.
+  absl::Status RestoreShard(HessianAccumulator calibration,
+                            HessianAccumulator heldout,
+                            std::optional<SplitHessianAccumulator> split,
+                            std::optional<ActivationStatsAccumulator> mean_abs);
+  double validation_fraction() const { return validation_fraction_; }
+
   // Also keeps each split's rows while it has at most K of them (call
   // before adding any), so the audit evaluates ‖X Eᵀ‖² on X, T·K·N
   // multiply-adds, instead of tr(E H Eᵀ), K²·N: an expert that saw a tenth

@@ -83,6 +83,38 @@ RowMatrixF HessianAccumulator::Finish() const {
   return h;
 }
 
+std::vector<float> HessianAccumulator::LowerTriangle() const {
+  std::vector<float> lower;
+  lower.reserve(static_cast<size_t>(k_ * (k_ + 1) / 2));
+  for (int64_t r = 0; r < k_; ++r) {
+    for (int64_t c = 0; c <= r; ++c) lower.push_back(lower_(r, c));
+  }
+  return lower;
+}
+
+absl::StatusOr<HessianAccumulator> HessianAccumulator::FromLowerTriangle(
+    int64_t k, int64_t tokens, absl::Span<const float> lower) {
+  if (k <= 0 || tokens < 0 ||
+      static_cast<int64_t>(lower.size()) != k * (k + 1) / 2) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "Hessian lower triangle: ", lower.size(), " values over ", tokens,
+        " tokens for K = ", k, " (K(K+1)/2 = ", k * (k + 1) / 2, " expected)"));
+  }
+  HessianAccumulator h(k);
+  size_t at = 0;
+  for (int64_t r = 0; r < k; ++r) {
+    for (int64_t c = 0; c <= r; ++c, ++at) {
+      if (!std::isfinite(lower[at])) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "Hessian lower triangle: H[", r, "][", c, "] is not finite"));
+      }
+      h.lower_(r, c) = lower[at];
+    }
+  }
+  h.tokens_ = tokens;
+  return h;
+}
+
 SplitHessianAccumulator::SplitHessianAccumulator(int64_t k,
                                                  double validation_fraction,
                                                  int64_t first_token)
@@ -131,6 +163,26 @@ absl::Status SplitHessianAccumulator::Add(const ConstRowMatrixRef& batch,
   return add_rows(validation_rows, &validation_);
 }
 
+absl::StatusOr<SplitHessianAccumulator> SplitHessianAccumulator::FromParts(
+    double validation_fraction, int64_t first_token, int64_t next_token,
+    HessianAccumulator train, HessianAccumulator validation) {
+  if (train.k() != validation.k() || first_token < 0 ||
+      next_token - first_token !=
+          train.token_count() + validation.token_count() ||
+      !(validation_fraction >= 0.0 && validation_fraction <= 1.0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "damp: auto split: tokens [", first_token, ", ", next_token, ") as ",
+        train.token_count(), " train + ", validation.token_count(),
+        " validation at K = ", train.k(), " and ", validation.k(),
+        ", validation fraction ", validation_fraction));
+  }
+  SplitHessianAccumulator split(train.k(), validation_fraction, first_token);
+  split.seen_ = next_token;
+  split.train_ = std::move(train);
+  split.validation_ = std::move(validation);
+  return split;
+}
+
 ActivationStatsAccumulator::ActivationStatsAccumulator(int64_t k)
     : k_(k), sum_abs_(Eigen::VectorXd::Zero(k)) {}
 
@@ -153,6 +205,20 @@ absl::Status ActivationStatsAccumulator::Merge(
   sum_abs_ += other.sum_abs_;
   tokens_ += other.tokens_;
   return absl::OkStatus();
+}
+
+absl::StatusOr<ActivationStatsAccumulator> ActivationStatsAccumulator::FromSums(
+    int64_t tokens, const Eigen::VectorXd& sum_abs) {
+  if (tokens < 0 || sum_abs.size() == 0 || !sum_abs.allFinite() ||
+      (sum_abs.array() < 0.0).any()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("activation sums: ", sum_abs.size(), " channels over ",
+                     tokens, " tokens must be finite and non-negative"));
+  }
+  ActivationStatsAccumulator stats(sum_abs.size());
+  stats.sum_abs_ = sum_abs;
+  stats.tokens_ = tokens;
+  return stats;
 }
 
 Eigen::VectorXf ActivationStatsAccumulator::MeanAbs() const {

@@ -8,8 +8,11 @@
 #define QUANT_CORE_QUANT_HESSIAN_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/base/thread_pool.h"
 #include "core/quant/matrix_types.h"
 
@@ -34,6 +37,15 @@ class HessianAccumulator {
 
   // The full symmetric K x K sum XᵀX (the lower triangle mirrored).
   RowMatrixF Finish() const;
+
+  // The lower triangle row by row (H00, H10, H11, H20, ...), K(K+1)/2
+  // values: what a shard's statistics file stores, half of H's bytes.
+  std::vector<float> LowerTriangle() const;
+  // An accumulator holding `lower` (LowerTriangle's layout) summed over
+  // `tokens` tokens. InvalidArgument when the size is not K(K+1)/2, the
+  // count is negative or a value is not finite.
+  static absl::StatusOr<HessianAccumulator> FromLowerTriangle(
+      int64_t k, int64_t tokens, absl::Span<const float> lower);
 
   int64_t k() const { return k_; }
   int64_t token_count() const { return tokens_; }
@@ -69,6 +81,13 @@ class SplitHessianAccumulator {
   absl::Status Merge(const SplitHessianAccumulator& next);
   // The index one past the last token seen.
   int64_t next_token() const { return seen_; }
+  int64_t first_token() const { return first_; }
+  // A shard's split read back: tokens [first_token, next_token) split into
+  // `train` and `validation`. InvalidArgument when their token counts do
+  // not add up to the range or their K differ.
+  static absl::StatusOr<SplitHessianAccumulator> FromParts(
+      double validation_fraction, int64_t first_token, int64_t next_token,
+      HessianAccumulator train, HessianAccumulator validation);
 
   const HessianAccumulator& train() const { return train_; }
   const HessianAccumulator& validation() const { return validation_; }
@@ -93,6 +112,12 @@ class ActivationStatsAccumulator {
   // Mean |x| per channel; zeros if no tokens were added.
   Eigen::VectorXf MeanAbs() const;
   int64_t token_count() const { return tokens_; }
+  // Σ|x| per channel, and an accumulator holding such sums (InvalidArgument
+  // when the size is not K, the count is negative or a sum is not finite
+  // and non-negative).
+  const Eigen::VectorXd& sum_abs() const { return sum_abs_; }
+  static absl::StatusOr<ActivationStatsAccumulator> FromSums(
+      int64_t tokens, const Eigen::VectorXd& sum_abs);
 
  private:
   int64_t k_;

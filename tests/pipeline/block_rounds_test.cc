@@ -3,14 +3,19 @@
 // task's bytes whatever order the shards ran in and when a shard ran twice;
 // shards merged out of order, reused for another group or missing are
 // refused. On stories260K's block 0 with more than one shard per split.
+#include <cmath>
+#include <cstring>
+#include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/pipeline/block_task.h"
 #include "core/pipeline/hidden_state_stream.h"
 #include "core/pipeline/layer_group_quantizer.h"
+#include "core/pipeline/shard_statistics_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/pipeline/pipeline_fixture.h"
@@ -22,6 +27,7 @@ namespace {
 using testing::Block0Input;
 using ::testing::HasSubstr;
 using testing::LoadStories260K;
+using testing::ReadOrEmpty;
 using testing::SmallRecipe;
 
 // Sequences [range.first, range.first + range.count) of `states`.
@@ -64,6 +70,31 @@ class BlockRoundsTest : public ::testing::Test {
   // order, the last shard gathered twice (a task retried after a failure):
   // the second copy is the one used.
   std::vector<std::unique_ptr<GroupActivationStatistics>> Gather(
+      const BlockRoundState& state, bool calibration) {
+    std::vector<std::unique_ptr<GroupActivationStatistics>> gathered =
+        GatherInMemory(state, calibration);
+    if (!through_files_) return gathered;
+    // As between workers: each shard's file, read back into empty
+    // statistics of the group.
+    for (size_t i = 0; i < gathered.size(); ++i) {
+      if (gathered[i] == nullptr) continue;
+      const std::string path =
+          absl::StrCat(temp_, "/g", state.groups_done,
+                       calibration ? ".cal." : ".held.", i, ".safetensors");
+      const absl::Status written = WriteShardStatistics(path, *gathered[i]);
+      EXPECT_TRUE(written.ok()) << written;
+      auto empty = EmptyShardStatistics(input_, state);
+      EXPECT_TRUE(empty.ok() && *empty != nullptr) << empty.status();
+      if (!empty.ok() || *empty == nullptr) return {};
+      const absl::Status read = ReadShardStatistics(path, empty->get());
+      EXPECT_TRUE(read.ok()) << read;
+      file_bytes_ += static_cast<int64_t>(ReadOrEmpty(path).size());
+      gathered[i] = std::move(*empty);
+    }
+    return gathered;
+  }
+
+  std::vector<std::unique_ptr<GroupActivationStatistics>> GatherInMemory(
       const BlockRoundState& state, bool calibration) {
     const HiddenStates& states =
         calibration ? input_.calibration : input_.heldout;
@@ -122,12 +153,15 @@ class BlockRoundsTest : public ::testing::Test {
 
   testing::LoadedModel loaded_;
   BlockTaskInput input_;
+  bool through_files_ = false;
+  std::string temp_ = testing::MakeTempDir();
+  int64_t file_bytes_ = 0;
 };
 
 Recipe GptqAutoDamp() {
-  Recipe recipe = SmallRecipe(QuantMethod::kGptq, 32, OutputFormat::kGptq,
-                              Propagation::kSequential, /*samples=*/40,
-                              /*seq_len=*/32);
+  Recipe recipe =
+      SmallRecipe(QuantMethod::kGptq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential, /*samples=*/40, /*seq_len=*/32);
   recipe.act_order = true;
   recipe.damp.automatic = true;
   return recipe;
@@ -142,6 +176,8 @@ TEST_F(BlockRoundsTest, RoundsGiveTheBlockTasksBytes) {
                                  Propagation::kSequential, 40, 32);
   for (const Recipe* recipe : {&gptq, &awq, &rtn}) {
     SCOPED_TRACE(QuantMethodName(recipe->method));
+    // GPTQ's shards travel through files, as between workers.
+    through_files_ = recipe == &gptq;
     Load(*recipe);
     if (HasFatalFailure()) return;
     ASSERT_GT(
@@ -161,8 +197,8 @@ TEST_F(BlockRoundsTest, RoundsGiveTheBlockTasksBytes) {
             << whole->tensors[i].name << " on " << threads << " threads";
       }
       ASSERT_EQ(rounds->layers.size(), whole->layers.size());
-      // Group size 32 does not divide stories260K's MLP (172): the GPTQ
-      // format keeps those float, so at least the attention is quantized.
+      // RTN at group size 32 in the GPTQ format keeps the MLP (172 wide)
+      // float; the others quantize every layer.
       int quantized = 0;
       for (size_t i = 0; i < whole->layers.size(); ++i) {
         quantized += whole->layers[i].quantized ? 1 : 0;
@@ -174,10 +210,87 @@ TEST_F(BlockRoundsTest, RoundsGiveTheBlockTasksBytes) {
                   whole->layers[i].choices.damp_used)
             << whole->layers[i].name;
       }
-      EXPECT_GE(quantized, 4);
+      EXPECT_EQ(quantized, recipe == &rtn ? 4 : 7);
       EXPECT_EQ(rounds->calibration_out.rows, whole->calibration_out.rows);
     }
+    if (through_files_) {
+      EXPECT_GT(file_bytes_, 0);
+      std::cout << "shard statistics files: " << file_bytes_ << " bytes\n";
+    }
   }
+}
+
+TEST_F(BlockRoundsTest, ShardFilesHoldHalfOfEachSumAndRefuseWhatDoesNotFit) {
+  const Recipe recipe = GptqAutoDamp();
+  Load(recipe);
+  if (HasFatalFailure()) return;
+  absl::StatusOr<BlockRoundState> state = StartBlockRounds(input_);
+  ASSERT_TRUE(state.ok()) << state.status();
+  std::vector<std::unique_ptr<GroupActivationStatistics>> shards =
+      GatherInMemory(*state, true);
+  ASSERT_GE(shards.size(), 2u);
+  const GroupActivationStatistics& shard = *shards[1];
+  const std::string path = temp_ + "/shard.safetensors";
+  ASSERT_TRUE(WriteShardStatistics(path, shard).ok());
+  // damp: auto: the calibration sum and its two parts; no held-out sum.
+  const int64_t k = shard.k();
+  const int64_t size = static_cast<int64_t>(ReadOrEmpty(path).size());
+  EXPECT_GE(size, 3 * ShardTriangleBytes(k));
+  EXPECT_LT(size, 3 * ShardTriangleBytes(k) + 4096);
+  auto read = EmptyShardStatistics(input_, *state);
+  ASSERT_TRUE(read.ok() && *read != nullptr) << read.status();
+  ASSERT_TRUE(ReadShardStatistics(path, read->get()).ok());
+  EXPECT_EQ((*read)->calibration().Finish(), shard.calibration().Finish());
+  EXPECT_EQ((*read)->split()->train().Finish(),
+            shard.split()->train().Finish());
+  EXPECT_EQ((*read)->split()->first_token(), shard.split()->first_token());
+  EXPECT_EQ((*read)->calibration_tokens(), shard.calibration_tokens());
+
+  // Read into statistics that already hold sums.
+  EXPECT_EQ(ReadShardStatistics(path, read->get()).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // Another group's statistics: o_proj's group has another K.
+  BlockRoundState later = *state;
+  later.groups_done = 3;  // down_proj: K = 172, not 64.
+  auto other = EmptyShardStatistics(input_, later);
+  ASSERT_TRUE(other.ok() && *other != nullptr) << other.status();
+  const absl::Status wrong_k = ReadShardStatistics(path, other->get());
+  EXPECT_EQ(wrong_k.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong_k.message(), HasSubstr("metadata k = 64"));
+  // A group without damp: auto does not take the split.
+  const Recipe plain = SmallRecipe(QuantMethod::kGptq, 32, OutputFormat::kGptq,
+                                   Propagation::kSequential, 40, 32);
+  BlockTaskInput plain_input = input_;
+  plain_input.recipe = &plain;
+  for (auto& [type, settings] : plain_input.settings) {
+    settings.damp.automatic = false;
+  }
+  auto plain_state = StartBlockRounds(plain_input);
+  ASSERT_TRUE(plain_state.ok());
+  auto no_split = EmptyShardStatistics(plain_input, *plain_state);
+  ASSERT_TRUE(no_split.ok() && *no_split != nullptr);
+  const absl::Status extra = ReadShardStatistics(path, no_split->get());
+  EXPECT_EQ(extra.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(extra.message(), HasSubstr("damp: auto"));
+
+  // A non-finite sum, and a file cut short.
+  std::string bytes = ReadOrEmpty(path);
+  ASSERT_FALSE(bytes.empty());
+  const float nan = std::nanf("");
+  std::memcpy(&bytes[bytes.size() - sizeof(float)], &nan, sizeof(float));
+  ASSERT_TRUE(WriteFileAtomically(temp_ + "/nan.safetensors", bytes).ok());
+  auto fresh = EmptyShardStatistics(input_, *state);
+  ASSERT_TRUE(fresh.ok() && *fresh != nullptr);
+  const absl::Status not_finite =
+      ReadShardStatistics(temp_ + "/nan.safetensors", fresh->get());
+  EXPECT_EQ(not_finite.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(not_finite.message(), HasSubstr("not finite"));
+  ASSERT_TRUE(
+      WriteFileAtomically(temp_ + "/short.safetensors", bytes.substr(0, 200))
+          .ok());
+  EXPECT_FALSE(
+      ReadShardStatistics(temp_ + "/short.safetensors", fresh->get()).ok());
+  EXPECT_EQ((*fresh)->calibration_tokens(), 0);
 }
 
 TEST_F(BlockRoundsTest, ShardsOutOfOrderMissingOrLateAreRefused) {
