@@ -426,10 +426,11 @@ absl::Status GroupActivationStatistics::MergeShard(
   return absl::OkStatus();
 }
 
-absl::Status GroupActivationStatistics::RestoreShard(
-    HessianAccumulator calibration, HessianAccumulator heldout,
-    std::optional<SplitHessianAccumulator> split,
-    std::optional<ActivationStatsAccumulator> mean_abs) {
+absl::Status GroupActivationStatistics::RestoreShard(ShardSums* sums) {
+  const HessianAccumulator& calibration = sums->calibration;
+  const HessianAccumulator& heldout = sums->heldout;
+  const std::optional<SplitHessianAccumulator>& split = sums->split;
+  const std::optional<ActivationStatsAccumulator>& mean_abs = sums->mean_abs;
   if (calibration_.token_count() != 0 || heldout_.token_count() != 0 ||
       open_ != nullptr || keep_few_rows_) {
     return absl::FailedPreconditionError(
@@ -481,10 +482,10 @@ absl::Status GroupActivationStatistics::RestoreShard(
           " tokens, calibration over ", calibration.token_count()));
     }
   }
-  calibration_ = std::move(calibration);
-  heldout_ = std::move(heldout);
-  if (split.has_value()) split_ = std::move(split);
-  if (mean_abs.has_value()) mean_abs_ = std::move(mean_abs);
+  calibration_ = std::move(sums->calibration);
+  heldout_ = std::move(sums->heldout);
+  if (split_.has_value()) split_ = std::move(*sums->split);
+  if (mean_abs_.has_value()) mean_abs_ = std::move(*sums->mean_abs);
   return absl::OkStatus();
 }
 

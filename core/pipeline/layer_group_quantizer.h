@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/base/thread_pool.h"
+#include "core/pipeline/shard_sums_file.h"
 #include "core/quant/audit.h"
 #include "core/quant/grid.h"
 #include "core/quant/hessian.h"
@@ -127,10 +128,8 @@ class GroupActivationStatistics {
   // into statistics that hold nothing yet. `split` and `mean_abs` must be
   // set exactly when these statistics keep them: InvalidArgument naming
   // the one that does not fit.
-  absl::Status RestoreShard(HessianAccumulator calibration,
-                            HessianAccumulator heldout,
-                            std::optional<SplitHessianAccumulator> split,
-                            std::optional<ActivationStatsAccumulator> mean_abs);
+  // The sums are moved out of `sums` when it fits.
+  absl::Status RestoreShard(ShardSums* sums);
   double validation_fraction() const { return validation_fraction_; }
 
   // Also keeps each split's rows while it has at most K of them (call
