@@ -15,7 +15,9 @@
 #include "core/pipeline/block_task.h"
 #include "core/pipeline/hidden_state_stream.h"
 #include "core/pipeline/layer_group_quantizer.h"
+#include "core/pipeline/round_state_io.h"
 #include "core/pipeline/shard_statistics_io.h"
+#include "core/pipeline/task_io.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/pipeline/pipeline_fixture.h"
@@ -291,6 +293,132 @@ TEST_F(BlockRoundsTest, ShardFilesHoldHalfOfEachSumAndRefuseWhatDoesNotFit) {
   EXPECT_FALSE(
       ReadShardStatistics(temp_ + "/short.safetensors", fresh->get()).ok());
   EXPECT_EQ((*fresh)->calibration_tokens(), 0);
+}
+
+TEST_F(BlockRoundsTest, RoundDeltasThroughFilesRebuildTheState) {
+  const Recipe gptq = GptqAutoDamp();
+  const Recipe awq =
+      SmallRecipe(QuantMethod::kAwq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential, 40, 32);
+  const Recipe rtn = SmallRecipe(QuantMethod::kRtn, 32, OutputFormat::kGptq,
+                                 Propagation::kSequential, 40, 32);
+  for (const Recipe* recipe : {&gptq, &awq, &rtn}) {
+    SCOPED_TRACE(QuantMethodName(recipe->method));
+    Load(*recipe);
+    if (HasFatalFailure()) return;
+    absl::StatusOr<BlockRoundState> state = StartBlockRounds(input_);
+    ASSERT_TRUE(state.ok()) << state.status();
+    BlockRoundState rebuilt = *state;
+    int64_t delta_bytes = 0;
+    for (int g = 0; g < kBlockRoundGroups; ++g) {
+      const BlockRoundState before = *state;
+      std::vector<std::unique_ptr<GroupActivationStatistics>> calibration =
+          GatherInMemory(*state, true);
+      std::vector<std::unique_ptr<GroupActivationStatistics>> heldout =
+          GatherInMemory(*state, false);
+      std::vector<const GroupActivationStatistics*> shards;
+      for (const auto& s : calibration) {
+        if (s != nullptr) shards.push_back(s.get());
+      }
+      for (const auto& s : heldout) {
+        if (s != nullptr) shards.push_back(s.get());
+      }
+      ASSERT_TRUE(ReduceBlockRound(input_, shards, &*state).ok());
+      absl::StatusOr<BlockRoundDelta> delta = DiffRoundState(before, *state);
+      ASSERT_TRUE(delta.ok()) << delta.status();
+      const std::string path = absl::StrCat(temp_, "/delta", g, ".safetensors");
+      ASSERT_TRUE(WriteRoundDelta(path, *delta).ok());
+      delta_bytes += static_cast<int64_t>(ReadOrEmpty(path).size());
+      absl::StatusOr<BlockRoundDelta> read = ReadRoundDelta(path);
+      ASSERT_TRUE(read.ok()) << read.status();
+      // A delta applies only to the state it was taken from.
+      BlockRoundState stale = rebuilt;
+      if (g > 0) {
+        stale.groups_done = 0;
+        EXPECT_EQ(ApplyRoundDelta(*read, &stale).code(),
+                  absl::StatusCode::kFailedPrecondition);
+      }
+      ASSERT_TRUE(ApplyRoundDelta(*read, &rebuilt).ok());
+      ASSERT_EQ(rebuilt.groups_done, state->groups_done);
+      EXPECT_EQ(rebuilt.working.input_norm, state->working.input_norm);
+      EXPECT_EQ(rebuilt.working.post_attention_norm,
+                state->working.post_attention_norm);
+      for (const auto& [type, linear] : state->working.linear) {
+        EXPECT_EQ(rebuilt.working.Linear(type).weight, linear.weight)
+            << LayerTypeName(type) << " after group " << g;
+        EXPECT_EQ(rebuilt.working.Linear(type).bias, linear.bias);
+      }
+      for (size_t i = 0; i < state->layers.size(); ++i) {
+        EXPECT_EQ(LayerResultToTaskJson(rebuilt.layers[i]),
+                  LayerResultToTaskJson(state->layers[i]));
+        EXPECT_EQ(rebuilt.layers[i].layer.dequantized,
+                  state->layers[i].layer.dequantized)
+            << state->layers[i].name;
+      }
+    }
+    absl::StatusOr<BlockTaskOutput> held = FinishBlockRounds(input_, *state);
+    absl::StatusOr<BlockTaskOutput> from_files =
+        FinishBlockRounds(input_, rebuilt);
+    ASSERT_TRUE(held.ok() && from_files.ok());
+    ASSERT_EQ(held->tensors.size(), from_files->tensors.size());
+    for (size_t i = 0; i < held->tensors.size(); ++i) {
+      EXPECT_EQ(from_files->tensors[i].bytes, held->tensors[i].bytes)
+          << held->tensors[i].name;
+    }
+    int64_t weight_bytes = 0;
+    for (const auto& [type, linear] : state->working.linear) {
+      weight_bytes += linear.weight.size() * 4;
+    }
+    std::cout << QuantMethodName(recipe->method) << ": deltas " << delta_bytes
+              << " bytes over 4 rounds; the block's float32 weights "
+              << weight_bytes << " bytes per round\n";
+  }
+}
+
+TEST_F(BlockRoundsTest, RoundDeltaFilesThatDoNotFitAreRefused) {
+  const Recipe recipe = GptqAutoDamp();
+  Load(recipe);
+  if (HasFatalFailure()) return;
+  absl::StatusOr<BlockRoundState> state = StartBlockRounds(input_);
+  ASSERT_TRUE(state.ok()) << state.status();
+  const BlockRoundState before = *state;
+  std::vector<std::unique_ptr<GroupActivationStatistics>> calibration =
+      GatherInMemory(*state, true);
+  std::vector<std::unique_ptr<GroupActivationStatistics>> heldout =
+      GatherInMemory(*state, false);
+  std::vector<const GroupActivationStatistics*> shards;
+  for (const auto& s : calibration) shards.push_back(s.get());
+  for (const auto& s : heldout) shards.push_back(s.get());
+  ASSERT_TRUE(ReduceBlockRound(input_, shards, &*state).ok());
+  absl::StatusOr<BlockRoundDelta> delta = DiffRoundState(before, *state);
+  ASSERT_TRUE(delta.ok()) << delta.status();
+  ASSERT_EQ(delta->layers.size(), 3u);  // q, k and v.
+
+  // A g_idx naming a group the scales do not have.
+  BlockRoundDelta bad_group = *delta;
+  bad_group.layers[0].layer.g_idx[0] = 1000;
+  ASSERT_TRUE(WriteRoundDelta(temp_ + "/g.safetensors", bad_group).ok());
+  const absl::StatusOr<BlockRoundDelta> group =
+      ReadRoundDelta(temp_ + "/g.safetensors");
+  EXPECT_EQ(group.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(group.status().message(), HasSubstr("g_idx names group 1000"));
+  // Scales of another shape than the layer's rows.
+  BlockRoundDelta bad_shape = *delta;
+  QuantizedLayer& k_proj = bad_shape.layers[1].layer;
+  k_proj.rows += 1;
+  k_proj.codes.conservativeResize(k_proj.rows, k_proj.cols);
+  k_proj.codes.bottomRows(1).setZero();
+  ASSERT_TRUE(WriteRoundDelta(temp_ + "/s.safetensors", bad_shape).ok());
+  const absl::StatusOr<BlockRoundDelta> shape =
+      ReadRoundDelta(temp_ + "/s.safetensors");
+  EXPECT_EQ(shape.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(shape.status().message(), HasSubstr("k_proj.scales/.zeros"));
+  // A shard statistics file is not a round delta.
+  std::vector<std::unique_ptr<GroupActivationStatistics>> fresh =
+      GatherInMemory(before, true);
+  ASSERT_TRUE(WriteShardStatistics(temp_ + "/x.safetensors", *fresh[0]).ok());
+  EXPECT_THAT(ReadRoundDelta(temp_ + "/x.safetensors").status().message(),
+              HasSubstr("metadata round is missing"));
 }
 
 TEST_F(BlockRoundsTest, ShardsOutOfOrderMissingOrLateAreRefused) {
