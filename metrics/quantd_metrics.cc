@@ -31,8 +31,6 @@ Family<Histogram>& AddHistograms(Registry& registry, const std::string& name,
   return prometheus::BuildHistogram().Name(name).Help(help).Register(registry);
 }
 
-constexpr TaskKind kTaskKinds[] = {TaskKind::kBlock, TaskKind::kFinalize};
-
 absl::Status CheckJobId(absl::string_view job_id) {
   if (job_id.empty()) return absl::InvalidArgumentError("job_id: empty");
   return absl::OkStatus();
@@ -124,7 +122,7 @@ QuantdMetrics::QuantdMetrics(QuantdMetricsOptions options)
   // Fixed label sets exist from the start, at 0, so rate() and absent()
   // work before the first event.
   SetJobCounts(JobCounts());
-  for (TaskKind kind : kTaskKinds) {
+  for (TaskKind kind : kAllTaskKinds) {
     const prometheus::Labels labels = {{"kind", TaskKindLabel(kind)}};
     tasks_started_.Add(labels);
     tasks_completed_.Add(labels);

@@ -9,6 +9,12 @@ const char* TaskKindLabel(TaskKind kind) {
       return "block";
     case TaskKind::kFinalize:
       return "finalize";
+    case TaskKind::kShardStats:
+      return "shard_stats";
+    case TaskKind::kReduce:
+      return "reduce";
+    case TaskKind::kShardOutput:
+      return "shard_output";
   }
   return "unknown";
 }

@@ -5,9 +5,14 @@
 
 namespace quant::metrics {
 
-enum class TaskKind { kBlock, kFinalize };
+// kShardStats, kReduce, kShardOutput: a block run as rounds
+// (docs/DATA_PARALLEL.md).
+enum class TaskKind { kBlock, kFinalize, kShardStats, kReduce, kShardOutput };
+inline constexpr TaskKind kAllTaskKinds[] = {
+    TaskKind::kBlock, TaskKind::kFinalize, TaskKind::kShardStats,
+    TaskKind::kReduce, TaskKind::kShardOutput};
 
-// "block" or "finalize".
+// "block", "finalize", "shard_stats", "reduce" or "shard_output".
 const char* TaskKindLabel(TaskKind kind);
 
 }  // namespace quant::metrics

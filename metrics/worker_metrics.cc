@@ -9,7 +9,6 @@
 namespace quant::metrics {
 namespace {
 
-constexpr TaskKind kTaskKinds[] = {TaskKind::kBlock, TaskKind::kFinalize};
 constexpr TaskOutcome kOutcomes[] = {
     TaskOutcome::kCompleted, TaskOutcome::kFailed, TaskOutcome::kCancelled,
     TaskOutcome::kLeaseLost};
@@ -83,7 +82,7 @@ WorkerMetrics::WorkerMetrics()
                              "chose (isa) and the levels it runs (runs): a "
                              "job runs at the level of its first task.")
                        .Register(*registry_)) {
-  for (TaskKind kind : kTaskKinds) {
+  for (TaskKind kind : kAllTaskKinds) {
     for (TaskOutcome outcome : kOutcomes) {
       tasks_.Add({{"kind", TaskKindLabel(kind)},
                   {"outcome", TaskOutcomeLabel(outcome)}});

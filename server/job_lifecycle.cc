@@ -200,8 +200,7 @@ absl::StatusOr<UpkeepResult> JobLifecycle::Upkeep() {
       absl::StatusOr<JobSpec> spec = JobSpecFromJson(now->spec_json);
       if (!spec.ok()) return spec.status();
       bool planned = false;
-      if (absl::Status s = EnsureJobPlanned(*store_, job.id, spec->num_blocks,
-                                            spec->recipe.propagation, &planned);
+      if (absl::Status s = EnsureJobPlanned(*store_, job.id, *spec, &planned);
           !s.ok()) {
         return s;
       }

@@ -23,6 +23,7 @@
 #include "core/pipeline/output_size.h"
 #include "core/pipeline/previous_release.h"
 #include "core/pipeline/quantization_plan.h"
+#include "core/pipeline/round_job_tasks.h"
 #include "core/recipe/recipe.h"
 #include "core/text/tokenizer.h"
 
@@ -325,6 +326,9 @@ absl::StatusOr<ValidatedJobRequest> ValidateCreateJobRequest(
   if (!output.ok()) return Prefixed(output.status(), "recipe: ");
   out.output = *output;
   spec.work = EstimateJobWork(config, *recipe, *plan);
+  if (JobRunsAsRounds(config, *recipe)) {
+    spec.rounds = PlanRoundShardCounts(*recipe);
+  }
   spec.recipe = *std::move(recipe);
   spec.warnings = plan->warnings;
   if (absl::Status s = CheckChatTemplate(spec.recipe, spec.checkpoint_path,

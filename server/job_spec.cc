@@ -46,6 +46,10 @@ std::string JobSpecToJson(const JobSpec& spec) {
     json["previous"] = {{"job_id", spec.previous_job_id},
                         {"path", spec.previous_path}};
   }
+  if (spec.rounds.has_value()) {
+    json["rounds"] = {{"calibration_shards", spec.rounds->calibration},
+                      {"heldout_shards", spec.rounds->heldout}};
+  }
   if (spec.work.has_value()) {
     const auto flops = [](const TaskWork& task) {
       return nlohmann::json::array(
@@ -184,6 +188,24 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
   QUANT_ASSIGN_OR_RETURN(spec.recipe,
                          ParseRecipe(recipe->dump(), "spec_json.recipe"));
   QUANT_ASSIGN_OR_RETURN(spec.work, ParseWork(json));
+  if (auto rounds = json.find("rounds"); rounds != json.end()) {
+    QUANT_RETURN_IF_ERROR(fields::ExpectObject(*rounds, "rounds"));
+    QUANT_ASSIGN_OR_RETURN(
+        const int64_t calibration,
+        fields::GetInt(*rounds, "calibration_shards", "rounds"));
+    QUANT_ASSIGN_OR_RETURN(const int64_t heldout,
+                           fields::GetInt(*rounds, "heldout_shards", "rounds"));
+    // Bounded by what a recipe may ask for (calibration.samples).
+    constexpr int64_t kMaxShards = int64_t{1} << 20;
+    if (calibration < 1 || calibration > kMaxShards || heldout < 0 ||
+        heldout > kMaxShards) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rounds: shard counts out of range: ", calibration,
+                       " and ", heldout));
+    }
+    spec.rounds = RoundShardCounts{static_cast<int>(calibration),
+                                   static_cast<int>(heldout)};
+  }
   if (auto previous = json.find("previous"); previous != json.end()) {
     QUANT_RETURN_IF_ERROR(fields::ExpectObject(*previous, "previous"));
     QUANT_ASSIGN_OR_RETURN(spec.previous_job_id,
@@ -273,10 +295,45 @@ absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
   return out;
 }
 
+std::string DescribeRoundProgress(const std::vector<store::Task>& tasks,
+                                  const store::Task& done) {
+  if (done.kind == store::TaskKind::kReduce) {
+    return done.group + 1 == kBlockRoundGroups
+               ? absl::StrCat("block ", done.block, " quantized")
+               : absl::StrCat("block ", done.block, " group ", done.group,
+                              " quantized");
+  }
+  int finished = 0;
+  int total = 0;
+  for (const store::Task& t : tasks) {
+    if (t.kind != done.kind || t.block != done.block || t.group != done.group) {
+      continue;
+    }
+    ++total;
+    finished += t.state == store::TaskState::kDone;
+  }
+  return done.kind == store::TaskKind::kShardStats
+             ? absl::StrCat("block ", done.block, " group ", done.group, ": ",
+                            finished, "/", total, " shards gathered")
+             : absl::StrCat("block ", done.block, ": ", finished, "/", total,
+                            " shards out");
+}
+
 BlockProgress CountBlockProgress(const std::vector<store::Task>& tasks) {
   BlockProgress counts;
   double layers_done = 0.0;
   for (const store::Task& task : tasks) {
+    if (task.kind == store::TaskKind::kReduce) {
+      // A block run as rounds: its reduces quantize its layers, a group
+      // at a time; the last one finishes the block.
+      const int layers = common::LayersOfBlockGroup(task.group);
+      if (task.group == kBlockRoundGroups - 1) {
+        ++counts.blocks_total;
+        counts.blocks_done += task.state == store::TaskState::kDone;
+      }
+      if (task.state == store::TaskState::kDone) layers_done += layers;
+      continue;
+    }
     if (task.kind != store::TaskKind::kBlock) continue;
     ++counts.blocks_total;
     if (task.state == store::TaskState::kDone) {

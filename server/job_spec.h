@@ -20,6 +20,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/estimate/work_model.h"
+#include "core/pipeline/round_job_tasks.h"
 #include "core/recipe/recipe.h"
 #include "quant/v1/service.pb.h"
 #include "server/store/job_store.h"
@@ -60,6 +61,11 @@ struct JobSpec {
   // The job's work counted from its plan, for its time estimate (absent in
   // specs written before estimates existed).
   std::optional<JobWork> work;
+  // Set at submit when the job's blocks run as rounds of small tasks
+  // (core/pipeline/round_job_tasks.h: sequential propagation, no
+  // mixture-of-experts block): the shards the plan has per split. Absent:
+  // one task per block (and every spec written before rounds existed).
+  std::optional<RoundShardCounts> rounds;
 };
 
 std::string JobSpecToJson(const JobSpec& spec);
@@ -85,6 +91,12 @@ struct BlockProgress {
   int64_t layers_done = 0;
 };
 BlockProgress CountBlockProgress(const std::vector<store::Task>& tasks);
+
+// The progress line after round task `done` of a block run as rounds
+// completed, from the job's tasks: "block 3 group 1: 5/9 shards gathered",
+// "block 3 group 1 quantized", "block 3: 4/9 shards out".
+std::string DescribeRoundProgress(const std::vector<store::Task>& tasks,
+                                  const store::Task& done);
 
 }  // namespace quant::server
 

@@ -153,6 +153,7 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoCreateJob(
   absl::StatusOr<ValidatedJobRequest> valid = ValidateCreateJobRequest(
       request, *policy_, *store_, options_.max_upload_bytes);
   if (!valid.ok()) return valid.status();
+  if (!options_.round_tasks) valid->spec.rounds.reset();
   absl::StatusOr<store::CreateJobResult> created = store_->CreateJob(
       request.request_id(), JobSpecToJson(valid->spec), valid->spec.labels);
   if (!created.ok()) return created.status();
@@ -167,8 +168,7 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoCreateJob(
   }
   // A replay whose first attempt died between CreateJob and PlanTasks
   // finds no plan: plan it now.
-  if (absl::Status s = EnsureJobPlanned(*store_, job.id, valid->spec.num_blocks,
-                                        valid->spec.recipe.propagation);
+  if (absl::Status s = EnsureJobPlanned(*store_, job.id, valid->spec);
       !s.ok()) {
     return s;
   }
@@ -189,10 +189,11 @@ absl::StatusOr<v1::JobEstimate> QuantServiceImpl::DoEstimateJob(
       request, *policy_, *store_, options_.max_upload_bytes,
       /*calibration_optional=*/true);
   if (!valid.ok()) return valid.status();
+  if (!options_.round_tasks) valid->spec.rounds.reset();
   const JobSpec& spec = valid->spec;
   v1::JobEstimate estimate;
   estimate.set_blocks(spec.num_blocks);
-  estimate.set_tasks(spec.num_blocks + 1);
+  estimate.set_tasks(static_cast<int>(PlanJobTasks(spec).size()));
   if (spec.work.has_value()) {
     estimate.set_calibration_tokens(spec.work->calibration_tokens);
     estimate.set_heldout_tokens(spec.work->heldout_tokens);

@@ -28,6 +28,10 @@ struct QuantServiceOptions {
   // Bound on an uploaded calibration set and on a calibration file named
   // by URI.
   int64_t max_upload_bytes = int64_t{64} << 20;
+  // Plan a sequential dense job's blocks as rounds of small tasks that many
+  // workers share (docs/DATA_PARALLEL.md); false: one task per block.
+  // quantd's --round_tasks.
+  bool round_tasks = true;
   // Uploads are held in memory until stored, and every WatchJob stream
   // holds a thread: both are bounded (RESOURCE_EXHAUSTED beyond, naming the
   // flag). quantd's --max_concurrent_uploads and --max_watch_streams.

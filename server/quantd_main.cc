@@ -43,6 +43,15 @@ ABSL_FLAG(std::vector<std::string>, allowed_roots, {},
           "must lie under.");
 ABSL_FLAG(int64_t, max_upload_mb, 64,
           "Bound on a calibration set, uploaded or named by URI, in MiB.");
+ABSL_FLAG(bool, round_tasks, true,
+          "Plan each block of a sequential job as rounds of small tasks that "
+          "several workers share: per layer group, one task per shard of 16 "
+          "calibration (or held-out) sequences and a reduce that adds them "
+          "and quantizes the group (docs/DATA_PARALLEL.md). The packed "
+          "checkpoint is the same bytes either way. false: one task per "
+          "block, which recomputes less on a single worker. Jobs with "
+          "independent propagation, mixed precision or mixture-of-experts "
+          "blocks always run one task per block.");
 ABSL_FLAG(int, max_concurrent_uploads, 4,
           "Calibration uploads received at once (each is held in memory, up "
           "to --max_upload_mb); more are refused with RESOURCE_EXHAUSTED.");
@@ -116,6 +125,7 @@ int main(int argc, char** argv) {
     return Fail("--max_upload_mb must be in 1..1048576", 2);
   }
   options.max_upload_bytes = max_upload_mb << 20;
+  options.round_tasks = absl::GetFlag(FLAGS_round_tasks);
   for (const auto& [flag, value, target] :
        {std::make_tuple("--max_concurrent_uploads",
                         absl::GetFlag(FLAGS_max_concurrent_uploads),

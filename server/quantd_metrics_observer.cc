@@ -10,8 +10,19 @@ namespace quant::server {
 namespace {
 
 metrics::TaskKind Kind(const store::Task& task) {
-  return task.kind == store::TaskKind::kBlock ? metrics::TaskKind::kBlock
-                                              : metrics::TaskKind::kFinalize;
+  switch (task.kind) {
+    case store::TaskKind::kBlock:
+      return metrics::TaskKind::kBlock;
+    case store::TaskKind::kFinalize:
+      return metrics::TaskKind::kFinalize;
+    case store::TaskKind::kShardStats:
+      return metrics::TaskKind::kShardStats;
+    case store::TaskKind::kReduce:
+      return metrics::TaskKind::kReduce;
+    case store::TaskKind::kShardOutput:
+      return metrics::TaskKind::kShardOutput;
+  }
+  return metrics::TaskKind::kBlock;
 }
 
 // Metrics never fail the change they describe; a refusal is a bug to see.

@@ -48,12 +48,28 @@ bool IsExpertLayer(absl::string_view name, absl::string_view type,
   return false;
 }
 
+// Whether a layer of `type` belongs to a dense block's layer group `group`
+// (block_task.h's order: q, k, v; o; gate, up; down).
+bool InBlockGroup(absl::string_view type, int group) {
+  static const absl::string_view kGroups[][3] = {{"q_proj", "k_proj", "v_proj"},
+                                                 {"o_proj"},
+                                                 {"gate_proj", "up_proj"},
+                                                 {"down_proj"}};
+  if (group < 0 || group >= 4) return false;
+  for (absl::string_view member : kGroups[group]) {
+    if (!member.empty() && member == type) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 absl::Status CheckReportedLayer(const v1::LayerAudit& layer,
                                 const store::Task& task) {
-  if (task.kind != store::TaskKind::kBlock) {
-    return Bad("name", "a finalize task reports no layers");
+  if (task.kind != store::TaskKind::kBlock &&
+      task.kind != store::TaskKind::kReduce) {
+    return Bad("name", absl::StrCat("a ", store::TaskKindName(task.kind),
+                                    " task reports no layers"));
   }
   if (layer.name().size() > kMaxNameBytes) {
     return Bad("name", absl::StrCat(layer.name().size(), " bytes; at most ",
@@ -68,7 +84,15 @@ absl::Status CheckReportedLayer(const v1::LayerAudit& layer,
       break;
     }
   }
-  if (!known) known = IsExpertLayer(layer.name(), layer.type(), prefix);
+  if (!known && task.kind == store::TaskKind::kBlock) {
+    known = IsExpertLayer(layer.name(), layer.type(), prefix);
+  }
+  if (known && task.kind == store::TaskKind::kReduce &&
+      !InBlockGroup(layer.type(), task.group)) {
+    return Bad("name", absl::StrCat("\"", layer.name().substr(0, 80),
+                                    "\" is not in the layer group ", task.group,
+                                    " that this reduce quantizes"));
+  }
   if (!known) {
     return Bad("name",
                absl::StrCat("\"", layer.name().substr(0, 80), "\" (type \"",

@@ -1,5 +1,11 @@
-// PlanJobTasks: block tasks then finalize, with their dependencies.
+// PlanJobTasks and PlanRoundTasks: block or round tasks, then finalize,
+// with their dependencies.
 #include "server/task_plan.h"
+
+#include <map>
+#include <utility>
+
+#include "core/pipeline/task_io.h"
 
 namespace quant::server {
 
@@ -26,15 +32,92 @@ std::vector<store::TaskSpec> PlanJobTasks(int num_blocks,
   return tasks;
 }
 
+std::vector<store::TaskSpec> PlanRoundTasks(int num_blocks,
+                                            const RoundShardCounts& shards) {
+  std::vector<store::TaskSpec> tasks;
+  auto add = [&](store::TaskKind kind, int block, int group,
+                 store::TaskSplit split, int shard, std::vector<int> deps) {
+    store::TaskSpec task;
+    task.index = static_cast<int>(tasks.size());
+    task.kind = kind;
+    task.block = block;
+    task.group = group;
+    task.split = split;
+    task.shard = shard;
+    task.depends_on = std::move(deps);
+    tasks.push_back(std::move(task));
+    return tasks.back().index;
+  };
+  const std::pair<store::TaskSplit, int> splits[] = {
+      {store::TaskSplit::kCalibration, shards.calibration},
+      {store::TaskSplit::kHeldout, shards.heldout}};
+  // The previous block's shard outputs by split and shard.
+  std::map<std::pair<store::TaskSplit, int>, int> outputs;
+  std::vector<int> last_reduces;
+  for (int block = 0; block < num_blocks; ++block) {
+    int reduce = -1;
+    for (int group = 0; group < kBlockRoundGroups; ++group) {
+      std::vector<int> statistics;
+      for (const auto& [split, count] : splits) {
+        for (int s = 0; s < count; ++s) {
+          std::vector<int> deps;
+          if (group > 0) {
+            deps.push_back(reduce);
+          } else if (block > 0) {
+            deps.push_back(outputs.at({split, s}));
+          }
+          statistics.push_back(add(store::TaskKind::kShardStats, block, group,
+                                   split, s, std::move(deps)));
+        }
+      }
+      reduce = add(store::TaskKind::kReduce, block, group,
+                   store::TaskSplit::kNone, -1, std::move(statistics));
+    }
+    last_reduces.push_back(reduce);
+    if (block + 1 == num_blocks) break;
+    outputs.clear();
+    for (const auto& [split, count] : splits) {
+      for (int s = 0; s < count; ++s) {
+        outputs[{split, s}] =
+            add(store::TaskKind::kShardOutput, block, -1, split, s, {reduce});
+      }
+    }
+  }
+  add(store::TaskKind::kFinalize, -1, -1, store::TaskSplit::kNone, -1,
+      std::move(last_reduces));
+  return tasks;
+}
+
+std::optional<std::string> RoundFileOf(const store::Task& task) {
+  const bool calibration = task.split == store::TaskSplit::kCalibration;
+  switch (task.kind) {
+    case store::TaskKind::kShardStats:
+      return ShardStatisticsFile(task.block, task.group, calibration,
+                                 task.shard);
+    case store::TaskKind::kReduce:
+      if (task.group + 1 >= kBlockRoundGroups) return std::nullopt;
+      return RoundDeltaFile(task.block, task.group);
+    case store::TaskKind::kShardOutput:
+      return ShardOutputFile(task.block, calibration, task.shard);
+    default:
+      return std::nullopt;
+  }
+}
+
+std::vector<store::TaskSpec> PlanJobTasks(const JobSpec& spec) {
+  if (spec.rounds.has_value()) {
+    return PlanRoundTasks(spec.num_blocks, *spec.rounds);
+  }
+  return PlanJobTasks(spec.num_blocks, spec.recipe.propagation);
+}
+
 absl::Status EnsureJobPlanned(store::JobStore& store, const std::string& job_id,
-                              int num_blocks, Propagation propagation,
-                              bool* planned) {
+                              const JobSpec& spec, bool* planned) {
   if (planned != nullptr) *planned = false;
   absl::StatusOr<std::vector<store::Task>> tasks = store.ListTasks(job_id);
   if (!tasks.ok()) return tasks.status();
   if (!tasks->empty()) return absl::OkStatus();
-  absl::Status made =
-      store.PlanTasks(job_id, PlanJobTasks(num_blocks, propagation));
+  absl::Status made = store.PlanTasks(job_id, PlanJobTasks(spec));
   if (made.ok()) {
     if (planned != nullptr) *planned = true;
     return made;

@@ -1,15 +1,20 @@
-// A job's task DAG: one block task per decoder layer, then finalize.
-// Sequential propagation chains the blocks (block i needs block i-1's
-// quantized outputs); independent propagation lets them run in any order.
-// Finalize depends on every block.
+// A job's task DAG. Block tasks: one per decoder layer, then finalize;
+// sequential propagation chains the blocks (block i needs block i-1's
+// quantized outputs), independent propagation lets them run in any order.
+// Rounds (a sequential dense job, docs/DATA_PARALLEL.md): each block as
+// rounds of small tasks, so many workers share one block. Finalize
+// depends on every block.
 #ifndef QUANT_SERVER_TASK_PLAN_H_
 #define QUANT_SERVER_TASK_PLAN_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "core/pipeline/round_job_tasks.h"
 #include "core/recipe/recipe.h"
+#include "server/job_spec.h"
 #include "server/store/job_store.h"
 
 namespace quant::server {
@@ -17,13 +22,32 @@ namespace quant::server {
 std::vector<store::TaskSpec> PlanJobTasks(int num_blocks,
                                           Propagation propagation);
 
+// A sequential job's blocks as rounds. For block b and each layer group g
+// in order: a shard_stats task per shard of each split (for g = 0 it needs
+// only the same shard's output of block b-1; for g > 0 the reduce of
+// g-1), then reduce(b, g), which needs all of them. Then shard_output(b,
+// split, s) per shard, after the last reduce (none for the last block:
+// nothing reads its leaving states). Finalize needs every block's last
+// reduce.
+std::vector<store::TaskSpec> PlanRoundTasks(int num_blocks,
+                                            const RoundShardCounts& shards);
+
+// The plan of `spec`: rounds when spec.rounds is set, block tasks
+// otherwise.
+std::vector<store::TaskSpec> PlanJobTasks(const JobSpec& spec);
+
+// The round file a round task publishes (task_io.h's names, relative to the
+// job's work directory): a shard's statistics, a reduce's delta (not the
+// last reduce's: that one publishes the block, as a block task does), a
+// shard's leaving states. nullopt for other tasks.
+std::optional<std::string> RoundFileOf(const store::Task& task);
+
 // Gives the job its plan unless it has one. Safe to race: CreateJob and the
 // scheduler's upkeep (which plans a job whose creation was interrupted) may
 // both try; the plan is the same and the loser finds it made. Sets
 // *planned when this call made it.
 absl::Status EnsureJobPlanned(store::JobStore& store, const std::string& job_id,
-                              int num_blocks, Propagation propagation,
-                              bool* planned = nullptr);
+                              const JobSpec& spec, bool* planned = nullptr);
 
 }  // namespace quant::server
 

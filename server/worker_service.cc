@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <iterator>
 #include <set>
 #include <string>
@@ -24,6 +25,7 @@
 #include "server/job_request.h"
 #include "server/job_spec.h"
 #include "server/reported_layer_check.h"
+#include "server/task_plan.h"
 #include "server/uri_policy.h"
 
 namespace quant::server {
@@ -109,19 +111,35 @@ void WorkerServiceImpl::Touch(const std::string& worker_id, int leased_delta) {
 
 absl::StatusOr<std::string> WorkerServiceImpl::CheckPublishedOutputs(
     const store::Task& task, const std::string& output_uri,
-    const std::string& output_sha256) const {
+    const std::string& output_sha256, bool empty_shard) const {
   const ArtifactStore& artifacts = lifecycle_->artifacts();
   // What the task publishes (worker/task_runner.cc), and the file whose
   // presence says it was published (written last, renamed into place).
   std::string expected;
   std::string marker;
   std::string work;
-  if (task.kind == store::TaskKind::kBlock) {
+  // A block task, or the last reduce of a block run as rounds: the block.
+  const bool block_output =
+      task.kind == store::TaskKind::kBlock ||
+      (task.kind == store::TaskKind::kReduce && !RoundFileOf(task));
+  const std::optional<std::string> round_file = RoundFileOf(task);
+  if (empty_shard && (task.kind != store::TaskKind::kShardStats &&
+                      task.kind != store::TaskKind::kShardOutput)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("empty_shard: task ", task.index, " is a ",
+                     store::TaskKindName(task.kind), " task, not a shard's"));
+  }
+  if (block_output || round_file.has_value()) {
     QUANT_ASSIGN_OR_RETURN(
         work, FileUriPath(artifacts.JobWorkUri(task.job_id), "work_uri"));
+  }
+  if (block_output) {
     const std::string prefix = BlockOutputPrefix(work, task.block);
     expected = absl::StrCat("file://", prefix);
     marker = prefix + ".layers.json";
+  } else if (round_file.has_value()) {
+    marker = JoinPath(work, *round_file);
+    expected = absl::StrCat("file://", marker);
   } else {
     expected = artifacts.CheckpointUri(task.job_id);
     QUANT_ASSIGN_OR_RETURN(const std::string dir,
@@ -132,6 +150,13 @@ absl::StatusOr<std::string> WorkerServiceImpl::CheckPublishedOutputs(
     return absl::InvalidArgumentError(absl::StrCat(
         "output_uri: \"", output_uri.substr(0, 256), "\" is not where task ",
         task.index, " publishes (\"", expected, "\")"));
+  }
+  if (empty_shard) {
+    if (!output_sha256.empty()) {
+      return absl::InvalidArgumentError(
+          "output_sha256: an empty shard published nothing to hash");
+    }
+    return std::string();
   }
   if (!FileExists(marker)) {
     return absl::FailedPreconditionError(
@@ -146,9 +171,8 @@ absl::StatusOr<std::string> WorkerServiceImpl::CheckPublishedOutputs(
   // Every file the block's readers will read is checked now: what is
   // recorded DONE verifies.
   absl::StatusOr<std::string> recorded =
-      task.kind == store::TaskKind::kBlock
-          ? VerifyPublishedBlock(work, task.block)
-          : Sha256File(marker);
+      block_output ? VerifyPublishedBlock(work, task.block)
+                   : Sha256File(marker);
   if (recorded.ok() && !output_sha256.empty() && *recorded != output_sha256) {
     recorded = absl::DataLossError(absl::StrCat(
         marker, ": sha256 is ", *recorded, ", the worker reports writing ",
@@ -265,9 +289,31 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
   v1::Task out;
   out.set_job_id(task.job_id);
   out.set_index(task.index);
-  out.set_kind(task.kind == store::TaskKind::kBlock ? v1::TASK_KIND_BLOCK
-                                                    : v1::TASK_KIND_FINALIZE);
+  switch (task.kind) {
+    case store::TaskKind::kBlock:
+      out.set_kind(v1::TASK_KIND_BLOCK);
+      break;
+    case store::TaskKind::kFinalize:
+      out.set_kind(v1::TASK_KIND_FINALIZE);
+      break;
+    case store::TaskKind::kShardStats:
+      out.set_kind(v1::TASK_KIND_SHARD_STATS);
+      break;
+    case store::TaskKind::kReduce:
+      out.set_kind(v1::TASK_KIND_REDUCE);
+      break;
+    case store::TaskKind::kShardOutput:
+      out.set_kind(v1::TASK_KIND_SHARD_OUTPUT);
+      break;
+  }
   out.set_block(task.block);
+  if (task.group >= 0) out.set_group(task.group);
+  if (task.split != store::TaskSplit::kNone) {
+    out.set_split(task.split == store::TaskSplit::kCalibration
+                      ? v1::TASK_SPLIT_CALIBRATION
+                      : v1::TASK_SPLIT_HELDOUT);
+    out.set_shard(task.shard);
+  }
   out.set_attempt(task.attempts);
   // Resolved at submit, under an allowed root: workers need not resolve
   // URIs or know the roots.
@@ -301,8 +347,20 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
   QUANT_ASSIGN_OR_RETURN(const std::vector<store::Task> tasks,
                          lifecycle_->store().ListTasks(task.job_id));
   for (const store::Task& t : tasks) {
-    if (t.kind == store::TaskKind::kBlock &&
-        t.state == store::TaskState::kDone && !t.output_sha256.empty()) {
+    if (t.state != store::TaskState::kDone || t.output_sha256.empty()) {
+      continue;
+    }
+    const std::optional<std::string> round_file = RoundFileOf(t);
+    if (round_file.has_value()) {
+      // The round files a round task may read: its block's and the
+      // previous block's.
+      if (task.kind != store::TaskKind::kBlock &&
+          task.kind != store::TaskKind::kFinalize &&
+          (t.block == task.block || t.block + 1 == task.block)) {
+        (*out.mutable_round_file_sha256())[*round_file] = t.output_sha256;
+      }
+    } else if (t.kind == store::TaskKind::kBlock ||
+               t.kind == store::TaskKind::kReduce) {
       (*out.mutable_block_output_sha256())[t.block] = t.output_sha256;
     }
   }
@@ -431,11 +489,8 @@ absl::StatusOr<v1::HeartbeatResponse> WorkerServiceImpl::DoHeartbeat(
       lifecycle_->observer().OnLayerFinished(job_id, *layer);
     }
     if (!new_layers.empty()) {
-      const std::string current =
-          beat->task.kind == store::TaskKind::kBlock
-              ? absl::StrCat("block ", beat->task.block, ": ",
-                             progress.current_layer())
-              : absl::StrCat("finalize: ", progress.current_layer());
+      const std::string current = absl::StrCat(
+          store::DescribeTaskWork(beat->task), ": ", progress.current_layer());
       if (absl::Status s = lifecycle_->Progress(job_id, current); !s.ok()) {
         return s;
       }
@@ -456,9 +511,10 @@ absl::Status WorkerServiceImpl::DoCompleteTask(
   if (request.output_uri().empty()) {
     return absl::InvalidArgumentError("output_uri: required");
   }
-  QUANT_ASSIGN_OR_RETURN(const std::string output_sha256,
-                         CheckPublishedOutputs(leased, request.output_uri(),
-                                               request.output_sha256()));
+  QUANT_ASSIGN_OR_RETURN(
+      const std::string output_sha256,
+      CheckPublishedOutputs(leased, request.output_uri(),
+                            request.output_sha256(), request.empty_shard()));
   absl::StatusOr<store::CompleteTaskResult> done =
       lifecycle_->store().CompleteTask(request.lease_id(), request.output_uri(),
                                        output_sha256);
@@ -468,10 +524,14 @@ absl::Status WorkerServiceImpl::DoCompleteTask(
   lifecycle_->observer().OnTaskCompleted(task, took);
   lifecycle_->signal().Notify();  // Dependants may be runnable now.
   if (done->all_tasks_done) return lifecycle_->FinishJob(task.job_id);
-  return lifecycle_->Progress(task.job_id,
-                              task.kind == store::TaskKind::kBlock
-                                  ? absl::StrCat("block ", task.block, " done")
-                                  : "finalize done");
+  if (task.kind == store::TaskKind::kBlock ||
+      task.kind == store::TaskKind::kFinalize) {
+    return lifecycle_->Progress(
+        task.job_id, absl::StrCat(store::DescribeTaskWork(task), " done"));
+  }
+  QUANT_ASSIGN_OR_RETURN(const std::vector<store::Task> tasks,
+                         lifecycle_->store().ListTasks(task.job_id));
+  return lifecycle_->Progress(task.job_id, DescribeRoundProgress(tasks, task));
 }
 
 absl::Status WorkerServiceImpl::DoFailTask(const v1::FailTaskRequest& request) {
@@ -487,24 +547,38 @@ absl::Status WorkerServiceImpl::DoFailTask(const v1::FailTaskRequest& request) {
   }
   // Blocks to compute again: their tasks, by index, in this job's plan.
   std::vector<int> rerun;
-  if (request.rerun_blocks_size() > 0) {
+  if (request.rerun_blocks_size() > 0 || request.rerun_round_files_size() > 0) {
     QUANT_ASSIGN_OR_RETURN(
         const store::Task leased,
         lifecycle_->store().CurrentLease(request.lease_id()));
     QUANT_ASSIGN_OR_RETURN(const std::vector<store::Task> tasks,
                            lifecycle_->store().ListTasks(leased.job_id));
-    for (const int block : request.rerun_blocks()) {
-      auto it =
-          std::find_if(tasks.begin(), tasks.end(), [&](const store::Task& t) {
-            return t.kind == store::TaskKind::kBlock && t.block == block;
-          });
+    auto add = [&](const std::function<bool(const store::Task&)>& matches,
+                   const std::string& what) -> absl::Status {
+      auto it = std::find_if(tasks.begin(), tasks.end(), matches);
       if (it == tasks.end() ||
           std::find(rerun.begin(), rerun.end(), it->index) != rerun.end()) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("rerun_blocks: ", block, " is not a block of job ",
-                         leased.job_id, " (or is listed twice)"));
+        return absl::InvalidArgumentError(absl::StrCat(
+            what, " of job ", leased.job_id, " (or is listed twice)"));
       }
       rerun.push_back(it->index);
+      return absl::OkStatus();
+    };
+    for (const int block : request.rerun_blocks()) {
+      // The block's task, or its last reduce when it ran as rounds.
+      QUANT_RETURN_IF_ERROR(add(
+          [&](const store::Task& t) {
+            return t.block == block &&
+                   (t.kind == store::TaskKind::kBlock ||
+                    (t.kind == store::TaskKind::kReduce && !RoundFileOf(t)));
+          },
+          absl::StrCat("rerun_blocks: ", block, " is not a block")));
+    }
+    for (const std::string& file : request.rerun_round_files()) {
+      QUANT_RETURN_IF_ERROR(
+          add([&](const store::Task& t) { return RoundFileOf(t) == file; },
+              absl::StrCat("rerun_round_files: \"", file.substr(0, 128),
+                           "\" is not a round file")));
     }
   }
   absl::StatusOr<store::FailTaskResult> failed =

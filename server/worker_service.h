@@ -103,10 +103,11 @@ class WorkerServiceImpl final : public v1::WorkerService::Service {
   // FailedPrecondition when nothing was published there; DataLoss when the
   // marker file is not what the worker reports writing (`output_sha256`,
   // when given) or a block's files do not match the hashes its layers.json
-  // lists. Returns the marker's sha256.
+  // lists. Returns the marker's sha256. `empty_shard`: a shard task that
+  // published nothing (its shard lies past the split); returns "".
   absl::StatusOr<std::string> CheckPublishedOutputs(
       const store::Task& task, const std::string& output_uri,
-      const std::string& output_sha256) const;
+      const std::string& output_sha256, bool empty_shard) const;
 
   JobLifecycle* lifecycle_;
   const Authenticator* auth_;

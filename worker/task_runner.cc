@@ -10,6 +10,7 @@
 #include "core/base/sha256.h"
 #include "core/pipeline/audit_report.h"
 #include "core/pipeline/job_tasks.h"
+#include "core/pipeline/round_job_tasks.h"
 #include "core/pipeline/task_io.h"
 #include "google/protobuf/util/json_util.h"
 
@@ -38,6 +39,64 @@ absl::StatusOr<v1::LayerAudit> AuditProto(const LayerResult& layer) {
         absl::StrCat(layer.name, ": audit: ", status.ToString()));
   }
   return audit;
+}
+
+// A round task (core/pipeline/round_job_tasks.h): its one published file,
+// or nothing for a shard past its split's end.
+absl::StatusOr<TaskOutcome> RunRoundTask(const v1::Task& task,
+                                         const JobTaskContext& context,
+                                         const TaskControl& control) {
+  absl::StatusOr<std::string> attempt =
+      FileUriPath(task.attempt_uri(), "attempt_uri");
+  if (!attempt.ok()) return attempt.status();
+  if (absl::Status s = MakeDirectories(*attempt); !s.ok()) return s;
+  const bool sharded = task.kind() != v1::TASK_KIND_REDUCE;
+  if (sharded && task.split() != v1::TASK_SPLIT_CALIBRATION &&
+      task.split() != v1::TASK_SPLIT_HELDOUT) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("split: a shard task needs one, got ", task.split()));
+  }
+  const bool calibration = task.split() == v1::TASK_SPLIT_CALIBRATION;
+  absl::StatusOr<std::string> published;
+  std::string expected;
+  switch (task.kind()) {
+    case v1::TASK_KIND_SHARD_STATS:
+      expected = ShardStatisticsFile(task.block(), task.group(), calibration,
+                                     task.shard());
+      published = RunShardStatisticsJobTask(context, task.block(), task.group(),
+                                            calibration, task.shard(), *attempt,
+                                            control);
+      break;
+    case v1::TASK_KIND_REDUCE:
+      published = RunRoundReduceJobTask(context, task.block(), task.group(),
+                                        *attempt, control);
+      break;
+    default:
+      expected = ShardOutputFile(task.block(), calibration, task.shard());
+      published = RunShardOutputJobTask(context, task.block(), calibration,
+                                        task.shard(), *attempt, control);
+      break;
+  }
+  if (!published.ok()) return published.status();
+  (void)RemoveTree(*attempt);
+  TaskOutcome outcome;
+  if (published->empty()) {
+    outcome.empty_shard = true;
+    outcome.output_uri =
+        absl::StrCat("file://", JoinPath(context.work_dir, expected));
+    return outcome;
+  }
+  const std::string path = JoinPath(context.work_dir, *published);
+  // The last reduce publishes the block as a block task does: its output is
+  // the block's prefix, its marker layers.json.
+  outcome.output_uri = absl::StrCat(
+      "file://", *published == BlockLayersFile(task.block())
+                     ? BlockOutputPrefix(context.work_dir, task.block())
+                     : path);
+  absl::StatusOr<std::string> marker = Sha256File(path);
+  if (!marker.ok()) return marker.status();
+  outcome.output_sha256 = *std::move(marker);
+  return outcome;
 }
 
 }  // namespace
@@ -87,6 +146,9 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   }
   for (const auto& [block, sha256] : task.block_output_sha256()) {
     context.block_output_sha256[block] = sha256;
+  }
+  for (const auto& [name, sha256] : task.round_file_sha256()) {
+    context.round_file_sha256[name] = sha256;
   }
   absl::StatusOr<Recipe> recipe = common::RecipeFromProto(task.recipe());
   if (!recipe.ok()) return recipe.status();
@@ -145,6 +207,13 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
     if (!marker.ok()) return marker.status();
     outcome.output_sha256 = *std::move(marker);
     return outcome;
+  }
+  if (task.kind() == v1::TASK_KIND_SHARD_STATS ||
+      task.kind() == v1::TASK_KIND_REDUCE ||
+      task.kind() == v1::TASK_KIND_SHARD_OUTPUT) {
+    absl::StatusOr<TaskOutcome> round = RunRoundTask(task, context, control);
+    if (round.ok() && !layer_error.ok()) return layer_error;
+    return round;
   }
   if (task.kind() == v1::TASK_KIND_FINALIZE) {
     absl::StatusOr<std::string> artifact =

@@ -1,4 +1,5 @@
-// One leased task run through core/: a quant.v1.Task (block or finalize)
+// One leased task run through core/: a quant.v1.Task (block, finalize, or
+// a round task of a block: core/pipeline/round_job_tasks.h)
 // becomes the core's JobTaskContext (paths from file:// URIs, the recipe
 // from its proto, the calibration file checked against its sha256) and runs
 // with progress reported as layers finish.
@@ -31,6 +32,9 @@ struct TaskOutcome {
   // Of the output's marker file (a block's layers.json, the manifest).
   std::string output_sha256;
   bool passed = false;  // Finalize: the gate verdict.
+  // A shard task whose shard lies past its split's end: nothing published
+  // (output_uri is where it would have been, output_sha256 empty).
+  bool empty_shard = false;
 };
 
 // What the worker lends each task (see JobTaskContext).

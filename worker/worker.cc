@@ -1,6 +1,7 @@
 // Worker: register, lease, run with heartbeats, complete or fail.
 #include "worker/worker.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -19,6 +20,7 @@
 #include "core/base/file_util.h"
 #include "core/base/read_roots.h"
 #include "core/kernels/dispatch.h"
+#include "core/pipeline/round_job_tasks.h"
 #include "core/pipeline/task_io.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
@@ -28,9 +30,38 @@ namespace quant::worker {
 namespace {
 
 std::string Describe(const v1::Task& task) {
-  return task.kind() == v1::TASK_KIND_BLOCK
-             ? absl::StrCat(task.job_id(), " block ", task.block())
-             : absl::StrCat(task.job_id(), " finalize");
+  const char* split =
+      task.split() == v1::TASK_SPLIT_HELDOUT ? "held-out" : "calibration";
+  switch (task.kind()) {
+    case v1::TASK_KIND_BLOCK:
+      return absl::StrCat(task.job_id(), " block ", task.block());
+    case v1::TASK_KIND_SHARD_STATS:
+      return absl::StrCat(task.job_id(), " block ", task.block(), " group ",
+                          task.group(), ": ", split, " shard ", task.shard());
+    case v1::TASK_KIND_REDUCE:
+      return absl::StrCat(task.job_id(), " block ", task.block(), " group ",
+                          task.group(), ": reduce");
+    case v1::TASK_KIND_SHARD_OUTPUT:
+      return absl::StrCat(task.job_id(), " block ", task.block(), ": ", split,
+                          " shard ", task.shard(), " output");
+    default:
+      return absl::StrCat(task.job_id(), " finalize");
+  }
+}
+
+metrics::TaskKind MetricsKind(const v1::Task& task) {
+  switch (task.kind()) {
+    case v1::TASK_KIND_BLOCK:
+      return metrics::TaskKind::kBlock;
+    case v1::TASK_KIND_SHARD_STATS:
+      return metrics::TaskKind::kShardStats;
+    case v1::TASK_KIND_REDUCE:
+      return metrics::TaskKind::kReduce;
+    case v1::TASK_KIND_SHARD_OUTPUT:
+      return metrics::TaskKind::kShardOutput;
+    default:
+      return metrics::TaskKind::kFinalize;
+  }
 }
 
 }  // namespace
@@ -281,11 +312,12 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
   {
     MutexLock lock(&running.mu);
     running.layers_total =
-        task.kind() == v1::TASK_KIND_BLOCK ? common::kLayersPerBlockTask : 1;
+        task.kind() == v1::TASK_KIND_BLOCK ? common::kLayersPerBlockTask
+        : task.kind() == v1::TASK_KIND_REDUCE
+            ? std::max(1, common::LayersOfBlockGroup(task.group()))
+            : 1;
   }
-  const metrics::TaskKind kind = task.kind() == v1::TASK_KIND_BLOCK
-                                     ? metrics::TaskKind::kBlock
-                                     : metrics::TaskKind::kFinalize;
+  const metrics::TaskKind kind = MetricsKind(task);
   if (options_.metrics != nullptr) {
     options_.metrics->OnTaskStarted(task.job_id(), task.index()).IgnoreError();
   }
@@ -526,6 +558,7 @@ metrics::TaskOutcome Worker::ReportOutcome(
     request.set_worker_id(running->worker_id);
     request.set_output_uri(outcome->output_uri);
     request.set_output_sha256(outcome->output_sha256);
+    request.set_empty_shard(outcome->empty_shard);
     v1::CompleteTaskResponse response;
     grpc::Status status =
         stub_->CompleteTask(Context(30'000).get(), request, &response);
@@ -578,6 +611,11 @@ metrics::TaskOutcome Worker::ReportOutcome(
     request.set_error(std::string(error.message()));
     request.set_retryable(true);
     request.add_rerun_blocks(*changed);
+  } else if (std::optional<std::string> file = ChangedRoundFile(error)) {
+    // Likewise for a round file: quantd runs the task that wrote it again.
+    request.set_error(std::string(error.message()));
+    request.set_retryable(true);
+    request.add_rerun_round_files(*file);
   } else {
     request.set_error(std::string(error.message()));
     request.set_retryable(IsRetryable(error));

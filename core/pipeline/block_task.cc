@@ -85,6 +85,8 @@ struct SplitStash {
 
 class BlockRunner {
  public:
+  // The layer groups of a dense block, in order (BlockRoundGroupTypes).
+  static const std::vector<std::vector<LayerType>>& DenseGroups();
   // `calibration`/`heldout`, when set, replace the input's hidden states
   // (a round's shard).
   BlockRunner(const BlockTaskInput& input, const LayerProgress& progress,
@@ -125,8 +127,6 @@ class BlockRunner {
   absl::StatusOr<BlockTaskOutput> FinishRounds();
 
  private:
-  // The dense block's layer groups in order.
-  static const std::vector<std::vector<LayerType>>& DenseGroups();
   // The weights the next group's inputs are computed with.
   const BlockWeights& Source() const {
     return recipe_.propagation == Propagation::kSequential ? working_
@@ -1249,6 +1249,11 @@ absl::Status CheckTaskInput(const BlockTaskInput& input) {
 }
 
 }  // namespace
+
+std::vector<LayerType> BlockRoundGroupTypes(int group) {
+  if (group < 0 || group >= kBlockRoundGroups) return {};
+  return BlockRunner::DenseGroups()[group];
+}
 
 absl::StatusOr<BlockRoundState> StartBlockRounds(const BlockTaskInput& input) {
   QUANT_RETURN_IF_ERROR(CheckTaskInput(input));

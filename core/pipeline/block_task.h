@@ -171,6 +171,9 @@ absl::StatusOr<BlockRoundState> StartBlockRounds(const BlockTaskInput& input);
 
 // The layer groups of a dense block (the rounds before the output).
 inline constexpr int kBlockRoundGroups = 4;
+// The layers group `group` quantizes: q, k, v; o; gate, up; down. Empty
+// outside 0..kBlockRoundGroups-1.
+std::vector<LayerType> BlockRoundGroupTypes(int group);
 
 // The statistics of group state.groups_done on one shard of one split:
 // `shard` holds the shard's entering states; `first_token`, for the

@@ -207,6 +207,46 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
 
 namespace pipeline_internal {
 
+absl::StatusOr<std::optional<QuantizationPlan>> JobChosenPlan(
+    const JobTaskContext& context, const JobInputs& inputs,
+    const TaskControl& control) {
+  if (!context.recipe.mixed_precision.has_value()) return std::nullopt;
+  // The first task to run measures the selection; the others read it. Its
+  // settings replace the plan's bits and group sizes.
+  QUANT_ASSIGN_OR_RETURN(const MixedPrecisionSelection selection,
+                         JobMixedPrecision(context, inputs, control));
+  QUANT_ASSIGN_OR_RETURN(QuantizationPlan chosen,
+                         ApplyMixedPrecision(selection, inputs.plan));
+  return chosen;
+}
+
+absl::StatusOr<BlockTaskInput> BlockInputFromJob(
+    const JobTaskContext& context, const JobInputs& inputs, int block,
+    const std::optional<QuantizationPlan>& chosen, const TaskControl& control) {
+  QUANT_ASSIGN_OR_RETURN(BlockWeights weights,
+                         LoadCheckedBlock(*inputs.checkpoint, block));
+  std::map<LayerType, RowMatrixF> previous;
+  if (inputs.previous.has_value()) {
+    absl::StatusOr<BlockWeights> theirs =
+        LoadBlockWeights(*inputs.previous->checkpoint, block);
+    if (!theirs.ok()) {
+      return absl::Status(
+          theirs.status().code(),
+          absl::StrCat("gates.compare_to: ", theirs.status().message()));
+    }
+    previous = PreviousLayersInSourceUnits(weights, *theirs,
+                                           !inputs.previous->used_awq);
+  }
+  BlockTaskInput input =
+      MakeBlockTaskInput(inputs, context.recipe, block, std::move(weights));
+  if (chosen.has_value()) input.settings = chosen->blocks[block];
+  input.previous = std::move(previous);
+  input.threads = context.threads;
+  input.file_system = context.file_system;
+  input.cancelled = control.cancelled;
+  return input;
+}
+
 absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
                                      const JobInputs& inputs, int block,
                                      const std::string& attempt_dir,
@@ -226,15 +266,9 @@ absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
     absl::Status made = MakeDirectory(attempt_dir, context.file_system);
     if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
   }
-  std::optional<QuantizationPlan> chosen;
-  if (context.recipe.mixed_precision.has_value()) {
-    // The first block task to run measures the selection (before this
-    // block's entering states are held); the others read it. Its settings
-    // replace the plan's bits and group sizes.
-    QUANT_ASSIGN_OR_RETURN(const MixedPrecisionSelection selection,
-                           JobMixedPrecision(context, inputs, control));
-    QUANT_ASSIGN_OR_RETURN(chosen, ApplyMixedPrecision(selection, inputs.plan));
-  }
+  // Before this block's entering states are held.
+  QUANT_ASSIGN_OR_RETURN(const std::optional<QuantizationPlan> chosen,
+                         JobChosenPlan(context, inputs, control));
   if (control.announce_block_steps) {
     Stage(control,
           absl::StrCat("computing the hidden states entering block ", block));
@@ -247,32 +281,15 @@ absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
   SourcePtr calibration, heldout;
   QUANT_RETURN_IF_ERROR(EnteringStates(context, inputs, block, &placement,
                                        &calibration, &heldout));
-  QUANT_ASSIGN_OR_RETURN(BlockWeights weights,
-                         LoadCheckedBlock(*inputs.checkpoint, block));
-  std::map<LayerType, RowMatrixF> previous;
-  if (inputs.previous.has_value()) {
-    absl::StatusOr<BlockWeights> theirs =
-        LoadBlockWeights(*inputs.previous->checkpoint, block);
-    if (!theirs.ok()) {
-      return absl::Status(
-          theirs.status().code(),
-          absl::StrCat("gates.compare_to: ", theirs.status().message()));
-    }
-    previous = PreviousLayersInSourceUnits(weights, *theirs,
-                                           !inputs.previous->used_awq);
-  }
-  BlockTaskInput input =
-      MakeBlockTaskInput(inputs, context.recipe, block, std::move(weights));
-  if (chosen.has_value()) input.settings = chosen->blocks[block];
-  input.previous = std::move(previous);
+  QUANT_ASSIGN_OR_RETURN(
+      BlockTaskInput input,
+      BlockInputFromJob(context, inputs, block, chosen, control));
   input.calibration_source = calibration.get();
   input.heldout_source = heldout.get();
-  input.threads = context.threads;
   // The block's own kept activations: in memory up to the bound, else in
   // the attempt's area (removed with the task).
   input.stash_dir = attempt_dir;
   input.max_stash_bytes = context.max_activation_bytes;
-  input.file_system = context.file_system;
   // The leaving states go straight to the attempt's files.
   const std::string prefix = BlockOutputPrefix(attempt_dir, block);
   const int64_t hidden = inputs.checkpoint->config().hidden_size;
@@ -288,7 +305,6 @@ absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
                                     hidden, context.file_system));
   input.calibration_sink = calibration_out.get();
   input.heldout_sink = heldout_out.get();
-  input.cancelled = control.cancelled;
   if (control.announce_block_steps) {
     Stage(control, absl::StrCat("quantizing block ", block));
   }

@@ -72,6 +72,12 @@ struct JobTaskContext {
   // unlisted one (a local run, an older coordinator) against its own
   // layers.json only.
   std::map<int, std::string> block_output_sha256;
+  // A round file (task_io.h: shard statistics, a reduce's delta, a shard's
+  // leaving states; by its name relative to work_dir) -> the sha256 the
+  // coordinator recorded when the task that published it completed. A
+  // listed file is checked before it is read (round_job_tasks.h); an
+  // unlisted one is trusted.
+  std::map<std::string, std::string> round_file_sha256;
   // Where the tasks' outputs are written (not owned, never null); tests
   // inject storage faults here.
   FileSystem* file_system = FileSystem::Default();

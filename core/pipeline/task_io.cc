@@ -1,8 +1,10 @@
 // Task files: hidden states, block outputs and exact layer-result JSON.
 #include "core/pipeline/task_io.h"
 
+#include <iterator>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/cord.h"
 #include "absl/strings/numbers.h"
@@ -328,8 +330,17 @@ absl::StatusOr<LayerResult> LayerResultFromTaskJson(const json& j) {
   return l;
 }
 
+namespace {
+
+// "block-00003": the name every file of block 3 starts with.
+std::string BlockStem(int block) {
+  return absl::StrFormat("block-%05d", block);
+}
+
+}  // namespace
+
 std::string BlockOutputPrefix(const std::string& dir, int block) {
-  return JoinPath(dir, absl::StrFormat("block-%05d", block));
+  return JoinPath(dir, BlockStem(block));
 }
 
 namespace {
@@ -438,7 +449,12 @@ absl::StatusOr<std::string> VerifyPublishedBlock(const std::string& dir,
                             ": records no sha256 of the block's tensors: not "
                             "the output of this version of the block task"));
   }
-  for (const char* suffix : kHashedSuffixes) {
+  std::vector<std::string> suffixes(std::begin(kHashedSuffixes),
+                                    std::end(kHashedSuffixes));
+  for (int g = 0; g < kBlockRoundGroups; ++g) {
+    suffixes.push_back(RoundDeltaSuffix(g));
+  }
+  for (const std::string& suffix : suffixes) {
     if (!doc["sha256"].contains(suffix)) continue;
     QUANT_RETURN_IF_ERROR(
         VerifyBlockFile(dir, block, suffix, layers_sha256, fs));
@@ -446,8 +462,34 @@ absl::StatusOr<std::string> VerifyPublishedBlock(const std::string& dir,
   return layers_sha256;
 }
 
-absl::Status WriteBlockOutput(const std::string& dir,
-                              const BlockTaskOutput& output, FileSystem* fs) {
+std::string ShardStatisticsFile(int block, int group, bool calibration,
+                                int shard) {
+  return absl::StrCat(BlockStem(block), ".rounds/g", group,
+                      calibration ? ".cal-" : ".heldout-",
+                      absl::Dec(shard, absl::kZeroPad4), ".stats.safetensors");
+}
+
+std::string BlockLayersFile(int block) {
+  return BlockStem(block) + ".layers.json";
+}
+
+std::string RoundDeltaSuffix(int group) {
+  return absl::StrCat(".rounds/g", group, ".delta.safetensors");
+}
+
+std::string RoundDeltaFile(int block, int group) {
+  return BlockStem(block) + RoundDeltaSuffix(group);
+}
+
+std::string ShardOutputFile(int block, bool calibration, int shard) {
+  return absl::StrCat(BlockStem(block), ".rounds/",
+                      calibration ? "cal-" : "heldout-",
+                      absl::Dec(shard, absl::kZeroPad4), ".out.safetensors");
+}
+
+absl::Status WriteBlockOutput(
+    const std::string& dir, const BlockTaskOutput& output, FileSystem* fs,
+    const std::vector<std::string>& round_delta_sha256) {
   const std::string prefix = BlockOutputPrefix(dir, output.block);
   QUANT_RETURN_IF_ERROR(WriteSafetensors(
       prefix + ".safetensors", AsTensorsToWrite(output.tensors), {}, fs));
@@ -473,6 +515,9 @@ absl::Status WriteBlockOutput(const std::string& dir,
     QUANT_ASSIGN_OR_RETURN(std::string digest, Sha256File(path, fs));
     sha256[suffix] = std::move(digest);
   }
+  for (size_t g = 0; g < round_delta_sha256.size(); ++g) {
+    sha256[RoundDeltaSuffix(static_cast<int>(g))] = round_delta_sha256[g];
+  }
   // Last: its presence means the block's other files are complete.
   // The level matters to every later reader: results differ in the last
   // bits between levels, and a job's blocks must not mix them.
@@ -491,11 +536,16 @@ absl::Status WriteBlockOutput(const std::string& dir,
 
 absl::Status PublishBlockOutput(const std::string& attempt_dir,
                                 const std::string& work_dir, int block,
-                                FileSystem* fs) {
+                                FileSystem* fs, bool leaving_states) {
   const std::string from = BlockOutputPrefix(attempt_dir, block);
   const std::string to = BlockOutputPrefix(work_dir, block);
-  for (const char* suffix : {".safetensors", ".cal.safetensors",
-                             ".heldout.safetensors", ".layers.json"}) {
+  std::vector<const char*> suffixes = {".safetensors"};
+  if (leaving_states) {
+    suffixes.push_back(".cal.safetensors");
+    suffixes.push_back(".heldout.safetensors");
+  }
+  suffixes.push_back(".layers.json");
+  for (const char* suffix : suffixes) {
     const absl::Status renamed = fs->RenameFile(from + suffix, to + suffix);
     if (!renamed.ok()) {
       return absl::Status(

@@ -15,6 +15,17 @@
 //                   <dir>/block-00003.cal.safetensors / .heldout.safetensors
 //                                                   the hidden states leaving
 //                                                   it
+//   rounds          <dir>/block-00003.rounds/...      a sequential dense
+//                                                   block run as rounds
+//                                                   (round_job_tasks.h):
+//                   g1.cal-0002.stats.safetensors   group 1's statistics
+//                                                   on calibration shard 2
+//                   g1.delta.safetensors            what group 1's reduce
+//                                                   changed
+//                   cal-0002.out.safetensors        the states leaving the
+//                                                   block for that shard
+//                   (such a block publishes no .cal/.heldout files; its
+//                   layers.json records the deltas' sha256)
 // Every file is written atomically (temporary name, then rename), so a
 // reader sees a whole file or none. Writes go through a FileSystem (default:
 // POSIX) so tests can inject storage faults.
@@ -43,12 +54,28 @@ absl::StatusOr<LayerResult> LayerResultFromTaskJson(const nlohmann::json& j);
 // "<dir>/block-00003" for block 3: the prefix of its files.
 std::string BlockOutputPrefix(const std::string& dir, int block);
 
+// The round files of block `block`, by name relative to the work
+// directory.
+std::string ShardStatisticsFile(int block, int group, bool calibration,
+                                int shard);
+std::string RoundDeltaFile(int block, int group);
+std::string ShardOutputFile(int block, bool calibration, int shard);
+// "block-00003.layers.json": block 3's layer results, relative to the work
+// directory (the marker a block's task reports).
+std::string BlockLayersFile(int block);
+// RoundDeltaFile(block, group) after the block's prefix: the key of its
+// sha256 in a rounds block's layers.json (VerifyBlockFile's suffix).
+std::string RoundDeltaSuffix(int group);
+
 // Writes the block's tensors, layer results and leaving hidden states (those
 // only when `output` holds them: a task given sinks for its leaving states
 // has written them to <dir>/block-NNNNN.{cal,heldout}.safetensors itself).
-absl::Status WriteBlockOutput(const std::string& dir,
-                              const BlockTaskOutput& output,
-                              FileSystem* fs = FileSystem::Default());
+// `round_delta_sha256` (a block run as rounds): each group's delta's
+// sha256, recorded in layers.json for the tasks that read them later.
+absl::Status WriteBlockOutput(
+    const std::string& dir, const BlockTaskOutput& output,
+    FileSystem* fs = FileSystem::Default(),
+    const std::vector<std::string>& round_delta_sha256 = {});
 
 // Moves block `block`'s files from `attempt_dir` into `work_dir` by rename
 // (both on one file system), the layer results last: a reader that finds
@@ -56,9 +83,12 @@ absl::Status WriteBlockOutput(const std::string& dir,
 // run of a block writes the same bytes. A failed publish leaves the layer
 // results unpublished; files renamed before the failure are replaced by the
 // next run's identical ones.
+// `leaving_states` false: the block was run as rounds, whose shards publish
+// the leaving states themselves.
 absl::Status PublishBlockOutput(const std::string& attempt_dir,
                                 const std::string& work_dir, int block,
-                                FileSystem* fs = FileSystem::Default());
+                                FileSystem* fs = FileSystem::Default(),
+                                bool leaving_states = true);
 
 // What the finalize task needs from a block: its tensors and layer results.
 struct StoredBlockOutput {

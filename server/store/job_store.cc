@@ -20,7 +20,9 @@ absl::StatusOr<Enum> ParseName(absl::string_view name,
 constexpr const char* kJobStates[] = {"QUEUED", "RUNNING", "SUCCEEDED",
                                       "FAILED", "CANCELLED"};
 constexpr const char* kTaskStates[] = {"PENDING", "LEASED", "DONE", "FAILED"};
-constexpr const char* kTaskKinds[] = {"block", "finalize"};
+constexpr const char* kTaskKinds[] = {"block", "finalize", "shard_stats",
+                                      "reduce", "shard_output"};
+constexpr const char* kTaskSplits[] = {"", "calibration", "heldout"};
 constexpr const char* kVerdicts[] = {"", "PASS", "FAIL"};
 
 }  // namespace
@@ -33,6 +35,9 @@ const char* TaskStateName(TaskState state) {
 }
 const char* TaskKindName(TaskKind kind) {
   return kTaskKinds[static_cast<int>(kind)];
+}
+const char* TaskSplitName(TaskSplit split) {
+  return kTaskSplits[static_cast<int>(split)];
 }
 const char* VerdictName(Verdict verdict) {
   return kVerdicts[static_cast<int>(verdict)];
@@ -47,8 +52,32 @@ absl::StatusOr<TaskState> ParseTaskState(absl::string_view name) {
 absl::StatusOr<TaskKind> ParseTaskKind(absl::string_view name) {
   return ParseName<TaskKind>(name, kTaskKinds, "task kind");
 }
+absl::StatusOr<TaskSplit> ParseTaskSplit(absl::string_view name) {
+  return ParseName<TaskSplit>(name, kTaskSplits, "task split");
+}
 absl::StatusOr<Verdict> ParseVerdict(absl::string_view name) {
   return ParseName<Verdict>(name, kVerdicts, "verdict");
+}
+
+std::string DescribeTaskWork(TaskKind kind, int block, int group,
+                             TaskSplit split, int shard) {
+  const char* split_name =
+      split == TaskSplit::kHeldout ? "held-out" : "calibration";
+  switch (kind) {
+    case TaskKind::kBlock:
+      return absl::StrCat("block ", block);
+    case TaskKind::kFinalize:
+      return "finalize";
+    case TaskKind::kShardStats:
+      return absl::StrCat("block ", block, " group ", group, ": ", split_name,
+                          " shard ", shard);
+    case TaskKind::kReduce:
+      return absl::StrCat("block ", block, " group ", group, ": reduce");
+    case TaskKind::kShardOutput:
+      return absl::StrCat("block ", block, ": ", split_name, " shard ", shard,
+                          " output");
+  }
+  return "unknown task";
 }
 
 bool IsTerminal(JobState state) {

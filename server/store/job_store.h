@@ -31,17 +31,23 @@ namespace quant::store {
 
 enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
 enum class TaskState { kPending, kLeased, kDone, kFailed };
-enum class TaskKind { kBlock, kFinalize };
+// kShardStats, kReduce and kShardOutput: a sequential dense block run as
+// rounds of small tasks (core/pipeline/round_job_tasks.h).
+enum class TaskKind { kBlock, kFinalize, kShardStats, kReduce, kShardOutput };
+// The split a shard task covers.
+enum class TaskSplit { kNone, kCalibration, kHeldout };
 enum class Verdict { kNone, kPass, kFail };
 
 // "QUEUED", "PENDING", "block", "PASS" ("" for kNone), ...
 const char* JobStateName(JobState state);
 const char* TaskStateName(TaskState state);
 const char* TaskKindName(TaskKind kind);
+const char* TaskSplitName(TaskSplit split);  // "", "calibration", "heldout"
 const char* VerdictName(Verdict verdict);
 absl::StatusOr<JobState> ParseJobState(absl::string_view name);
 absl::StatusOr<TaskState> ParseTaskState(absl::string_view name);
 absl::StatusOr<TaskKind> ParseTaskKind(absl::string_view name);
+absl::StatusOr<TaskSplit> ParseTaskSplit(absl::string_view name);
 absl::StatusOr<Verdict> ParseVerdict(absl::string_view name);
 // SUCCEEDED, FAILED or CANCELLED.
 bool IsTerminal(JobState state);
@@ -95,7 +101,12 @@ struct JobPage {
 struct TaskSpec {
   int index = 0;
   TaskKind kind = TaskKind::kBlock;
-  int block = -1;               // decoder block; -1 for finalize
+  int block = -1;  // decoder block; -1 for finalize
+  // Round tasks: the layer group (shard statistics, reduce), the split and
+  // the shard (shard statistics and output); -1 / kNone otherwise.
+  int group = -1;
+  TaskSplit split = TaskSplit::kNone;
+  int shard = -1;
   std::vector<int> depends_on;  // lower indices of the same job
 };
 
@@ -104,6 +115,9 @@ struct Task {
   int index = 0;
   TaskKind kind = TaskKind::kBlock;
   int block = -1;
+  int group = -1;  // As in TaskSpec.
+  TaskSplit split = TaskSplit::kNone;
+  int shard = -1;
   std::vector<int> depends_on;
   TaskState state = TaskState::kPending;
   int attempts = 0;  // leases handed out so far
@@ -120,6 +134,16 @@ struct Task {
   std::string output_sha256;
   std::string error;  // latest failure
 };
+
+// What a task computes, for people: "block 3", "finalize", "block 3 group
+// 1: calibration shard 2", "block 3 group 1: reduce", "block 3: held-out
+// shard 0 output".
+std::string DescribeTaskWork(TaskKind kind, int block, int group,
+                             TaskSplit split, int shard);
+inline std::string DescribeTaskWork(const Task& task) {
+  return DescribeTaskWork(task.kind, task.block, task.group, task.split,
+                          task.shard);
+}
 
 struct Lease {
   std::string lease_id;

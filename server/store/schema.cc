@@ -101,6 +101,18 @@ ALTER TABLE jobs ADD COLUMN isa TEXT NOT NULL DEFAULT '';
     R"sql(
 ALTER TABLE tasks ADD COLUMN output_sha256 TEXT NOT NULL DEFAULT '';
 )sql",
+    // 5 -> 6: round tasks of a block (docs/DATA_PARALLEL.md): the layer
+    // group, the split and the shard a task covers (-1 / '' for block and
+    // finalize tasks, which is what every earlier task is); and the jobs'
+    // turns for fair leasing.
+    R"sql(
+ALTER TABLE tasks ADD COLUMN grp INTEGER NOT NULL DEFAULT -1;
+ALTER TABLE tasks ADD COLUMN split TEXT NOT NULL DEFAULT '';
+ALTER TABLE tasks ADD COLUMN shard INTEGER NOT NULL DEFAULT -1;
+-- The order in which jobs last had a task leased (larger: more recent), so
+-- leases go round the jobs with runnable tasks.
+ALTER TABLE jobs ADD COLUMN lease_turn INTEGER NOT NULL DEFAULT 0;
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

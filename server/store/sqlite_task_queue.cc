@@ -15,10 +15,7 @@ namespace {
 // "job job-000001 task 3 (block 3)" / "... task 5 (finalize)".
 std::string DescribeTask(const Task& task) {
   return absl::StrCat("job ", task.job_id, " task ", task.index, " (",
-                      task.kind == TaskKind::kBlock
-                          ? absl::StrCat("block ", task.block)
-                          : std::string("finalize"),
-                      ")");
+                      DescribeTaskWork(task), ")");
 }
 
 absl::Status ValidatePlan(const std::string& job_id,
@@ -41,9 +38,29 @@ absl::Status ValidatePlan(const std::string& job_id,
           absl::StrCat(where, ".index ", task.index, " is used twice"));
     }
     seen[task.index] = true;
-    if (task.kind == TaskKind::kBlock && task.block < 0) {
+    const bool round = task.kind == TaskKind::kShardStats ||
+                       task.kind == TaskKind::kReduce ||
+                       task.kind == TaskKind::kShardOutput;
+    if ((task.kind == TaskKind::kBlock || round) && task.block < 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".block is ", task.block, "; a ",
+                       TaskKindName(task.kind), " task needs a block"));
+    }
+    const bool grouped =
+        task.kind == TaskKind::kShardStats || task.kind == TaskKind::kReduce;
+    const bool sharded = task.kind == TaskKind::kShardStats ||
+                         task.kind == TaskKind::kShardOutput;
+    if (grouped != (task.group >= 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
-          where, ".block is ", task.block, "; a block task needs a block"));
+          where, ".group is ", task.group, "; a ", TaskKindName(task.kind),
+          grouped ? " task needs a layer group" : " task has none"));
+    }
+    if (sharded != (task.shard >= 0) ||
+        sharded != (task.split != TaskSplit::kNone)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": shard ", task.shard, " of split \"",
+          TaskSplitName(task.split), "\"; a ", TaskKindName(task.kind),
+          sharded ? " task needs both" : " task has neither"));
     }
     std::vector<bool> dep_seen(tasks.size(), false);
     for (int dep : task.depends_on) {
@@ -85,20 +102,21 @@ absl::Status SqliteJobStore::PlanTasks(const std::string& job_id,
   QUANT_ASSIGN_OR_RETURN(
       Statement insert_task,
       db_->Prepare("INSERT INTO tasks(job_seq, idx, kind, block, depends_on, "
-                   "state, updated_ms) VALUES (?1, ?2, ?3, ?4, ?5, 'PENDING', "
-                   "?6)"));
+                   "state, updated_ms, grp, split, shard) VALUES (?1, ?2, ?3, "
+                   "?4, ?5, 'PENDING', ?6, ?7, ?8, ?9)"));
   QUANT_ASSIGN_OR_RETURN(
       Statement insert_dep,
       db_->Prepare("INSERT INTO task_deps(job_seq, idx, dep_idx) "
                    "VALUES (?1, ?2, ?3)"));
   for (const TaskSpec& task : sorted) {
     insert_task.Reset();
-    const int block = task.kind == TaskKind::kBlock ? task.block : -1;
-    QUANT_RETURN_IF_ERROR(insert_task
-                              .BindAll(job.seq, task.index,
-                                       TaskKindName(task.kind), block,
-                                       DependsOnJson(task.depends_on), now)
-                              .Run());
+    const int block = task.kind == TaskKind::kFinalize ? -1 : task.block;
+    QUANT_RETURN_IF_ERROR(
+        insert_task
+            .BindAll(job.seq, task.index, TaskKindName(task.kind), block,
+                     DependsOnJson(task.depends_on), now, task.group,
+                     TaskSplitName(task.split), task.shard)
+            .Run());
     for (int dep : task.depends_on) {
       insert_dep.Reset();
       QUANT_RETURN_IF_ERROR(insert_dep.BindAll(job.seq, task.index, dep).Run());
@@ -309,6 +327,10 @@ absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
       ExpireLeasesLocked(now, /*fail_exhausted=*/false).status());
   // Runnable: PENDING, job QUEUED/RUNNING, no dependency that is not DONE,
   // and the job's kernel level one the worker runs (or not chosen yet).
+  // Jobs take turns (the one whose last lease is oldest first), so one
+  // job's many shard tasks do not starve another job; inside a job, plan
+  // order, except that a shard task whose shard this worker ran before
+  // comes first (its inputs may still be in the worker's page cache).
   QUANT_ASSIGN_OR_RETURN(
       Statement next,
       db_->Prepare(
@@ -318,8 +340,12 @@ absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
           "ON u.job_seq = d.job_seq AND u.idx = d.dep_idx WHERE d.job_seq = "
           "t.job_seq AND d.idx = t.idx AND u.state != 'DONE') AND (?1 = 0 OR "
           "j.isa = '' OR j.isa IN (SELECT value FROM json_each(?2))) "
-          "ORDER BY t.job_seq, t.idx LIMIT 1"));
-  next.BindAll(worker_levels.empty() ? 0 : 1, WarningsToJson(worker_levels));
+          "ORDER BY j.lease_turn, t.job_seq, (t.shard >= 0 AND EXISTS "
+          "(SELECT 1 FROM tasks p WHERE p.job_seq = t.job_seq AND p.split = "
+          "t.split AND p.shard = t.shard AND p.block >= t.block - 1 AND "
+          "p.worker_id = ?3 AND p.state = 'DONE')) DESC, t.idx LIMIT 1"));
+  next.BindAll(worker_levels.empty() ? 0 : 1, WarningsToJson(worker_levels),
+               worker_id);
   QUANT_ASSIGN_OR_RETURN(bool found, next.Step());
   if (!found) {
     QUANT_RETURN_IF_ERROR(txn->Commit());
@@ -337,6 +363,11 @@ absl::StatusOr<std::optional<Lease>> SqliteJobStore::LeaseTask(
   QUANT_RETURN_IF_ERROR(take.BindAll(job_seq, index, lease_id, worker_id,
                                      lease_ms, now + lease_ms, now)
                             .Run());
+  QUANT_ASSIGN_OR_RETURN(
+      Statement turn,
+      db_->Prepare("UPDATE jobs SET lease_turn = (SELECT MAX(lease_turn) + 1 "
+                   "FROM jobs) WHERE seq = ?1"));
+  QUANT_RETURN_IF_ERROR(turn.BindAll(job_seq).Run());
   QUANT_ASSIGN_OR_RETURN(JobRow before, FindJobBySeq(job_seq));
   std::string job_isa = before.job.isa;
   const bool isa_chosen = job_isa.empty() && !worker_levels.empty();

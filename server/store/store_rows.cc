@@ -108,6 +108,9 @@ absl::StatusOr<TaskRow> ReadTaskRow(const Statement& stmt) {
   QUANT_ASSIGN_OR_RETURN(row.job_state, ParseJobState(stmt.ColumnText(15)));
   task.budget_start = static_cast<int>(stmt.ColumnInt64(16));
   task.output_sha256 = stmt.ColumnText(17);
+  task.group = static_cast<int>(stmt.ColumnInt64(18));
+  QUANT_ASSIGN_OR_RETURN(task.split, ParseTaskSplit(stmt.ColumnText(19)));
+  task.shard = static_cast<int>(stmt.ColumnInt64(20));
   return row;
 }
 

@@ -441,30 +441,6 @@ TEST_F(JobTasksTest, FinalizeFailsNamingAnUnreadableBlockFile) {
   EXPECT_TRUE(FileExists(out + "/model.safetensors"));
 }
 
-// A block's layers.json without the measured times, which differ by run.
-nlohmann::json LayersWithoutTimes(const std::string& dir, int block) {
-  auto text = ReadFileToString(BlockOutputPrefix(dir, block) + ".layers.json");
-  EXPECT_TRUE(text.ok()) << text.status();
-  nlohmann::json doc = nlohmann::json::parse(text.ok() ? *text : "{}");
-  std::function<void(nlohmann::json&)> strip = [&](nlohmann::json& j) {
-    if (j.is_object()) {
-      for (auto it = j.begin(); it != j.end();) {
-        const std::string& key = it.key();
-        if (key.size() >= 7 && key.compare(key.size() - 7, 7, "seconds") == 0) {
-          it = j.erase(it);
-        } else {
-          strip(*it);
-          ++it;
-        }
-      }
-    } else if (j.is_array()) {
-      for (nlohmann::json& item : j) strip(item);
-    }
-  };
-  strip(doc);
-  return doc;
-}
-
 // Over the activation bound a block task keeps its hidden states in spill
 // files in its attempt area (the embeddings, the float blocks an
 // independent block runs through, the previous block's output read a chunk
@@ -509,8 +485,8 @@ TEST_F(JobTasksTest, SpilledActivationsPublishTheSameBytes) {
                       BlockOutputPrefix(in_memory.work_dir, block) + suffix))
             << "block " << block << suffix;
       }
-      EXPECT_EQ(LayersWithoutTimes(spilled.work_dir, block),
-                LayersWithoutTimes(in_memory.work_dir, block));
+      EXPECT_EQ(testing::LayersWithoutTimes(spilled.work_dir, block),
+                testing::LayersWithoutTimes(in_memory.work_dir, block));
     }
     // The spilled run wrote more than its outputs: its spill files.
     int64_t published = 0;

@@ -1,11 +1,14 @@
 // Shared setup for the pipeline tests.
 #include "tests/pipeline/pipeline_fixture.h"
 
+#include <functional>
+
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/calib/calibration_file.h"
 #include "core/model/linear_layers.h"
 #include "core/pipeline/quantization_plan.h"
+#include "core/pipeline/task_io.h"
 #include "gtest/gtest.h"
 #include "tests/support/test_env.h"
 
@@ -93,6 +96,29 @@ absl::StatusOr<BlockTaskInput> Block0Input(const LoadedModel& loaded,
   QUANT_ASSIGN_OR_RETURN(input.heldout,
                          Embedded(*loaded.model, loaded.split.heldout));
   return input;
+}
+
+nlohmann::json LayersWithoutTimes(const std::string& dir, int block) {
+  auto text = ReadFileToString(BlockOutputPrefix(dir, block) + ".layers.json");
+  EXPECT_TRUE(text.ok()) << text.status();
+  nlohmann::json doc = nlohmann::json::parse(text.ok() ? *text : "{}");
+  std::function<void(nlohmann::json&)> strip = [&](nlohmann::json& j) {
+    if (j.is_object()) {
+      for (auto it = j.begin(); it != j.end();) {
+        const std::string& key = it.key();
+        if (key.size() >= 7 && key.compare(key.size() - 7, 7, "seconds") == 0) {
+          it = j.erase(it);
+        } else {
+          strip(*it);
+          ++it;
+        }
+      }
+    } else if (j.is_array()) {
+      for (nlohmann::json& item : j) strip(item);
+    }
+  };
+  strip(doc);
+  return doc;
 }
 
 std::string ReadOrEmpty(const std::string& path) {

@@ -18,6 +18,7 @@
 #include "core/recipe/recipe.h"
 #include "core/text/tokenizer.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/support/test_env.h"
 
 namespace quant::testing {
@@ -69,6 +70,10 @@ absl::StatusOr<BlockTaskInput> Block0Input(const LoadedModel& loaded,
 
 // The file's bytes; "" (and a test failure) when it cannot be read.
 std::string ReadOrEmpty(const std::string& path);
+
+// A block's layers.json in `dir` without the measured times (keys ending
+// in "seconds"), which differ by run.
+nlohmann::json LayersWithoutTimes(const std::string& dir, int block);
 
 // Counts the blocks a local run computed and the ones it found published
 // in its work directory, and keeps the stages it reported.

@@ -102,9 +102,7 @@ PlannedJob MakePlannedJob(Clock* clock, int max_attempts,
   if (!created.ok()) return out;
   out.id = created->job.id;
   bool planned = false;
-  EXPECT_TRUE(EnsureJobPlanned(*out.store, out.id, 1, Propagation::kSequential,
-                               &planned)
-                  .ok());
+  EXPECT_TRUE(EnsureJobPlanned(*out.store, out.id, out.spec, &planned).ok());
   return out;
 }
 

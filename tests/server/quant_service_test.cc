@@ -25,6 +25,7 @@
 #include "quant/v1/service.grpc.pb.h"
 #include "quant/v1/worker.grpc.pb.h"
 #include "server/quantd_server.h"
+#include "server/task_plan.h"
 #include "tests/server/reflection_probe.h"
 #include "tests/support/test_env.h"
 
@@ -197,7 +198,10 @@ TEST_F(QuantServiceTest, EstimateJobPredictsAndCreatesNothing) {
     ASSERT_TRUE(status.ok()) << status.error_message();
   }
   EXPECT_EQ(estimate.blocks(), 5);
-  EXPECT_EQ(estimate.tasks(), 6);
+  // Rounds of 1 calibration and 1 held-out shard per layer group.
+  EXPECT_EQ(estimate.tasks(),
+            static_cast<int>(
+                server::PlanRoundTasks(5, RoundShardCounts{1, 1}).size()));
   EXPECT_EQ(estimate.calibration_tokens(), 8 * 64);
   EXPECT_EQ(estimate.heldout_tokens(), 8 * 64);
   // gptq format: the MLP layers (K or N = 172) are kept.
@@ -293,18 +297,22 @@ TEST_F(QuantServiceTest, CreateJobRecordsAQueuedJobWithItsPlan) {
   EXPECT_EQ(job.progress().blocks_done(), 0);
   EXPECT_GT(job.create_time().seconds(), 0);
 
-  // The plan: 5 chained block tasks, then finalize after all of them.
+  // The plan: a sequential dense job's blocks as rounds (8 sequences: one
+  // shard per split), then finalize after every block's last reduce.
   auto tasks = server_->store().ListTasks(job.id());
   ASSERT_TRUE(tasks.ok()) << tasks.status();
-  ASSERT_EQ(tasks->size(), 6u);
-  EXPECT_TRUE((*tasks)[0].depends_on.empty());
-  for (int i = 1; i < 5; ++i) {
-    EXPECT_EQ((*tasks)[i].kind, store::TaskKind::kBlock);
-    EXPECT_EQ((*tasks)[i].block, i);
-    EXPECT_EQ((*tasks)[i].depends_on, std::vector<int>{i - 1});
+  const std::vector<store::TaskSpec> planned =
+      server::PlanRoundTasks(5, RoundShardCounts{1, 1});
+  ASSERT_EQ(tasks->size(), planned.size());
+  for (size_t i = 0; i < planned.size(); ++i) {
+    EXPECT_EQ((*tasks)[i].kind, planned[i].kind);
+    EXPECT_EQ((*tasks)[i].block, planned[i].block);
+    EXPECT_EQ((*tasks)[i].group, planned[i].group);
+    EXPECT_EQ((*tasks)[i].split, planned[i].split);
+    EXPECT_EQ((*tasks)[i].shard, planned[i].shard);
+    EXPECT_EQ((*tasks)[i].depends_on, planned[i].depends_on);
   }
-  EXPECT_EQ((*tasks)[5].kind, store::TaskKind::kFinalize);
-  EXPECT_EQ((*tasks)[5].depends_on, (std::vector<int>{0, 1, 2, 3, 4}));
+  EXPECT_EQ(tasks->back().kind, store::TaskKind::kFinalize);
   auto events = server_->store().ListEvents(job.id(), 0, 0);
   ASSERT_TRUE(events.ok());
   ASSERT_EQ(events->size(), 1u);
@@ -428,7 +436,9 @@ TEST_F(QuantServiceTest, RequestIdMakesCreateIdempotent) {
   EXPECT_EQ(AllJobs().size(), 1u);
   auto tasks = server_->store().ListTasks(first.id());
   ASSERT_TRUE(tasks.ok());
-  EXPECT_EQ(tasks->size(), 6u);  // Planned once.
+  EXPECT_EQ(tasks->size(),
+            server::PlanRoundTasks(5, RoundShardCounts{1, 1}).size());
+  // Planned once.
 
   request.mutable_recipe()->set_bits(8);
   v1::Job other;

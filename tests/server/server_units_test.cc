@@ -16,6 +16,7 @@
 #include "core/base/clock.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
+#include "core/pipeline/task_io.h"
 #include "core/recipe/recipe.h"
 #include "gtest/gtest.h"
 #include "server/artifact_store.h"
@@ -373,6 +374,84 @@ TEST(TaskPlanTest, SequentialChainsIndependentDoesNot) {
   EXPECT_EQ(independent[3].depends_on, (std::vector<int>{0, 1, 2}));
 }
 
+TEST(TaskPlanTest, RoundsChainShardsAndReduces) {
+  // 2 blocks, 2 calibration shards and 1 held-out shard: per block 4
+  // rounds of 3 shard tasks and a reduce; block 0's 3 shard outputs; the
+  // finalize.
+  const std::vector<store::TaskSpec> plan =
+      PlanRoundTasks(2, RoundShardCounts{2, 1});
+  ASSERT_EQ(plan.size(), 2u * 16 + 3 + 1);
+  auto find = [&](store::TaskKind kind, int block, int group,
+                  store::TaskSplit split, int shard) {
+    for (const store::TaskSpec& t : plan) {
+      if (t.kind == kind && t.block == block && t.group == group &&
+          t.split == split && t.shard == shard) {
+        return t.index;
+      }
+    }
+    ADD_FAILURE() << store::DescribeTaskWork(kind, block, group, split, shard)
+                  << " is not planned";
+    return -1;
+  };
+  using store::TaskKind;
+  using store::TaskSplit;
+  for (int i = 0; i < static_cast<int>(plan.size()); ++i) {
+    EXPECT_EQ(plan[i].index, i);
+  }
+  // Block 0's first round needs nothing; later rounds need the reduce
+  // before them; a reduce needs its round's shards.
+  EXPECT_TRUE(plan[find(TaskKind::kShardStats, 0, 0, TaskSplit::kHeldout, 0)]
+                  .depends_on.empty());
+  const int reduce_0_1 = find(TaskKind::kReduce, 0, 1, TaskSplit::kNone, -1);
+  EXPECT_EQ(plan[find(TaskKind::kShardStats, 0, 2, TaskSplit::kCalibration, 1)]
+                .depends_on,
+            std::vector<int>{reduce_0_1});
+  EXPECT_EQ(plan[reduce_0_1].depends_on,
+            (std::vector<int>{
+                find(TaskKind::kShardStats, 0, 1, TaskSplit::kCalibration, 0),
+                find(TaskKind::kShardStats, 0, 1, TaskSplit::kCalibration, 1),
+                find(TaskKind::kShardStats, 0, 1, TaskSplit::kHeldout, 0)}));
+  // Block 1's first round needs only its shard's output of block 0, which
+  // needs block 0's last reduce.
+  const int reduce_0_3 = find(TaskKind::kReduce, 0, 3, TaskSplit::kNone, -1);
+  const int out_0_cal_1 =
+      find(TaskKind::kShardOutput, 0, -1, TaskSplit::kCalibration, 1);
+  EXPECT_EQ(plan[out_0_cal_1].depends_on, std::vector<int>{reduce_0_3});
+  EXPECT_EQ(plan[find(TaskKind::kShardStats, 1, 0, TaskSplit::kCalibration, 1)]
+                .depends_on,
+            std::vector<int>{out_0_cal_1});
+  // Nothing reads the last block's leaving states; the finalize needs each
+  // block's last reduce.
+  for (const store::TaskSpec& t : plan) {
+    EXPECT_FALSE(t.kind == TaskKind::kShardOutput && t.block == 1);
+  }
+  EXPECT_EQ(plan.back().kind, TaskKind::kFinalize);
+  EXPECT_EQ(plan.back().depends_on,
+            (std::vector<int>{reduce_0_3, find(TaskKind::kReduce, 1, 3,
+                                               TaskSplit::kNone, -1)}));
+  // The files round tasks publish, by name.
+  store::Task shard;
+  shard.kind = TaskKind::kShardStats;
+  shard.block = 1;
+  shard.group = 2;
+  shard.split = TaskSplit::kHeldout;
+  shard.shard = 0;
+  EXPECT_EQ(RoundFileOf(shard), ShardStatisticsFile(1, 2, false, 0));
+  store::Task last_reduce;
+  last_reduce.kind = TaskKind::kReduce;
+  last_reduce.block = 1;
+  last_reduce.group = 3;
+  EXPECT_EQ(RoundFileOf(last_reduce), std::nullopt);
+  last_reduce.group = 2;
+  EXPECT_EQ(RoundFileOf(last_reduce), RoundDeltaFile(1, 2));
+  // A JobSpec with rounds plans them; without, block tasks.
+  JobSpec spec;
+  spec.num_blocks = 2;
+  EXPECT_EQ(PlanJobTasks(spec).size(), 3u);
+  spec.rounds = RoundShardCounts{2, 1};
+  EXPECT_EQ(PlanJobTasks(spec).size(), plan.size());
+}
+
 TEST(FileArtifactStoreTest, ContentAddressedAndBounded) {
   const std::string root = RealTempDir() + "/art";
   auto store = FileArtifactStore::Open("file://" + root, 16);
@@ -435,14 +514,13 @@ TEST(TaskPlanTest, EnsureJobPlannedIsSafeToRace) {
     const std::string id = job->job.id;
     absl::Status a, b;
     bool planned_a = false, planned_b = false;
-    std::thread first([&] {
-      a = EnsureJobPlanned(**store, id, 3, Propagation::kSequential,
-                           &planned_a);
-    });
-    std::thread second([&] {
-      b = EnsureJobPlanned(**store, id, 3, Propagation::kSequential,
-                           &planned_b);
-    });
+    JobSpec spec;
+    spec.num_blocks = 3;
+    if (i % 2 == 1) spec.rounds = RoundShardCounts{2, 1};
+    std::thread first(
+        [&] { a = EnsureJobPlanned(**store, id, spec, &planned_a); });
+    std::thread second(
+        [&] { b = EnsureJobPlanned(**store, id, spec, &planned_b); });
     first.join();
     second.join();
     EXPECT_TRUE(a.ok()) << a;
@@ -450,7 +528,7 @@ TEST(TaskPlanTest, EnsureJobPlannedIsSafeToRace) {
     EXPECT_TRUE(planned_a != planned_b) << "exactly one call plans";
     auto tasks = (*store)->ListTasks(id);
     ASSERT_TRUE(tasks.ok());
-    EXPECT_EQ(tasks->size(), 4u);
+    EXPECT_EQ(tasks->size(), PlanJobTasks(spec).size());
   }
 }
 

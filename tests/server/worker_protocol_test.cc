@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <mutex>
@@ -81,6 +82,9 @@ class WorkerProtocolTest : public ::testing::Test {
     options.workers.heartbeat_ms = 100;
     options.workers.max_wait_ms = 4000;
     options.upkeep_interval = std::chrono::milliseconds(50);
+    // The protocol on block tasks; RoundTasksCarryTheirShardAndTheFiles...
+    // covers round tasks.
+    options.round_tasks = false;
     return options;
   }
 
@@ -265,6 +269,114 @@ TEST_F(WorkerProtocolTest, LeaseHandsOutTheTaskWithEverythingItNeeds) {
   EXPECT_EQ(worker_->CompleteTask(Context().get(), complete, &complete_response)
                 .error_code(),
             grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_F(WorkerProtocolTest, RoundTasksCarryTheirShardAndTheFilesTheyRead) {
+  QuantdOptions options = Options();
+  options.round_tasks = true;
+  ASSERT_NO_FATAL_FAILURE(Start(options));
+  const std::string worker_id = Register();
+  const v1::Job job = CreateJob();  // 4 sequences: one shard per split.
+  auto lease = [&](v1::TaskKind kind) {
+    v1::LeaseTaskResponse leased;
+    EXPECT_TRUE(Lease(worker_id, 2000, &leased).ok());
+    EXPECT_TRUE(leased.has_task());
+    EXPECT_EQ(leased.task().kind(), kind) << leased.task().ShortDebugString();
+    return leased;
+  };
+  auto complete = [&](const v1::LeaseTaskResponse& leased,
+                      const std::string& uri, const std::string& sha256,
+                      bool empty_shard) {
+    v1::CompleteTaskRequest request;
+    request.set_lease_id(leased.lease_id());
+    request.set_worker_id(worker_id);
+    request.set_output_uri(uri);
+    request.set_output_sha256(sha256);
+    request.set_empty_shard(empty_shard);
+    v1::CompleteTaskResponse response;
+    return worker_->CompleteTask(Context().get(), request, &response);
+  };
+  const v1::LeaseTaskResponse calibration = lease(v1::TASK_KIND_SHARD_STATS);
+  const v1::Task& task = calibration.task();
+  EXPECT_EQ(task.block(), 0);
+  EXPECT_EQ(task.group(), 0);
+  EXPECT_EQ(task.split(), v1::TASK_SPLIT_CALIBRATION);
+  EXPECT_EQ(task.shard(), 0);
+  EXPECT_TRUE(task.round_file_sha256().empty());
+  // Its file, where the task publishes it.
+  const std::string work = task.work_uri().substr(std::strlen("file://"));
+  const std::string name = ShardStatisticsFile(0, 0, true, 0);
+  std::filesystem::create_directories(work + "/block-00000.rounds");
+  ASSERT_TRUE(WriteFileAtomically(JoinPath(work, name), "sums").ok());
+  // Not where it publishes: refused; an empty shard is a shard's claim only
+  // and hashes nothing.
+  EXPECT_EQ(complete(calibration, task.work_uri() + "/elsewhere", "", false)
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(complete(calibration, "file://" + JoinPath(work, name),
+                     Sha256Hex("sums"), true)
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  ASSERT_TRUE(complete(calibration, "file://" + JoinPath(work, name),
+                       Sha256Hex("sums"), false)
+                  .ok());
+  // The held-out shard: past the end of its split, say.
+  const v1::LeaseTaskResponse heldout = lease(v1::TASK_KIND_SHARD_STATS);
+  EXPECT_EQ(heldout.task().split(), v1::TASK_SPLIT_HELDOUT);
+  ASSERT_TRUE(
+      complete(heldout,
+               "file://" + JoinPath(work, ShardStatisticsFile(0, 0, false, 0)),
+               "", true)
+          .ok());
+
+  // The reduce reads what the coordinator recorded of its shards.
+  const v1::LeaseTaskResponse reduce = lease(v1::TASK_KIND_REDUCE);
+  EXPECT_EQ(reduce.task().group(), 0);
+  EXPECT_EQ(reduce.task().split(), v1::TASK_SPLIT_UNSPECIFIED);
+  ASSERT_EQ(reduce.task().round_file_sha256().size(), 1u);
+  EXPECT_EQ(reduce.task().round_file_sha256().at(name), Sha256Hex("sums"));
+  // It reports the layers of its group only.
+  v1::HeartbeatRequest beat;
+  beat.set_lease_id(reduce.lease_id());
+  beat.set_worker_id(worker_id);
+  beat.mutable_progress()->set_layers_done(1);
+  beat.mutable_progress()->set_layers_total(3);
+  v1::LayerAudit* layer = beat.mutable_progress()->add_finished_layers();
+  layer->set_name("model.layers.0.self_attn.o_proj");
+  layer->set_type("o_proj");
+  v1::HeartbeatResponse beat_response;
+  const grpc::Status other_group =
+      worker_->Heartbeat(Context().get(), beat, &beat_response);
+  EXPECT_EQ(other_group.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(other_group.error_message().find("layer group 0"),
+            std::string::npos)
+      << other_group.error_message();
+  layer->set_name("model.layers.0.self_attn.k_proj");
+  layer->set_type("k_proj");
+  EXPECT_TRUE(worker_->Heartbeat(Context().get(), beat, &beat_response).ok());
+  // A reduce has no empty shard.
+  EXPECT_EQ(complete(reduce, "file://" + JoinPath(work, RoundDeltaFile(0, 0)),
+                     "", true)
+                .error_code(),
+            grpc::StatusCode::INVALID_ARGUMENT);
+  // It found its shard's file changed: that shard's task runs again, then
+  // the reduce. A name no task publishes is refused.
+  v1::FailTaskRequest fail;
+  fail.set_lease_id(reduce.lease_id());
+  fail.set_worker_id(worker_id);
+  fail.set_error("changed");
+  fail.set_retryable(true);
+  fail.add_rerun_round_files("block-00000.rounds/nothing");
+  v1::FailTaskResponse fail_response;
+  EXPECT_EQ(
+      worker_->FailTask(Context().get(), fail, &fail_response).error_code(),
+      grpc::StatusCode::INVALID_ARGUMENT);
+  fail.clear_rerun_round_files();
+  fail.add_rerun_round_files(name);
+  ASSERT_TRUE(worker_->FailTask(Context().get(), fail, &fail_response).ok());
+  const v1::LeaseTaskResponse again = lease(v1::TASK_KIND_SHARD_STATS);
+  EXPECT_EQ(again.task().split(), v1::TASK_SPLIT_CALIBRATION);
+  EXPECT_EQ(again.task().attempt(), 2);
 }
 
 TEST_F(WorkerProtocolTest, ExpiredLeaseIsRequeuedAndTheLateCompletionRefused) {

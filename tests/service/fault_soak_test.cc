@@ -172,6 +172,8 @@ void FaultSoakTest::KillOneWorker(uint64_t seed,
   std::mt19937_64 rng(seed);
   ServiceHarness service(RealPath(testing::MakeTempDir()));
   std::vector<std::string> args = service.QuantdArgs("127.0.0.1:0");
+  // One task per block: the kill points name blocks' tasks.
+  args.push_back("--round_tasks=false");
   args.push_back("--lease_seconds=2");
   {
     const absl::Status started = service.StartQuantd(args);
@@ -354,6 +356,7 @@ TEST_F(FaultSoakTest, CoordinatorKilledWithSeveralJobs) {
   ASSERT_GT(port, 0);
   std::vector<std::string> args =
       service.QuantdArgs(absl::StrCat("127.0.0.1:", port));
+  args.push_back("--round_tasks=false");
   args.push_back("--lease_seconds=3");
   {
     const absl::Status started = service.StartQuantd(args);

@@ -269,6 +269,8 @@ TEST_F(ServiceE2eTest, RestartedCoordinatorResumesWithoutRecomputing) {
   ASSERT_GT(port, 0);
   std::vector<std::string> args =
       service_->QuantdArgs(absl::StrCat("127.0.0.1:", port));
+  // One task per block: the test waits for a block's task by name.
+  args.push_back("--round_tasks=false");
   args.push_back("--lease_seconds=3");
   ASSERT_NO_FATAL_FAILURE(StartQuantd(args));
   // A worker of its own, which outlives the coordinator.
@@ -344,6 +346,8 @@ TEST_F(ServiceE2eTest, RestartedCoordinatorResumesWithoutRecomputing) {
 
 TEST_F(ServiceE2eTest, CancelMidJobStopsTheWorkAndPublishesNothing) {
   std::vector<std::string> args = service_->QuantdArgs("127.0.0.1:0");
+  // One task per block: the test waits for a block's task by name.
+  args.push_back("--round_tasks=false");
   args.push_back("--local_workers=1");
   args.push_back("--lease_seconds=3");
   ASSERT_NO_FATAL_FAILURE(StartQuantd(args));
@@ -381,6 +385,8 @@ TEST_F(ServiceE2eTest, CancelMidJobStopsTheWorkAndPublishesNothing) {
 
 TEST_F(ServiceE2eTest, KilledWorkersTaskIsTakenOverAfterItsLeaseExpires) {
   std::vector<std::string> args = service_->QuantdArgs("127.0.0.1:0");
+  // One task per block: the test waits for a block's task by name.
+  args.push_back("--round_tasks=false");
   args.push_back("--lease_seconds=2");
   ASSERT_NO_FATAL_FAILURE(StartQuantd(args));
   std::unique_ptr<ChildProcess> doomed = service_->StartWorker("doomed");
@@ -423,6 +429,8 @@ TEST_F(ServiceE2eTest, KilledWorkersTaskIsTakenOverAfterItsLeaseExpires) {
 
 TEST_F(ServiceE2eTest, SigtermReleasesTheRunningTaskAtOnce) {
   std::vector<std::string> args = service_->QuantdArgs("127.0.0.1:0");
+  // One task per block: the test waits for a block's task by name.
+  args.push_back("--round_tasks=false");
   // Long leases: a task only comes back this soon if it was released.
   args.push_back("--lease_seconds=600");
   ASSERT_NO_FATAL_FAILURE(StartQuantd(args));

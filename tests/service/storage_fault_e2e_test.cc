@@ -105,8 +105,10 @@ TEST_F(StorageFaultE2eTest, DiskFullInFinalizeFailsAtOnceThenRetrySucceeds) {
   const int64_t limit = (block_files + model_bytes) / 2;
 
   {
-    const absl::Status started =
-        service_->StartQuantd(service_->QuantdArgs("127.0.0.1:0"));
+    // One task per block: the test counts each block's attempts.
+    std::vector<std::string> args = service_->QuantdArgs("127.0.0.1:0");
+    args.push_back("--round_tasks=false");
+    const absl::Status started = service_->StartQuantd(args);
     ASSERT_TRUE(started.ok()) << started;
   }
   std::unique_ptr<ChildProcess> limited = service_->StartWrappedWorker(

@@ -38,11 +38,16 @@ std::string Message(const absl::Status& status) {
 std::vector<TaskSpec> Plan(int blocks, bool sequential) {
   std::vector<TaskSpec> tasks;
   for (int b = 0; b < blocks; ++b) {
-    TaskSpec task{b, TaskKind::kBlock, b, {}};
+    TaskSpec task;
+    task.index = b;
+    task.kind = TaskKind::kBlock;
+    task.block = b;
     if (sequential && b > 0) task.depends_on = {b - 1};
     tasks.push_back(task);
   }
-  TaskSpec finalize{blocks, TaskKind::kFinalize, -1, {}};
+  TaskSpec finalize;
+  finalize.index = blocks;
+  finalize.kind = TaskKind::kFinalize;
   for (int b = 0; b < blocks; ++b) finalize.depends_on.push_back(b);
   tasks.push_back(finalize);
   return tasks;
@@ -474,8 +479,8 @@ TEST_F(JobStoreTest, RetryForgetsTheLevelOnlyWhenNoTaskIsDone) {
   ASSERT_TRUE(retried.ok()) << retried.status();
   EXPECT_EQ(retried->job.isa, "");  // nothing computed binds it to v4
 
-  const std::string half = NewPlannedJob("req-b", 2, true);
-  // The first job (retried, at no level) is leased first; finish it.
+  // The retried job, at no level, takes the level of the worker that
+  // leases it; finish it.
   auto again = store_->LeaseTask("w", kLeaseMs, {"v2", "v3"});
   ASSERT_TRUE(again.ok() && again->has_value());
   EXPECT_EQ((*again)->task.job_id, fresh);
@@ -485,6 +490,7 @@ TEST_F(JobStoreTest, RetryForgetsTheLevelOnlyWhenNoTaskIsDone) {
   ASSERT_TRUE(fin.ok() && fin->has_value());
   ASSERT_TRUE(store_->CompleteTask((*fin)->lease_id, "file:///c").ok());
 
+  const std::string half = NewPlannedJob("req-b", 2, true);
   auto b0 = store_->LeaseTask("w", kLeaseMs, v4_worker);
   ASSERT_TRUE(b0.ok() && b0->has_value());
   EXPECT_EQ((*b0)->task.job_id, half);
@@ -495,6 +501,89 @@ TEST_F(JobStoreTest, RetryForgetsTheLevelOnlyWhenNoTaskIsDone) {
   auto kept = store_->RetryJob(half);
   ASSERT_TRUE(kept.ok()) << kept.status();
   EXPECT_EQ(kept->job.isa, "v4");  // block 0 was computed at v4
+}
+
+TEST_F(JobStoreTest, JobsTakeTurnsSoALargeJobDoesNotStarveASmallOne) {
+  // A large job of 6 independent blocks, then a small one of 2: leases
+  // alternate between them while both have runnable tasks.
+  const std::string large = NewPlannedJob("large", 6, false);
+  const std::string small = NewPlannedJob("small", 2, false);
+  std::vector<std::string> order;
+  std::vector<Lease> leases;
+  for (int i = 0; i < 6; ++i) {
+    leases.push_back(MustLease(absl::StrCat("w", i)));
+    order.push_back(leases.back().task.job_id);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{large, small, large, small, large,
+                                             large}));
+}
+
+TEST_F(JobStoreTest, RoundTasksKeepTheirShardsAndPreferTheirWorker) {
+  auto created = store_->CreateJob("rounds", kSpec, {});
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::string id = created->job.id;
+  // Two shard tasks of group 0, their reduce, then two shard tasks of group
+  // 1 after it.
+  std::vector<TaskSpec> plan(6);
+  for (int i = 0; i < 6; ++i) {
+    plan[i].index = i;
+    plan[i].block = 0;
+  }
+  for (const int i : {0, 1, 3, 4}) {
+    plan[i].kind = TaskKind::kShardStats;
+    plan[i].group = i < 3 ? 0 : 1;
+    plan[i].split = TaskSplit::kCalibration;
+    plan[i].shard = i % 3;
+  }
+  plan[2].kind = TaskKind::kReduce;
+  plan[2].group = 0;
+  plan[2].depends_on = {0, 1};
+  plan[3].depends_on = {2};
+  plan[4].depends_on = {2};
+  plan[5].kind = TaskKind::kFinalize;
+  plan[5].block = -1;
+  plan[5].depends_on = {3, 4};
+  // What a plan must say of each kind is checked.
+  std::vector<TaskSpec> bad = plan;
+  bad[2].group = -1;
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->PlanTasks(id, bad)));
+  bad = plan;
+  bad[0].split = TaskSplit::kNone;
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->PlanTasks(id, bad)));
+  bad = plan;
+  bad[5].shard = 0;
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->PlanTasks(id, bad)));
+  ASSERT_TRUE(store_->PlanTasks(id, plan).ok());
+
+  auto tasks = store_->ListTasks(id);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  ASSERT_EQ(tasks->size(), 6u);
+  EXPECT_EQ((*tasks)[1].kind, TaskKind::kShardStats);
+  EXPECT_EQ((*tasks)[1].block, 0);
+  EXPECT_EQ((*tasks)[1].group, 0);
+  EXPECT_EQ((*tasks)[1].split, TaskSplit::kCalibration);
+  EXPECT_EQ((*tasks)[1].shard, 1);
+  EXPECT_EQ((*tasks)[2].kind, TaskKind::kReduce);
+  EXPECT_EQ((*tasks)[2].shard, -1);
+  EXPECT_EQ(DescribeTaskWork((*tasks)[1]),
+            "block 0 group 0: calibration shard 1");
+
+  // Worker "b" runs shard 1, "a" shard 0; in the next round each gets its
+  // own shard back although plan order would give "b" shard 0.
+  Lease a = MustLease("a");
+  Lease b = MustLease("b");
+  EXPECT_EQ(a.task.shard, 0);
+  EXPECT_EQ(b.task.shard, 1);
+  ASSERT_TRUE(store_->CompleteTask(a.lease_id, "file:///s0").ok());
+  ASSERT_TRUE(store_->CompleteTask(b.lease_id, "file:///s1").ok());
+  Lease reduce = MustLease("a");
+  EXPECT_EQ(reduce.task.kind, TaskKind::kReduce);
+  ASSERT_TRUE(store_->CompleteTask(reduce.lease_id, "file:///r").ok());
+  Lease b_next = MustLease("b");
+  EXPECT_EQ(b_next.task.group, 1);
+  EXPECT_EQ(b_next.task.shard, 1);
+  Lease a_next = MustLease("a");
+  EXPECT_EQ(a_next.task.shard, 0);
 }
 
 TEST_F(JobStoreTest, FinishedJobKeepsItsAuditWarningsAcrossReopen) {
@@ -801,6 +890,13 @@ TEST(JobStoreFileTest, MigratesAVersion1Database) {
     ASSERT_TRUE((*db)->Exec("ALTER TABLE jobs DROP COLUMN isa").ok());
     ASSERT_TRUE(
         (*db)->Exec("ALTER TABLE tasks DROP COLUMN output_sha256").ok());
+    for (const char* column : {"grp", "split", "shard"}) {
+      ASSERT_TRUE(
+          (*db)
+              ->Exec(absl::StrCat("ALTER TABLE tasks DROP COLUMN ", column))
+              .ok());
+    }
+    ASSERT_TRUE((*db)->Exec("ALTER TABLE jobs DROP COLUMN lease_turn").ok());
     ASSERT_TRUE((*db)
                     ->Exec("UPDATE meta SET value = 1 WHERE key = "
                            "'schema_version'")
@@ -813,6 +909,10 @@ TEST(JobStoreFileTest, MigratesAVersion1Database) {
   ASSERT_EQ(tasks->size(), 2u);
   EXPECT_EQ((*tasks)[0].budget_start, 0);
   EXPECT_EQ((*tasks)[0].output_sha256, "");
+  // Tasks from before rounds: block and finalize, no group, split or shard.
+  EXPECT_EQ((*tasks)[0].group, -1);
+  EXPECT_EQ((*tasks)[0].split, TaskSplit::kNone);
+  EXPECT_EQ((*tasks)[0].shard, -1);
   auto job = (*store)->GetJob(job_id);
   ASSERT_TRUE(job.ok()) << job.status();
   EXPECT_TRUE(job->audit_warnings.empty());

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/calib/calibration_file.h"
@@ -50,25 +51,62 @@ absl::Status OpenLeavingStates(const std::string& dir, int block, bool chunked,
   return absl::OkStatus();
 }
 
+namespace {
+
+// The rows of the windows' sequences `range` (a chunk or a shard).
+absl::StatusOr<RowMatrixF> EmbedSequences(const RowMatrixF& table,
+                                          const TokenWindows& windows,
+                                          SequenceRange range) {
+  std::vector<int32_t> ids;
+  for (int64_t i = range.first; i < range.first + range.count; ++i) {
+    const std::vector<int32_t>& sequence = windows.sequences[i];
+    ids.insert(ids.end(), sequence.begin(), sequence.end());
+  }
+  return EmbedTokens(table, ids);
+}
+
+absl::StatusOr<RowMatrixF> CheckedEmbeddingTable(const Checkpoint& checkpoint) {
+  const std::string name = "model.embed_tokens.weight";
+  QUANT_RETURN_IF_ERROR(checkpoint.CheckFinite(name));
+  return ReadMatrix(checkpoint, name);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<HiddenStateSource>> EmbedShardStates(
+    const JobInputs& inputs, bool calibration, SequenceRange range) {
+  const TokenWindows& windows =
+      calibration ? inputs.split.calibration : inputs.split.heldout;
+  if (range.first < 0 || range.count < 0 ||
+      range.first + range.count >
+          static_cast<int64_t>(windows.sequences.size())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequences [", range.first, ", ", range.first + range.count,
+        ") are outside the split's ", windows.sequences.size()));
+  }
+  QUANT_ASSIGN_OR_RETURN(const RowMatrixF table,
+                         CheckedEmbeddingTable(*inputs.checkpoint));
+  HiddenStates states;
+  states.seq_len = windows.seq_len;
+  states.lengths.assign(windows.lengths.begin() + range.first,
+                        windows.lengths.begin() + range.first + range.count);
+  QUANT_ASSIGN_OR_RETURN(states.rows, EmbedSequences(table, windows, range));
+  return std::unique_ptr<HiddenStateSource>(
+      std::make_unique<OwnedHiddenStateSource>(std::move(states)));
+}
+
 absl::Status EmbedEnteringStates(
     const JobInputs& inputs, const std::string& calibration_spill,
     const std::string& heldout_spill, FileSystem* fs,
     std::unique_ptr<HiddenStateSource>* calibration,
     std::unique_ptr<HiddenStateSource>* heldout) {
-  const Checkpoint& checkpoint = *inputs.checkpoint;
-  const std::string name = "model.embed_tokens.weight";
-  QUANT_RETURN_IF_ERROR(checkpoint.CheckFinite(name));
-  QUANT_ASSIGN_OR_RETURN(const RowMatrixF table, ReadMatrix(checkpoint, name));
+  QUANT_ASSIGN_OR_RETURN(const RowMatrixF table,
+                         CheckedEmbeddingTable(*inputs.checkpoint));
   auto embed = [&](const TokenWindows& windows, const std::string& spill) {
     return ProduceHiddenStates(
         windows.seq_len, windows.lengths, table.cols(),
-        [&](SequenceRange chunk) -> absl::StatusOr<RowMatrixF> {
-          std::vector<int32_t> ids;
-          for (int64_t i = chunk.first; i < chunk.first + chunk.count; ++i) {
-            const std::vector<int32_t>& sequence = windows.sequences[i];
-            ids.insert(ids.end(), sequence.begin(), sequence.end());
-          }
-          return EmbedTokens(table, ids);
+        [&](SequenceRange chunk) {
+          return EmbedSequences(table, windows, chunk);
         },
         spill, kDefaultChunkTokens, fs);
   };

@@ -97,6 +97,26 @@ bool BlockPublished(const std::string& work_dir, int block);
 BlockTaskInput MakeBlockTaskInput(const JobInputs& inputs, const Recipe& recipe,
                                   int block, BlockWeights weights);
 
+// The plan whose settings a mixed-precision job's blocks use (measured by
+// the first task that needs it, read by the others); nullopt for a job
+// without recipe mixed_precision.
+absl::StatusOr<std::optional<QuantizationPlan>> JobChosenPlan(
+    const JobTaskContext& context, const JobInputs& inputs,
+    const TaskControl& control);
+
+// Block `block`'s task input as a job task runs it: its checked weights,
+// the settings (`chosen`'s when set), the previous release's layers, the
+// context's threads and file system, the control's cancellation. The
+// hidden states and sinks are the caller's.
+absl::StatusOr<BlockTaskInput> BlockInputFromJob(
+    const JobTaskContext& context, const JobInputs& inputs, int block,
+    const std::optional<QuantizationPlan>& chosen, const TaskControl& control);
+
+// The embeddings of `range` of the calibration (or held-out) windows, in
+// memory: the states entering block 0 for one shard.
+absl::StatusOr<std::unique_ptr<HiddenStateSource>> EmbedShardStates(
+    const JobInputs& inputs, bool calibration, SequenceRange range);
+
 // RunBlockJobTask and RunFinalizeJobTask (job_tasks.h) on `inputs` opened
 // for `context` by OpenJobInputs. The finalize here always assembles: it
 // does not look for a checkpoint an earlier attempt published.

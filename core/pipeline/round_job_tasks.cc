@@ -1,0 +1,429 @@
+// The round tasks of a sequential dense block from files, as a worker runs
+// them.
+#include "core/pipeline/round_job_tasks.h"
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/cord.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "core/base/directory_util.h"
+#include "core/base/file_util.h"
+#include "core/base/sha256.h"
+#include "core/base/status_macros.h"
+#include "core/pipeline/block_task.h"
+#include "core/pipeline/hidden_state_stream.h"
+#include "core/pipeline/internal/job_inputs.h"
+#include "core/pipeline/round_state_io.h"
+#include "core/pipeline/shard_statistics_io.h"
+#include "core/pipeline/task_io.h"
+
+namespace quant {
+namespace {
+
+using pipeline_internal::BlockInputFromJob;
+using pipeline_internal::BlockPublished;
+using pipeline_internal::EmbedShardStates;
+using pipeline_internal::JobChosenPlan;
+using pipeline_internal::JobInputs;
+using pipeline_internal::OpenJobInputs;
+
+using SourcePtr = std::unique_ptr<HiddenStateSource>;
+
+constexpr char kChangedRoundFilePayload[] =
+    "type.googleapis.com/quant.ChangedRoundFile";
+
+void Stage(const TaskControl& control, const std::string& what) {
+  if (control.on_stage) control.on_stage(what);
+}
+
+const char* SplitName(bool calibration) {
+  return calibration ? "calibration" : "held-out";
+}
+
+absl::Status ChangedRoundFileError(const std::string& name,
+                                   std::string message) {
+  absl::Status status = absl::DataLossError(std::move(message));
+  status.SetPayload(kChangedRoundFilePayload, absl::Cord(name));
+  return status;
+}
+
+// Checks round file `name` against the sha256 the coordinator recorded for
+// it (none recorded: trusted). A recorded file that is gone counts as
+// changed: its producer must run again.
+absl::Status VerifyRoundFile(const JobTaskContext& context,
+                             const std::string& name) {
+  auto it = context.round_file_sha256.find(name);
+  if (it == context.round_file_sha256.end()) return absl::OkStatus();
+  const std::string path = JoinPath(context.work_dir, name);
+  absl::StatusOr<std::string> actual = Sha256File(path, context.file_system);
+  if (!actual.ok() && absl::IsNotFound(actual.status())) {
+    return ChangedRoundFileError(
+        name, absl::StrCat(path,
+                           ": gone since the task that wrote it "
+                           "completed, so that task must run again"));
+  }
+  if (!actual.ok()) return actual.status();
+  if (*actual == it->second) return absl::OkStatus();
+  return ChangedRoundFileError(
+      name, absl::StrCat(path, ": sha256 is ", *actual,
+                         ", the coordinator recorded ", it->second,
+                         " when the task that wrote it completed: the file "
+                         "changed on disk since, so that task must run "
+                         "again"));
+}
+
+// FailedPrecondition naming what `what` waits for when round file `name`
+// is not published yet; then its recorded sha256.
+absl::Status NeedRoundFile(const JobTaskContext& context,
+                           const std::string& name, const std::string& what) {
+  if (!FileExists(JoinPath(context.work_dir, name)) &&
+      context.round_file_sha256.count(name) == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        what, " needs ", name, ", which is not in ", context.work_dir, " yet"));
+  }
+  return VerifyRoundFile(context, name);
+}
+
+// Moves `attempt_path` to round file `name` in the work directory.
+absl::Status PublishRoundFile(const JobTaskContext& context,
+                              const std::string& attempt_path,
+                              const std::string& name) {
+  const std::string path = JoinPath(context.work_dir, name);
+  const std::string dir = ParentDirectory(path);
+  if (!IsDirectory(dir)) {
+    absl::Status made = MakeDirectory(dir, context.file_system);
+    if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
+  }
+  absl::Status renamed = context.file_system->RenameFile(attempt_path, path);
+  if (!renamed.ok()) {
+    return absl::Status(renamed.code(), absl::StrCat("publishing ", name, ": ",
+                                                     renamed.message()));
+  }
+  return context.file_system->SyncDirectory(dir);
+}
+
+// Where an attempt writes round file `name` before publishing it.
+absl::StatusOr<std::string> AttemptPath(const JobTaskContext& context,
+                                        const std::string& attempt_dir,
+                                        const std::string& name) {
+  if (!IsDirectory(attempt_dir)) {
+    absl::Status made = MakeDirectory(attempt_dir, context.file_system);
+    if (!made.ok() && !absl::IsAlreadyExists(made)) return made;
+  }
+  return JoinPath(attempt_dir, absl::StrReplaceAll(name, {{"/", "."}}));
+}
+
+const TokenWindows& Windows(const JobInputs& inputs, bool calibration) {
+  return calibration ? inputs.split.calibration : inputs.split.heldout;
+}
+
+std::vector<SequenceRange> Shards(const JobInputs& inputs, bool calibration) {
+  return PlanShards(
+      static_cast<int64_t>(Windows(inputs, calibration).lengths.size()));
+}
+
+// Checks that `block` of the job runs as rounds and `group` is one of its
+// groups (kBlockRoundGroups for the output round).
+absl::Status CheckRoundTask(const JobTaskContext& context,
+                            const JobInputs& inputs, int block, int group) {
+  const ModelConfig& config = inputs.checkpoint->config();
+  if (block < 0 || block >= config.num_hidden_layers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("block ", block, " is outside the model's 0..",
+                     config.num_hidden_layers - 1));
+  }
+  if (group < 0 || group > kBlockRoundGroups) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group ", group, " is outside a block's 0..", kBlockRoundGroups - 1));
+  }
+  if (!JobRunsAsRounds(config, context.recipe)) {
+    return absl::FailedPreconditionError(
+        "this job's blocks do not run as rounds (independent propagation or "
+        "a mixture-of-experts model): run them as block tasks");
+  }
+  return absl::OkStatus();
+}
+
+// The block's input for its rounds (no hidden states).
+absl::StatusOr<BlockTaskInput> RoundInput(const JobTaskContext& context,
+                                          const JobInputs& inputs, int block,
+                                          const TaskControl& control) {
+  QUANT_ASSIGN_OR_RETURN(const std::optional<QuantizationPlan> chosen,
+                         JobChosenPlan(context, inputs, control));
+  return BlockInputFromJob(context, inputs, block, chosen, control);
+}
+
+// The block's state after its first `groups` reduces: the input weights
+// with their deltas applied in order. `after_last_reduce`: the deltas are
+// checked against the block's published layers.json (which records them),
+// otherwise against the coordinator's record of each.
+absl::StatusOr<BlockRoundState> RebuildRoundState(const JobTaskContext& context,
+                                                  const BlockTaskInput& input,
+                                                  int block, int groups,
+                                                  bool after_last_reduce) {
+  if (after_last_reduce && !BlockPublished(context.work_dir, block)) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("block ", block,
+                     "'s shard outputs need its last reduce's output, "
+                     "which is not in ",
+                     context.work_dir, " yet"));
+  }
+  QUANT_ASSIGN_OR_RETURN(BlockRoundState state, StartBlockRounds(input));
+  for (int g = 0; g < groups; ++g) {
+    const std::string name = RoundDeltaFile(block, g);
+    if (after_last_reduce) {
+      auto recorded = context.block_output_sha256.find(block);
+      QUANT_RETURN_IF_ERROR(VerifyBlockFile(
+          context.work_dir, block, RoundDeltaSuffix(g),
+          recorded == context.block_output_sha256.end() ? "" : recorded->second,
+          context.file_system));
+    } else {
+      QUANT_RETURN_IF_ERROR(NeedRoundFile(
+          context, name, absl::StrCat("block ", block, "'s group ", groups)));
+    }
+    QUANT_ASSIGN_OR_RETURN(
+        const BlockRoundDelta delta,
+        ReadRoundDelta(JoinPath(context.work_dir, name), context.file_system));
+    QUANT_RETURN_IF_ERROR(ApplyRoundDelta(delta, &state));
+  }
+  return state;
+}
+
+// The states entering `block` for shard `range` (shard `shard`) of a split.
+absl::StatusOr<SourcePtr> EnteringShard(const JobTaskContext& context,
+                                        const JobInputs& inputs, int block,
+                                        bool calibration, int shard,
+                                        SequenceRange range) {
+  if (block == 0) return EmbedShardStates(inputs, calibration, range);
+  const std::string name = ShardOutputFile(block - 1, calibration, shard);
+  QUANT_RETURN_IF_ERROR(
+      NeedRoundFile(context, name,
+                    absl::StrCat("block ", block, "'s ", SplitName(calibration),
+                                 " shard ", shard)));
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<HiddenStateFile> file,
+                         HiddenStateFile::Open(JoinPath(context.work_dir, name),
+                                               context.file_system));
+  const TokenWindows& windows = Windows(inputs, calibration);
+  const std::vector<int> lengths(
+      windows.lengths.begin() + range.first,
+      windows.lengths.begin() + range.first + range.count);
+  if (file->seq_len() != windows.seq_len || file->lengths() != lengths ||
+      file->hidden_size() != inputs.checkpoint->config().hidden_size) {
+    return absl::DataLossError(absl::StrCat(
+        name, ": holds ", file->sequences(), " sequences of ", file->seq_len(),
+        " x ", file->hidden_size(), ", not the shard's ", lengths.size(),
+        " of ", windows.seq_len, " x ", inputs.checkpoint->config().hidden_size,
+        " with the split's lengths"));
+  }
+  return SourcePtr(std::move(file));
+}
+
+// The shard's sequences, or nullopt for a shard past the split's end.
+absl::StatusOr<std::optional<SequenceRange>> ShardRange(const JobInputs& inputs,
+                                                        bool calibration,
+                                                        int shard) {
+  if (shard < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", shard, " is negative"));
+  }
+  const std::vector<SequenceRange> shards = Shards(inputs, calibration);
+  if (static_cast<size_t>(shard) >= shards.size()) return std::nullopt;
+  return shards[shard];
+}
+
+}  // namespace
+
+RoundShardCounts PlanRoundShardCounts(const Recipe& recipe) {
+  const CalibrationSettings& c = recipe.calibration;
+  auto shards = [](int sequences) {
+    return static_cast<int>((sequences + kShardSequences - 1) /
+                            kShardSequences);
+  };
+  RoundShardCounts counts;
+  counts.calibration = shards(c.samples);
+  const bool heldout_documents = c.heldout_count > 0 || c.heldout_fraction > 0;
+  counts.heldout =
+      heldout_documents
+          ? shards(c.heldout_samples > 0 ? c.heldout_samples : c.samples)
+          : 0;
+  return counts;
+}
+
+bool JobRunsAsRounds(const ModelConfig& config, const Recipe& recipe) {
+  if (recipe.propagation != Propagation::kSequential) return false;
+  // The first task measures a mixed-precision selection; every shard task
+  // of the first round would measure it at once.
+  if (recipe.mixed_precision.has_value()) return false;
+  for (int b = 0; b < config.num_hidden_layers; ++b) {
+    if (config.IsMoeBlock(b)) return false;
+  }
+  return true;
+}
+
+absl::StatusOr<std::string> RunShardStatisticsJobTask(
+    const JobTaskContext& context, int block, int group, bool calibration,
+    int shard, const std::string& attempt_dir, const TaskControl& control) {
+  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
+                         OpenJobInputs(context, control));
+  if (group == kBlockRoundGroups) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group ", group, " is outside a block's 0..", kBlockRoundGroups - 1));
+  }
+  QUANT_RETURN_IF_ERROR(CheckRoundTask(context, inputs, block, group));
+  QUANT_ASSIGN_OR_RETURN(const std::optional<SequenceRange> range,
+                         ShardRange(inputs, calibration, shard));
+  if (!range.has_value()) return std::string();
+  Stage(control, absl::StrCat("block ", block, " group ", group, ": ",
+                              SplitName(calibration), " shard ", shard));
+  QUANT_ASSIGN_OR_RETURN(const BlockTaskInput input,
+                         RoundInput(context, inputs, block, control));
+  QUANT_ASSIGN_OR_RETURN(
+      const BlockRoundState state,
+      RebuildRoundState(context, input, block, group, false));
+  QUANT_ASSIGN_OR_RETURN(
+      const SourcePtr entering,
+      EnteringShard(context, inputs, block, calibration, shard, *range));
+  const std::vector<int>& lengths = Windows(inputs, calibration).lengths;
+  const int64_t first_token = std::accumulate(
+      lengths.begin(), lengths.begin() + range->first, int64_t{0});
+  QUANT_ASSIGN_OR_RETURN(
+      const std::unique_ptr<GroupActivationStatistics> statistics,
+      GatherShardStatistics(input, state, calibration, *entering, first_token));
+  if (statistics == nullptr) return std::string();
+  const std::string name =
+      ShardStatisticsFile(block, group, calibration, shard);
+  QUANT_ASSIGN_OR_RETURN(const std::string attempt,
+                         AttemptPath(context, attempt_dir, name));
+  QUANT_RETURN_IF_ERROR(
+      WriteShardStatistics(attempt, *statistics, context.file_system));
+  QUANT_RETURN_IF_ERROR(PublishRoundFile(context, attempt, name));
+  return name;
+}
+
+absl::StatusOr<std::string> RunRoundReduceJobTask(
+    const JobTaskContext& context, int block, int group,
+    const std::string& attempt_dir, const TaskControl& control) {
+  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
+                         OpenJobInputs(context, control));
+  if (group == kBlockRoundGroups) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "group ", group, " is outside a block's 0..", kBlockRoundGroups - 1));
+  }
+  QUANT_RETURN_IF_ERROR(CheckRoundTask(context, inputs, block, group));
+  if (block == 0 && group == 0) {
+    // Fail the job at its first reduce, not hours later at the bad block.
+    Stage(control, "checking every weight is finite");
+    QUANT_RETURN_IF_ERROR(inputs.checkpoint->CheckAllFinite());
+  }
+  QUANT_ASSIGN_OR_RETURN(const BlockTaskInput input,
+                         RoundInput(context, inputs, block, control));
+  QUANT_ASSIGN_OR_RETURN(
+      BlockRoundState state,
+      RebuildRoundState(context, input, block, group, false));
+  Stage(control, absl::StrCat("block ", block, " group ", group,
+                              ": adding the shards and quantizing"));
+  std::vector<std::unique_ptr<GroupActivationStatistics>> read;
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<GroupActivationStatistics> kind,
+                         EmptyShardStatistics(input, state));
+  if (kind != nullptr) {
+    for (const bool calibration : {true, false}) {
+      const size_t shards = Shards(inputs, calibration).size();
+      for (size_t s = 0; s < shards; ++s) {
+        const std::string name =
+            ShardStatisticsFile(block, group, calibration, static_cast<int>(s));
+        QUANT_RETURN_IF_ERROR(NeedRoundFile(
+            context, name,
+            absl::StrCat("block ", block, "'s group ", group, " reduce")));
+        QUANT_ASSIGN_OR_RETURN(std::unique_ptr<GroupActivationStatistics> into,
+                               EmptyShardStatistics(input, state));
+        QUANT_RETURN_IF_ERROR(ReadShardStatistics(
+            JoinPath(context.work_dir, name), into.get(), context.file_system));
+        read.push_back(std::move(into));
+      }
+    }
+  }
+  std::vector<const GroupActivationStatistics*> shards;
+  for (const auto& s : read) shards.push_back(s.get());
+  const BlockRoundState before = state;
+  QUANT_RETURN_IF_ERROR(ReduceBlockRound(input, shards, &state));
+  if (control.on_layer) {
+    const std::vector<LayerType> types = BlockRoundGroupTypes(group);
+    for (const LayerResult& layer : state.layers) {
+      if (std::find(types.begin(), types.end(), layer.type) != types.end()) {
+        control.on_layer(layer);
+      }
+    }
+  }
+  QUANT_ASSIGN_OR_RETURN(const BlockRoundDelta delta,
+                         DiffRoundState(before, state));
+  const std::string name = RoundDeltaFile(block, group);
+  QUANT_ASSIGN_OR_RETURN(const std::string attempt,
+                         AttemptPath(context, attempt_dir, name));
+  QUANT_RETURN_IF_ERROR(WriteRoundDelta(attempt, delta, context.file_system));
+  QUANT_RETURN_IF_ERROR(PublishRoundFile(context, attempt, name));
+  if (group + 1 < kBlockRoundGroups) return name;
+
+  // The last reduce: the block's output, recording every delta's sha256
+  // for the shard-output tasks (checked above, or just written).
+  std::vector<std::string> delta_sha256;
+  for (int g = 0; g < kBlockRoundGroups; ++g) {
+    QUANT_ASSIGN_OR_RETURN(
+        std::string digest,
+        Sha256File(JoinPath(context.work_dir, RoundDeltaFile(block, g)),
+                   context.file_system));
+    delta_sha256.push_back(std::move(digest));
+  }
+  QUANT_ASSIGN_OR_RETURN(BlockTaskOutput output,
+                         FinishBlockRounds(input, std::move(state)));
+  QUANT_RETURN_IF_ERROR(
+      WriteBlockOutput(attempt_dir, output, context.file_system, delta_sha256));
+  QUANT_RETURN_IF_ERROR(PublishBlockOutput(attempt_dir, context.work_dir, block,
+                                           context.file_system,
+                                           /*leaving_states=*/false));
+  return BlockLayersFile(block);
+}
+
+absl::StatusOr<std::string> RunShardOutputJobTask(
+    const JobTaskContext& context, int block, bool calibration, int shard,
+    const std::string& attempt_dir, const TaskControl& control) {
+  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
+                         OpenJobInputs(context, control));
+  QUANT_RETURN_IF_ERROR(
+      CheckRoundTask(context, inputs, block, kBlockRoundGroups));
+  QUANT_ASSIGN_OR_RETURN(const std::optional<SequenceRange> range,
+                         ShardRange(inputs, calibration, shard));
+  if (!range.has_value()) return std::string();
+  Stage(control, absl::StrCat("block ", block, ": the ", SplitName(calibration),
+                              " shard ", shard, "'s leaving states"));
+  QUANT_ASSIGN_OR_RETURN(const BlockTaskInput input,
+                         RoundInput(context, inputs, block, control));
+  QUANT_ASSIGN_OR_RETURN(
+      const BlockRoundState state,
+      RebuildRoundState(context, input, block, kBlockRoundGroups, true));
+  QUANT_ASSIGN_OR_RETURN(
+      const SourcePtr entering,
+      EnteringShard(context, inputs, block, calibration, shard, *range));
+  const std::string name = ShardOutputFile(block, calibration, shard);
+  QUANT_ASSIGN_OR_RETURN(const std::string attempt,
+                         AttemptPath(context, attempt_dir, name));
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<HiddenStateFileWriter> sink,
+                         HiddenStateFileWriter::Create(
+                             attempt, entering->seq_len(), entering->lengths(),
+                             entering->hidden_size(), context.file_system));
+  QUANT_RETURN_IF_ERROR(WriteShardOutput(input, state, *entering, sink.get()));
+  QUANT_RETURN_IF_ERROR(PublishRoundFile(context, attempt, name));
+  return name;
+}
+
+std::optional<std::string> ChangedRoundFile(const absl::Status& status) {
+  const auto payload = status.GetPayload(kChangedRoundFilePayload);
+  if (!payload.has_value()) return std::nullopt;
+  return std::string(*payload);
+}
+
+}  // namespace quant

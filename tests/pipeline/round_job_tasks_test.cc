@@ -1,0 +1,238 @@
+// A sequential job's blocks run as round tasks from files
+// (round_job_tasks.h), in an order workers may run them (shards in reverse,
+// one of each round run twice), publish the block tasks' bytes: every
+// block's tensors and layer results, and the finalize's packed checkpoint.
+// A round task waits for the files it needs (FailedPrecondition), checks
+// the ones the coordinator recorded (a changed or lost one names itself so
+// its producer can run again), and a shard past the split publishes
+// nothing.
+#include "core/pipeline/round_job_tasks.h"
+
+#include <string>
+#include <vector>
+
+#include "core/base/directory_util.h"
+#include "core/base/file_util.h"
+#include "core/base/sha256.h"
+#include "core/model/checkpoint.h"
+#include "core/pipeline/job_tasks.h"
+#include "core/pipeline/task_io.h"
+#include "core/recipe/recipe.h"
+#include "gtest/gtest.h"
+#include "tests/pipeline/pipeline_fixture.h"
+#include "tests/support/test_env.h"
+
+namespace quant {
+namespace {
+
+using testing::SmallRecipe;
+
+class RoundJobTasksTest : public testing::SharedModelTest {
+ protected:
+  void SetUp() override {
+    testing::SharedModelTest::SetUp();
+    auto checkpoint = Checkpoint::Open(testing::Stories260KDir());
+    ASSERT_TRUE(checkpoint.ok()) << checkpoint.status();
+    blocks_ = (*checkpoint)->config().num_hidden_layers;
+  }
+
+  JobTaskContext Context(const Recipe& recipe, const std::string& name) {
+    JobTaskContext context;
+    context.checkpoint_dir = testing::Stories260KDir();
+    context.calibration_path = testing::TinyStoriesPath();
+    context.recipe = recipe;
+    context.work_dir = temp_ + "/" + name + "-work";
+    EXPECT_TRUE(MakeDirectory(context.work_dir).ok());
+    return context;
+  }
+
+  // Shards in reverse order, the first calibration shard and each reduce
+  // run twice (retried tasks);
+  // every task in its own attempt area.
+  void RunBlockAsRounds(const JobTaskContext& context, int block) {
+    const RoundShardCounts counts = PlanRoundShardCounts(context.recipe);
+    auto attempt = [&] {
+      return absl::StrCat(context.work_dir, "-attempt-", ++attempts_);
+    };
+    auto each_shard = [&](const std::function<void(bool, int)>& run) {
+      for (const bool calibration : {false, true}) {
+        const int shards = calibration ? counts.calibration : counts.heldout;
+        for (int s = shards; s-- > 0;) {
+          run(calibration, s);
+          if (calibration && s == 0) run(calibration, s);
+        }
+      }
+    };
+    for (int g = 0; g < kBlockRoundGroups; ++g) {
+      each_shard([&](bool calibration, int s) {
+        auto name = RunShardStatisticsJobTask(context, block, g, calibration, s,
+                                              attempt(), TaskControl());
+        ASSERT_TRUE(name.ok()) << name.status();
+      });
+      for (int run = 0; run < 2; ++run) {
+        auto name =
+            RunRoundReduceJobTask(context, block, g, attempt(), TaskControl());
+        ASSERT_TRUE(name.ok()) << name.status();
+      }
+    }
+    each_shard([&](bool calibration, int s) {
+      auto name = RunShardOutputJobTask(context, block, calibration, s,
+                                        attempt(), TaskControl());
+      ASSERT_TRUE(name.ok()) << name.status();
+    });
+  }
+
+  std::string Read(const std::string& path) {
+    auto bytes = ReadFileToString(path);
+    EXPECT_TRUE(bytes.ok()) << bytes.status();
+    return bytes.ok() ? *bytes : "";
+  }
+
+  // Block tasks, then the finalize: the packed tensors.
+  std::string BlockTaskRun(const JobTaskContext& context) {
+    for (int b = 0; b < blocks_; ++b) {
+      const absl::Status s = RunBlockJobTask(
+          context, b, absl::StrCat(context.work_dir, "-block-", b),
+          TaskControl());
+      EXPECT_TRUE(s.ok()) << s;
+    }
+    return Finalize(context);
+  }
+
+  std::string Finalize(const JobTaskContext& context) {
+    const std::string artifact = context.work_dir + "-artifact";
+    auto result = RunFinalizeJobTask(context, artifact, kDefaultMaxShardBytes,
+                                     TaskControl());
+    EXPECT_TRUE(result.ok()) << result.status();
+    return Read(artifact + "/model.safetensors");
+  }
+
+  int blocks_ = 0;
+  int attempts_ = 0;
+};
+
+Recipe RoundsRecipe(QuantMethod method) {
+  // 24 calibration and 8 held-out windows: shards of 16, 8 and 8.
+  Recipe recipe = SmallRecipe(method, 32, OutputFormat::kCompressedTensors,
+                              Propagation::kSequential, /*samples=*/24,
+                              /*seq_len=*/32);
+  recipe.calibration.heldout_samples = 8;
+  return recipe;
+}
+
+TEST_F(RoundJobTasksTest, RoundsPublishTheBlockTasksBytes) {
+  Recipe gptq = RoundsRecipe(QuantMethod::kGptq);
+  gptq.act_order = true;
+  gptq.damp.automatic = true;
+  for (const Recipe& recipe : {gptq, RoundsRecipe(QuantMethod::kAwq)}) {
+    SCOPED_TRACE(QuantMethodName(recipe.method));
+    const RoundShardCounts counts = PlanRoundShardCounts(recipe);
+    EXPECT_EQ(counts.calibration, 2);
+    EXPECT_EQ(counts.heldout, 1);
+    const std::string method = QuantMethodName(recipe.method);
+    const JobTaskContext blocks = Context(recipe, method + "-blocks");
+    const JobTaskContext rounds = Context(recipe, method + "-rounds");
+    const std::string expected = BlockTaskRun(blocks);
+    ASSERT_FALSE(expected.empty());
+    for (int b = 0; b < blocks_; ++b) {
+      RunBlockAsRounds(rounds, b);
+      if (HasFatalFailure()) return;
+      SCOPED_TRACE(absl::StrCat("block ", b));
+      const std::string tensors = BlockOutputPrefix("", b) + ".safetensors";
+      EXPECT_EQ(Read(JoinPath(rounds.work_dir, tensors)),
+                Read(JoinPath(blocks.work_dir, tensors)));
+      EXPECT_EQ(testing::LayersWithoutTimes(rounds.work_dir, b)["layers"],
+                testing::LayersWithoutTimes(blocks.work_dir, b)["layers"]);
+      // What a rounds block publishes: no whole-split leaving states, and
+      // layers.json records its deltas.
+      EXPECT_FALSE(FileExists(JoinPath(
+          rounds.work_dir, BlockOutputPrefix("", b) + ".cal.safetensors")));
+      auto published = VerifyPublishedBlock(rounds.work_dir, b);
+      ASSERT_TRUE(published.ok()) << published.status();
+    }
+    EXPECT_EQ(Finalize(rounds), expected);
+  }
+}
+
+TEST_F(RoundJobTasksTest, RoundTasksWaitForTheirInputsAndCheckThem) {
+  const Recipe recipe = RoundsRecipe(QuantMethod::kGptq);
+  JobTaskContext context = Context(recipe, "waits");
+  const std::string attempt = temp_ + "/waits-attempt";
+  // Nothing published yet.
+  auto early =
+      RunShardStatisticsJobTask(context, 0, 1, true, 0, attempt, TaskControl());
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition)
+      << early.status();
+  early = RunRoundReduceJobTask(context, 0, 0, attempt, TaskControl());
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition)
+      << early.status();
+  early = RunShardOutputJobTask(context, 0, true, 0, attempt, TaskControl());
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition)
+      << early.status();
+  early =
+      RunShardStatisticsJobTask(context, 1, 0, true, 0, attempt, TaskControl());
+  EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition)
+      << early.status();
+  EXPECT_NE(early.status().message().find(ShardOutputFile(0, true, 0)),
+            std::string::npos)
+      << early.status();
+
+  // A shard past the split (the plan's count is an upper bound) publishes
+  // nothing.
+  auto past = RunShardStatisticsJobTask(context, 0, 0, true, 99, attempt,
+                                        TaskControl());
+  ASSERT_TRUE(past.ok()) << past.status();
+  EXPECT_EQ(*past, "");
+
+  // The coordinator's record of a shard's file is checked by the reduce.
+  const RoundShardCounts counts = PlanRoundShardCounts(recipe);
+  for (const bool calibration : {true, false}) {
+    const int shards = calibration ? counts.calibration : counts.heldout;
+    for (int s = 0; s < shards; ++s) {
+      auto name = RunShardStatisticsJobTask(context, 0, 0, calibration, s,
+                                            attempt, TaskControl());
+      ASSERT_TRUE(name.ok()) << name.status();
+      ASSERT_EQ(*name, ShardStatisticsFile(0, 0, calibration, s));
+      auto digest = Sha256File(JoinPath(context.work_dir, *name));
+      ASSERT_TRUE(digest.ok());
+      context.round_file_sha256[*name] = *digest;
+    }
+  }
+  const std::string changed = ShardStatisticsFile(0, 0, true, 1);
+  const std::string path = JoinPath(context.work_dir, changed);
+  const std::string original = Read(path);
+  std::string flipped = original;
+  flipped[flipped.size() / 2] ^= 1;
+  ASSERT_TRUE(WriteFileAtomically(path, flipped).ok());
+  auto reduced = RunRoundReduceJobTask(context, 0, 0, attempt, TaskControl());
+  EXPECT_EQ(reduced.status().code(), absl::StatusCode::kDataLoss)
+      << reduced.status();
+  EXPECT_EQ(ChangedRoundFile(reduced.status()), changed);
+  ASSERT_TRUE(FileSystem::Default()->RemoveFile(path).ok());
+  reduced = RunRoundReduceJobTask(context, 0, 0, attempt, TaskControl());
+  EXPECT_EQ(reduced.status().code(), absl::StatusCode::kDataLoss)
+      << reduced.status();
+  EXPECT_EQ(ChangedRoundFile(reduced.status()), changed);
+  EXPECT_FALSE(FileExists(JoinPath(context.work_dir, RoundDeltaFile(0, 0))));
+  ASSERT_TRUE(WriteFileAtomically(path, original).ok());
+  reduced = RunRoundReduceJobTask(context, 0, 0, attempt, TaskControl());
+  ASSERT_TRUE(reduced.ok()) << reduced.status();
+  EXPECT_EQ(*reduced, RoundDeltaFile(0, 0));
+  EXPECT_EQ(ChangedRoundFile(absl::DataLossError("other")), std::nullopt);
+
+  // Independent propagation runs block tasks.
+  Recipe independent = recipe;
+  independent.propagation = Propagation::kIndependent;
+  const JobTaskContext other = Context(independent, "independent");
+  auto refused =
+      RunShardStatisticsJobTask(other, 0, 0, true, 0, attempt, TaskControl());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition)
+      << refused.status();
+  auto config = Checkpoint::Open(testing::Stories260KDir());
+  ASSERT_TRUE(config.ok());
+  EXPECT_FALSE(JobRunsAsRounds((*config)->config(), independent));
+  EXPECT_TRUE(JobRunsAsRounds((*config)->config(), recipe));
+}
+
+}  // namespace
+}  // namespace quant
