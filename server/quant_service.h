@@ -30,8 +30,10 @@ struct QuantServiceOptions {
   int64_t max_upload_bytes = int64_t{64} << 20;
   // Plan a sequential dense job's blocks as rounds of small tasks that many
   // workers share (docs/DATA_PARALLEL.md); false: one task per block.
-  // quantd's --round_tasks.
-  bool round_tasks = true;
+  // quantd's --round_tasks. Off by default until the rounds' own costs
+  // (each task opens the job's inputs and recomputes the block up to its
+  // group) no longer outweigh what two workers gain (docs/PERFORMANCE.md).
+  bool round_tasks = false;
   // Uploads are held in memory until stored, and every WatchJob stream
   // holds a thread: both are bounded (RESOURCE_EXHAUSTED beyond, naming the
   // flag). quantd's --max_concurrent_uploads and --max_watch_streams.

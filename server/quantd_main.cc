@@ -43,15 +43,17 @@ ABSL_FLAG(std::vector<std::string>, allowed_roots, {},
           "must lie under.");
 ABSL_FLAG(int64_t, max_upload_mb, 64,
           "Bound on a calibration set, uploaded or named by URI, in MiB.");
-ABSL_FLAG(bool, round_tasks, true,
+ABSL_FLAG(bool, round_tasks, false,
           "Plan each block of a sequential job as rounds of small tasks that "
           "several workers share: per layer group, one task per shard of 16 "
           "calibration (or held-out) sequences and a reduce that adds them "
           "and quantizes the group (docs/DATA_PARALLEL.md). The packed "
-          "checkpoint is the same bytes either way. false: one task per "
-          "block, which recomputes less on a single worker. Jobs with "
-          "independent propagation, mixed precision or mixture-of-experts "
-          "blocks always run one task per block.");
+          "checkpoint is the same bytes either way. Off by default: each "
+          "round task opens the job's inputs and recomputes its block up to "
+          "its group, which on small models costs more than a second worker "
+          "gains (docs/PERFORMANCE.md). Jobs with independent propagation, "
+          "mixed precision or mixture-of-experts blocks always run one task "
+          "per block.");
 ABSL_FLAG(int, max_concurrent_uploads, 4,
           "Calibration uploads received at once (each is held in memory, up "
           "to --max_upload_mb); more are refused with RESOURCE_EXHAUSTED.");

@@ -50,6 +50,8 @@ class QuantServiceTest : public ::testing::Test {
     options.artifact_root = absl::StrCat("file://", temp_, "/artifacts");
     options.allowed_roots = {models_, temp_};
     options.max_upload_bytes = 2 << 20;
+    // Sequential jobs as rounds (the plan this suite checks).
+    options.round_tasks = true;
     auto server = QuantdServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);

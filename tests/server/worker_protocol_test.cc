@@ -82,9 +82,6 @@ class WorkerProtocolTest : public ::testing::Test {
     options.workers.heartbeat_ms = 100;
     options.workers.max_wait_ms = 4000;
     options.upkeep_interval = std::chrono::milliseconds(50);
-    // The protocol on block tasks; RoundTasksCarryTheirShardAndTheFiles...
-    // covers round tasks.
-    options.round_tasks = false;
     return options;
   }
 

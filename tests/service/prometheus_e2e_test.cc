@@ -98,7 +98,8 @@ TEST(PrometheusE2eTest, ScrapedSeriesMatchTheReportAndExpire) {
   ChildProcess quantd(
       {testing::BinaryDir() + "/server/quantd", "--listen=127.0.0.1:0",
        "--metrics-listen=127.0.0.1:0", "--metrics-retention=20s",
-       "--local-workers=1", "--data-dir=" + temp + "/data",
+       // The blocks as rounds: the series of the round task kinds.
+       "--local-workers=1", "--round_tasks", "--data-dir=" + temp + "/data",
        "--artifact-root=file://" + temp + "/artifacts",
        "--allowed-roots=" + RealPath(testing::SharedDir())},
       {}, temp + "/quantd.log");

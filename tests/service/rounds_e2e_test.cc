@@ -46,6 +46,7 @@ TEST_F(RoundsE2eTest, OneAndThreeWorkersGiveTheLocalRunsBytes) {
     ServiceHarness service(RealPath(testing::MakeTempDir()));
     std::vector<std::string> args = service.QuantdArgs("127.0.0.1:0");
     args.push_back(absl::StrCat("--local-workers=", workers));
+    args.push_back("--round_tasks");
     const absl::Status started = service.StartQuantd(args);
     ASSERT_TRUE(started.ok()) << started;
     const v1::Job job = testing::ValueOrFailure(service.Create(
@@ -114,6 +115,7 @@ TEST_F(RoundsE2eTest, WorkersKilledInAShardTaskAndInAReduceAreTakenOver) {
   ServiceHarness service(RealPath(testing::MakeTempDir()));
   std::vector<std::string> args = service.QuantdArgs("127.0.0.1:0");
   args.push_back("--lease_seconds=2");
+  args.push_back("--round_tasks");
   ASSERT_TRUE(service.StartQuantd(args).ok());
   const v1::Job job = testing::ValueOrFailure(
       service.Create("rounds-kill", MediumRecipePath()));

@@ -95,6 +95,8 @@ class ServiceE2eTest : public ::testing::Test {
 TEST_F(ServiceE2eTest, SameCheckpointAsLocalRunAndWatchSeesEveryLayer) {
   std::vector<std::string> args = service_->QuantdArgs("127.0.0.1:0");
   args.push_back("--local-workers=2");
+  // The blocks as rounds of small tasks the two workers share.
+  args.push_back("--round_tasks");
   // Tasks on 3 threads; the local run below uses one: same bytes.
   args.push_back("--worker_args=--threads=3");
   ASSERT_NO_FATAL_FAILURE(StartQuantd(args));
