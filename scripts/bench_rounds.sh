@@ -96,7 +96,8 @@ for run in "${runs[@]}"; do
   # shellcheck disable=SC2086  # Split into the flag and the worker count.
   set -- $run
   rounds=$1 workers=$2
-  dir="$work/run-$rounds-$workers"
+  run_index=$((${run_index:-0} + 1))
+  dir="$work/run-$run_index-$rounds-$workers"
   mkdir -p "$dir"
   "$quantd" --listen=127.0.0.1:0 --data-dir="$dir/data" \
     --artifact-root="file://$dir/artifacts" \
@@ -124,7 +125,7 @@ for run in "${runs[@]}"; do
   t1=$(date +%s.%N)
   if [ "$status" -ne 0 ] && [ "$status" -ne 3 ]; then
     echo "bench_rounds: submit --wait failed ($status)" >&2
-    tail -5 "$dir/submit.log" "$dir/quantd.log" >&2
+    tail -n 5 "$dir/submit.log" "$dir/quantd.log" >&2
     exit 1
   fi
   metrics=$(scrape)
