@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/pipeline/job_inputs_cache.h"
 #include "core/pipeline/job_tasks.h"
 #include "quant/v1/worker.pb.h"
 
@@ -44,6 +45,9 @@ struct TaskLimits {
   int64_t max_activation_bytes = kDefaultMaxActivationBytes;
   // Threads a block task runs on.
   int threads = 1;
+  // Keeps a job's opened inputs between its round tasks (not owned; null:
+  // each task opens them).
+  JobInputsCache* inputs_cache = nullptr;
 };
 
 // Errors: InvalidArgument / NotFound / DataLoss for bad input and

@@ -512,7 +512,8 @@ absl::StatusOr<TaskOutcome> Worker::RunAtLevel(RunningTask* running,
     confined.emplace(std::vector<std::string>(task.read_roots().begin(),
                                               task.read_roots().end()));
   }
-  const TaskLimits limits{options_.max_activation_bytes, options_.threads};
+  const TaskLimits limits{options_.max_activation_bytes, options_.threads,
+                          &inputs_cache_};
   return options_.run_task != nullptr
              ? options_.run_task(task, sink, &running->cancel, limits)
              : RunTask(task, sink, &running->cancel, limits);

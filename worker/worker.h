@@ -155,6 +155,8 @@ class Worker {
   std::atomic<bool> stop_{false};
   std::atomic<int> completed_{0};
   std::atomic<int> failed_{0};
+  // The last job's opened inputs, for its next round task on this worker.
+  JobInputsCache inputs_cache_;
   Mutex mu_;
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> heartbeat_ms_{5'000};

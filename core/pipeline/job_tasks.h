@@ -26,6 +26,8 @@
 
 namespace quant {
 
+class JobInputsCache;  // job_inputs_cache.h
+
 // The default bound on the hidden states a block task holds in memory.
 inline constexpr int64_t kDefaultMaxActivationBytes = int64_t{1} << 30;
 
@@ -78,6 +80,9 @@ struct JobTaskContext {
   // listed file is checked before it is read (round_job_tasks.h); an
   // unlisted one is trusted.
   std::map<std::string, std::string> round_file_sha256;
+  // Where round tasks keep the job's opened inputs for the process's next
+  // task of the same job (not owned); null: each task opens them.
+  JobInputsCache* inputs_cache = nullptr;
   // Where the tasks' outputs are written (not owned, never null); tests
   // inject storage faults here.
   FileSystem* file_system = FileSystem::Default();

@@ -18,6 +18,7 @@
 #include "core/pipeline/block_task.h"
 #include "core/pipeline/hidden_state_stream.h"
 #include "core/pipeline/internal/job_inputs.h"
+#include "core/pipeline/job_inputs_cache.h"
 #include "core/pipeline/round_state_io.h"
 #include "core/pipeline/shard_statistics_io.h"
 #include "core/pipeline/task_io.h"
@@ -33,6 +34,18 @@ using pipeline_internal::JobInputs;
 using pipeline_internal::OpenJobInputs;
 
 using SourcePtr = std::unique_ptr<HiddenStateSource>;
+using InputsPtr = std::shared_ptr<const JobInputs>;
+
+// The job's inputs: the process's cached ones when the context has a
+// cache (a worker), else opened for this task.
+absl::StatusOr<InputsPtr> OpenInputs(const JobTaskContext& context,
+                                     const TaskControl& control) {
+  if (context.inputs_cache != nullptr) {
+    return context.inputs_cache->Open(context, control);
+  }
+  QUANT_ASSIGN_OR_RETURN(JobInputs inputs, OpenJobInputs(context, control));
+  return std::make_shared<const JobInputs>(std::move(inputs));
+}
 
 constexpr char kChangedRoundFilePayload[] =
     "type.googleapis.com/quant.ChangedRoundFile";
@@ -268,8 +281,8 @@ bool JobRunsAsRounds(const ModelConfig& config, const Recipe& recipe) {
 absl::StatusOr<std::string> RunShardStatisticsJobTask(
     const JobTaskContext& context, int block, int group, bool calibration,
     int shard, const std::string& attempt_dir, const TaskControl& control) {
-  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
-                         OpenJobInputs(context, control));
+  QUANT_ASSIGN_OR_RETURN(const InputsPtr opened, OpenInputs(context, control));
+  const JobInputs& inputs = *opened;
   if (group == kBlockRoundGroups) {
     return absl::InvalidArgumentError(absl::StrCat(
         "group ", group, " is outside a block's 0..", kBlockRoundGroups - 1));
@@ -308,8 +321,8 @@ absl::StatusOr<std::string> RunShardStatisticsJobTask(
 absl::StatusOr<std::string> RunRoundReduceJobTask(
     const JobTaskContext& context, int block, int group,
     const std::string& attempt_dir, const TaskControl& control) {
-  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
-                         OpenJobInputs(context, control));
+  QUANT_ASSIGN_OR_RETURN(const InputsPtr opened, OpenInputs(context, control));
+  const JobInputs& inputs = *opened;
   if (group == kBlockRoundGroups) {
     return absl::InvalidArgumentError(absl::StrCat(
         "group ", group, " is outside a block's 0..", kBlockRoundGroups - 1));
@@ -391,8 +404,8 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
 absl::StatusOr<std::string> RunShardOutputJobTask(
     const JobTaskContext& context, int block, bool calibration, int shard,
     const std::string& attempt_dir, const TaskControl& control) {
-  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
-                         OpenJobInputs(context, control));
+  QUANT_ASSIGN_OR_RETURN(const InputsPtr opened, OpenInputs(context, control));
+  const JobInputs& inputs = *opened;
   QUANT_RETURN_IF_ERROR(
       CheckRoundTask(context, inputs, block, kBlockRoundGroups));
   QUANT_ASSIGN_OR_RETURN(const std::optional<SequenceRange> range,

@@ -15,6 +15,7 @@
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/model/checkpoint.h"
+#include "core/pipeline/job_inputs_cache.h"
 #include "core/pipeline/job_tasks.h"
 #include "core/pipeline/task_io.h"
 #include "core/recipe/recipe.h"
@@ -124,6 +125,9 @@ TEST_F(RoundJobTasksTest, RoundsPublishTheBlockTasksBytes) {
   Recipe gptq = RoundsRecipe(QuantMethod::kGptq);
   gptq.act_order = true;
   gptq.damp.automatic = true;
+  // As a worker runs them: the job's inputs opened once for all its tasks.
+  JobInputsCache cache;
+  int jobs = 0;
   for (const Recipe& recipe : {gptq, RoundsRecipe(QuantMethod::kAwq)}) {
     SCOPED_TRACE(QuantMethodName(recipe.method));
     const RoundShardCounts counts = PlanRoundShardCounts(recipe);
@@ -131,7 +135,8 @@ TEST_F(RoundJobTasksTest, RoundsPublishTheBlockTasksBytes) {
     EXPECT_EQ(counts.heldout, 1);
     const std::string method = QuantMethodName(recipe.method);
     const JobTaskContext blocks = Context(recipe, method + "-blocks");
-    const JobTaskContext rounds = Context(recipe, method + "-rounds");
+    JobTaskContext rounds = Context(recipe, method + "-rounds");
+    rounds.inputs_cache = &cache;
     const std::string expected = BlockTaskRun(blocks);
     ASSERT_FALSE(expected.empty());
     for (int b = 0; b < blocks_; ++b) {
@@ -151,6 +156,8 @@ TEST_F(RoundJobTasksTest, RoundsPublishTheBlockTasksBytes) {
       ASSERT_TRUE(published.ok()) << published.status();
     }
     EXPECT_EQ(Finalize(rounds), expected);
+    // One open per job (another recipe is another key).
+    EXPECT_EQ(cache.opens(), ++jobs);
   }
 }
 
