@@ -2,6 +2,9 @@
 #include "server/job_eta.h"
 
 #include <algorithm>
+#include <map>
+#include <optional>
+#include <utility>
 
 namespace quant::server {
 namespace {
@@ -10,12 +13,30 @@ namespace {
 // predicted times matter then, as the finished tasks give the scale.
 constexpr double kNominalFlopsPerSecond = 1e10;
 
-const TaskWork* WorkOf(const JobWork& work, const store::Task& task) {
-  if (task.kind == store::TaskKind::kFinalize) return &work.finalize;
+bool IsRoundTask(const store::Task& task) {
+  return task.kind == store::TaskKind::kShardStats ||
+         task.kind == store::TaskKind::kReduce ||
+         task.kind == store::TaskKind::kShardOutput;
+}
+
+// A task's share of its job's work: the finalize's, a block task's block,
+// or a round task's equal share of its block (`round_tasks`: the tasks of
+// each block run as rounds). nullopt for a task the work does not cover.
+std::optional<TaskWork> WorkOf(const JobWork& work, const store::Task& task,
+                               const std::map<int, int>& round_tasks) {
+  if (task.kind == store::TaskKind::kFinalize) return work.finalize;
   if (task.block < 0 || task.block >= static_cast<int>(work.blocks.size())) {
-    return nullptr;
+    return std::nullopt;
   }
-  return &work.blocks[task.block];
+  TaskWork share = work.blocks[task.block];
+  if (IsRoundTask(task)) {
+    auto it = round_tasks.find(task.block);
+    const double n = it == round_tasks.end() ? 1.0 : it->second;
+    share.forward_flops /= n;
+    share.hessian_flops /= n;
+    share.gptq_flops /= n;
+  }
+  return share;
 }
 
 }  // namespace
@@ -55,13 +76,26 @@ std::optional<double> PredictRemainingSeconds(
     rates.hessian_flops_per_second = kNominalFlopsPerSecond;
     rates.gptq_flops_per_second = kNominalFlopsPerSecond;
   }
+  // Round tasks per block, and the most that run side by side (a
+  // round's shard tasks).
+  std::map<int, int> round_tasks;
+  std::map<std::pair<int, int>, int> round_width;
+  int widest_round = 1;
+  for (const store::Task& task : tasks) {
+    if (!IsRoundTask(task)) continue;
+    ++round_tasks[task.block];
+    if (task.kind == store::TaskKind::kShardStats) {
+      widest_round =
+          std::max(widest_round, ++round_width[{task.block, task.group}]);
+    }
+  }
   // How far off the prediction was for the tasks that finished.
   double took = 0.0;
   double predicted = 0.0;
   for (const store::Task& task : tasks) {
     auto it = times.finished_seconds.find(task.index);
-    const TaskWork* w = WorkOf(work, task);
-    if (it == times.finished_seconds.end() || w == nullptr ||
+    const std::optional<TaskWork> w = WorkOf(work, task, round_tasks);
+    if (it == times.finished_seconds.end() || !w.has_value() ||
         task.state != store::TaskState::kDone) {
       continue;
     }
@@ -79,8 +113,8 @@ std::optional<double> PredictRemainingSeconds(
   double finalize = 0.0;
   for (const store::Task& task : tasks) {
     if (task.state == store::TaskState::kDone) continue;
-    const TaskWork* w = WorkOf(work, task);
-    if (w == nullptr) continue;
+    const std::optional<TaskWork> w = WorkOf(work, task, round_tasks);
+    if (!w.has_value()) continue;
     double seconds = PredictSeconds(*w, rates) * scale;
     auto running = times.running_seconds.find(task.index);
     if (task.state == store::TaskState::kLeased &&
@@ -96,6 +130,10 @@ std::optional<double> PredictRemainingSeconds(
   }
   if (propagation == Propagation::kIndependent && blocks_left > 0) {
     blocks /= std::clamp(fleet.workers, 1, blocks_left);
+  } else if (!round_tasks.empty() && blocks_left > 0) {
+    // Rounds: a round's shard tasks side by side, the reduces alone; the
+    // shard tasks hold most of a round's work.
+    blocks /= std::clamp(fleet.workers, 1, widest_round);
   }
   return blocks + finalize;
 }

@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "core/base/clock.h"
 #include "gtest/gtest.h"
+#include "server/task_plan.h"
 
 namespace quant::server {
 namespace {
@@ -124,6 +125,38 @@ TEST(PredictRemainingSecondsTest, IndependentBlocksRunSideBySide) {
                                 Tasks(kPending, kPending, kPending), {},
                                 OneFlopPerSecond(4));
   EXPECT_DOUBLE_EQ(*eta, 25);
+}
+
+TEST(PredictRemainingSecondsTest, RoundTasksShareTheirBlocksWork) {
+  // Each block as rounds of 2 calibration and 1 held-out shard: a round
+  // task is an equal share of its block, a round's 3 shard tasks run side
+  // by side.
+  std::vector<store::Task> tasks;
+  for (const store::TaskSpec& spec :
+       PlanRoundTasks(2, RoundShardCounts{2, 1})) {
+    store::Task t = Task(spec.index, spec.kind, spec.block, kPending);
+    t.group = spec.group;
+    t.split = spec.split;
+    t.shard = spec.shard;
+    tasks.push_back(t);
+  }
+  auto eta = PredictRemainingSeconds(TwoBlocks(), Propagation::kSequential,
+                                     tasks, {}, OneFlopPerSecond(1));
+  ASSERT_TRUE(eta.has_value());
+  EXPECT_NEAR(*eta, 10 + 10 + 5, 1e-9);
+  eta = PredictRemainingSeconds(TwoBlocks(), Propagation::kSequential, tasks,
+                                {}, OneFlopPerSecond(8));
+  ASSERT_TRUE(eta.has_value());
+  EXPECT_NEAR(*eta, (10 + 10) / 3.0 + 5, 1e-9);
+  // A finished round task that took twice its share doubles the rest.
+  TaskTimes times;
+  // Block 0 has 19 round tasks (4 x 3 shards, 4 reduces, 3 outputs).
+  times.finished_seconds[0] = 2 * 10.0 / 19;
+  tasks[0].state = kDone;
+  eta = PredictRemainingSeconds(TwoBlocks(), Propagation::kSequential, tasks,
+                                times, OneFlopPerSecond(1));
+  ASSERT_TRUE(eta.has_value());
+  EXPECT_NEAR(*eta, 2 * (10 - 10.0 / 19 + 10 + 5), 1e-9);
 }
 
 TEST(PredictRemainingSecondsTest, WithoutRatesOnlyFinishedTasksGiveATime) {
