@@ -409,8 +409,10 @@ absl::Status GroupActivationStatistics::MergeShard(
   }
   const auto start = std::chrono::steady_clock::now();
   if (next.calibration_.token_count() > 0) {
-    QUANT_RETURN_IF_ERROR(calibration_.Merge(next.calibration_));
+    // First: it checks the shard starts where the totals end, and adds
+    // nothing when it does not.
     if (split_.has_value()) QUANT_RETURN_IF_ERROR(split_->Merge(*next.split_));
+    QUANT_RETURN_IF_ERROR(calibration_.Merge(next.calibration_));
     if (mean_abs_.has_value()) {
       QUANT_RETURN_IF_ERROR(mean_abs_->Merge(*next.mean_abs_));
     }

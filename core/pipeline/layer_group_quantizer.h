@@ -130,7 +130,6 @@ class GroupActivationStatistics {
   // the one that does not fit.
   // The sums are moved out of `sums` when it fits.
   absl::Status RestoreShard(ShardSums* sums);
-  double validation_fraction() const { return validation_fraction_; }
 
   // Also keeps each split's rows while it has at most K of them (call
   // before adding any), so the audit evaluates ‖X Eᵀ‖² on X, T·K·N

@@ -445,6 +445,13 @@ TEST_F(BlockRoundsTest, ShardsOutOfOrderMissingOrLateAreRefused) {
                              {calibration[0].get(), calibration[2].get()}, &gap)
                 .code(),
             absl::StatusCode::kInvalidArgument);
+  // A refused shard adds nothing to the totals.
+  auto totals = EmptyShardStatistics(input_, *state);
+  ASSERT_TRUE(totals.ok() && *totals != nullptr);
+  ASSERT_TRUE((*totals)->MergeShard(*calibration[0]).ok());
+  const int64_t tokens = (*totals)->calibration_tokens();
+  EXPECT_FALSE((*totals)->MergeShard(*calibration[2]).ok());
+  EXPECT_EQ((*totals)->calibration_tokens(), tokens);
   // The output before every group is reduced.
   const MemoryHiddenStateSource source(&input_.calibration);
   MemoryHiddenStateSink sink(input_.calibration.seq_len,
