@@ -20,6 +20,9 @@ PACKAGES=(
   libopenblas0-serial
   # tests/report: report.html is checked in a real browser (headless).
   chromium
+  # tests/service/netns_e2e_test: workers in their own network namespaces
+  # (ip netns, veth pairs).
+  iproute2
 )
 
 missing=()

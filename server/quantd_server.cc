@@ -303,9 +303,8 @@ absl::Status QuantdServer::StartLocalWorkers(const QuantdOptions& options) {
   LocalWorkersOptions local;
   local.count = options.local_workers;
   local.binary = FindWorkerBinary(options.worker_binary);
-  // Loopback to ourselves, whatever address we listen on.
-  local.server_address = absl::StrCat(
-      options.tls_cert_file.empty() ? "127.0.0.1" : "localhost", ":", port_);
+  local.server_address =
+      LocalDialAddress(options.listen, port_, !options.tls_cert_file.empty());
   local.worker_token = options.tokens.worker;
   local.tls_ca_file = options.tls_cert_file;
   local.extra_args = options.worker_args;

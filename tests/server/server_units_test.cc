@@ -361,6 +361,23 @@ TEST(ListenAddressTest, OnlyLoopbackWithoutTokens) {
       absl::IsInvalidArgument(CheckListenAddress("0.0.0.0:70000", true)));
 }
 
+// Local workers dial the interface quantd is bound to: a server on a
+// veth's or a pod's address does not answer on loopback.
+TEST(ListenAddressTest, LocalWorkersDialTheBoundInterface) {
+  EXPECT_EQ(LocalDialAddress("10.231.0.1:0", 4321, false), "10.231.0.1:4321");
+  EXPECT_EQ(LocalDialAddress("[fd00::1]:0", 4321, false), "[fd00::1]:4321");
+  EXPECT_EQ(LocalDialAddress("127.0.0.5:50051", 50051, false),
+            "127.0.0.5:50051");
+  EXPECT_EQ(LocalDialAddress("localhost:0", 7, false), "localhost:7");
+  // Every interface: loopback is one of them.
+  EXPECT_EQ(LocalDialAddress("0.0.0.0:50051", 50051, false), "127.0.0.1:50051");
+  EXPECT_EQ(LocalDialAddress("[::]:0", 9, false), "127.0.0.1:9");
+  // TLS: loopback by the certificate's name, other hosts as given.
+  EXPECT_EQ(LocalDialAddress("0.0.0.0:0", 9, true), "localhost:9");
+  EXPECT_EQ(LocalDialAddress("127.0.0.1:0", 9, true), "localhost:9");
+  EXPECT_EQ(LocalDialAddress("quantd.ns.svc:0", 9, true), "quantd.ns.svc:9");
+}
+
 TEST(TaskPlanTest, SequentialChainsIndependentDoesNot) {
   auto sequential = PlanJobTasks(3, Propagation::kSequential);
   ASSERT_EQ(sequential.size(), 4u);

@@ -38,8 +38,12 @@ absl::StatusOr<Response> CallById(
     v1::QuantService::Stub* stub,
     grpc::Status (v1::QuantService::Stub::*method)(grpc::ClientContext*,
                                                    const Request&, Response*),
-    const std::string& what, const std::string& id) {
+    const std::string& what, const std::string& id,
+    const std::string& client_token) {
   grpc::ClientContext context;
+  if (!client_token.empty()) {
+    context.AddMetadata("authorization", "Bearer " + client_token);
+  }
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(10));
   Request request;
@@ -167,6 +171,12 @@ std::unique_ptr<ChildProcess> ServiceHarness::StartWrappedWorker(
       std::move(args), std::vector<std::string>{}, dir_ + "/" + name + ".log");
 }
 
+void ServiceHarness::Authorize(grpc::ClientContext* context) const {
+  if (!client_token_.empty()) {
+    context->AddMetadata("authorization", "Bearer " + client_token_);
+  }
+}
+
 std::string ServiceHarness::Log(const std::string& name) const {
   auto text = ReadFileToString(dir_ + "/" + name);
   return text.ok() ? *text : "";
@@ -221,6 +231,7 @@ absl::StatusOr<v1::CreateJobRequest> ServiceHarness::RecipeRequest(
 absl::StatusOr<v1::Job> ServiceHarness::CreateJob(
     const v1::CreateJobRequest& request) {
   grpc::ClientContext context;
+  Authorize(&context);
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(60));
   v1::Job job;
@@ -231,8 +242,9 @@ absl::StatusOr<v1::Job> ServiceHarness::CreateJob(
 }
 
 absl::StatusOr<v1::Job> ServiceHarness::Get(const std::string& id) {
-  return CallById<v1::GetJobRequest, v1::Job>(
-      stub_.get(), &v1::QuantService::Stub::GetJob, "GetJob", id);
+  return CallById<v1::GetJobRequest, v1::Job>(stub_.get(),
+                                              &v1::QuantService::Stub::GetJob,
+                                              "GetJob", id, client_token_);
 }
 
 absl::StatusOr<v1::Job> ServiceHarness::WaitForEnd(const std::string& id,
@@ -271,6 +283,7 @@ absl::StatusOr<v1::Job> ServiceHarness::Poll(
 absl::StatusOr<std::vector<v1::JobEvent>> ServiceHarness::WatchToEnd(
     const std::string& id) {
   grpc::ClientContext context;
+  Authorize(&context);
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::minutes(20));
   v1::WatchJobRequest request;
@@ -286,11 +299,13 @@ absl::StatusOr<std::vector<v1::JobEvent>> ServiceHarness::WatchToEnd(
 
 absl::StatusOr<v1::JobReport> ServiceHarness::Report(const std::string& id) {
   return CallById<v1::GetJobReportRequest, v1::JobReport>(
-      stub_.get(), &v1::QuantService::Stub::GetJobReport, "GetJobReport", id);
+      stub_.get(), &v1::QuantService::Stub::GetJobReport, "GetJobReport", id,
+      client_token_);
 }
 
 absl::StatusOr<std::string> ServiceHarness::ReportHtml(const std::string& id) {
   grpc::ClientContext context;
+  Authorize(&context);
   context.set_deadline(std::chrono::system_clock::now() +
                        std::chrono::seconds(10));
   v1::GetJobReportRequest request;
@@ -306,7 +321,8 @@ absl::StatusOr<std::string> ServiceHarness::ReportHtml(const std::string& id) {
 
 absl::StatusOr<v1::Job> ServiceHarness::Cancel(const std::string& id) {
   return CallById<v1::CancelJobRequest, v1::Job>(
-      stub_.get(), &v1::QuantService::Stub::CancelJob, "CancelJob", id);
+      stub_.get(), &v1::QuantService::Stub::CancelJob, "CancelJob", id,
+      client_token_);
 }
 
 absl::StatusOr<std::vector<v1::Job>> ServiceHarness::ListAll() {
@@ -315,6 +331,7 @@ absl::StatusOr<std::vector<v1::Job>> ServiceHarness::ListAll() {
   request.set_page_size(2);  // Several pages: pagination must not skip.
   do {
     grpc::ClientContext context;
+    Authorize(&context);
     context.set_deadline(std::chrono::system_clock::now() +
                          std::chrono::seconds(10));
     v1::ListJobsResponse page;

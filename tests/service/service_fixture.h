@@ -59,6 +59,10 @@ class ServiceHarness {
   // on" lines, and the rest once stopped or killed.
   const std::string& quantd_stdout() const { return quantd_stdout_; }
 
+  // Sent as "authorization: Bearer TOKEN" on every call from now on (for a
+  // quantd started with --client_token_file).
+  void set_client_token(std::string token) { client_token_ = std::move(token); }
+
   // quantd's flags for `listen` on this harness's directories.
   std::vector<std::string> QuantdArgs(const std::string& listen) const;
   // Starts quantd (stderr, with its local workers', to dir/quantd.log),
@@ -123,6 +127,7 @@ class ServiceHarness {
  private:
   // Polls GetJob until `done` or the job ends; `strict`: a failed GetJob
   // ends the wait.
+  void Authorize(grpc::ClientContext* context) const;
   absl::StatusOr<v1::Job> Poll(const std::string& id,
                                const std::function<bool(const v1::Job&)>& done,
                                int timeout_s, bool strict);
@@ -131,6 +136,7 @@ class ServiceHarness {
   std::unique_ptr<ChildProcess> quantd_;
   std::string quantd_stdout_;
   std::string address_;
+  std::string client_token_;
   std::unique_ptr<v1::QuantService::Stub> stub_;
 };
 
