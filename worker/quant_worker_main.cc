@@ -61,7 +61,9 @@ ABSL_FLAG(int, threads, 0,
 ABSL_FLAG(int64_t, max_activation_mb, quant::kDefaultMaxActivationBytes >> 20,
           "MiB of hidden states (the calibration and held-out activations "
           "entering a block) a task keeps in memory, and as much again for "
-          "what a block keeps between its layer groups. Larger ones are "
+          "what a block keeps between its layer groups (and, for round "
+          "tasks, what each shard keeps for its next round on this "
+          "worker). Larger ones are "
           "written to the task's area in the artifact store and read back "
           "a chunk of sequences at a time; the results are identical. 0: "
           "always in files.");

@@ -119,6 +119,7 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   context.max_activation_bytes = limits.max_activation_bytes;
   context.threads = limits.threads;
   context.inputs_cache = limits.inputs_cache;
+  context.shard_stashes = limits.shard_stashes;
   absl::StatusOr<std::string> path =
       FileUriPath(task.checkpoint_uri(), "checkpoint_uri");
   if (!path.ok()) return path.status();

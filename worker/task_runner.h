@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "core/pipeline/job_inputs_cache.h"
 #include "core/pipeline/job_tasks.h"
+#include "core/pipeline/shard_stash_cache.h"
 #include "quant/v1/worker.pb.h"
 
 namespace quant::worker {
@@ -48,6 +49,10 @@ struct TaskLimits {
   // Keeps a job's opened inputs between its round tasks (not owned; null:
   // each task opens them).
   JobInputsCache* inputs_cache = nullptr;
+  // Keeps what shard tasks computed for their shards' next rounds (not
+  // owned; null: each round task computes its block from the shard's
+  // entering states).
+  ShardStashCache* shard_stashes = nullptr;
 };
 
 // Errors: InvalidArgument / NotFound / DataLoss for bad input and

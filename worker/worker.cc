@@ -251,6 +251,11 @@ absl::Status Worker::Run() {
 
 void Worker::SlotLoop(int /*slot*/) {
   int64_t backoff_ms = 200;
+  // A task's matrices stay in the heap while it runs (allocator_tuning.h)
+  // and after it: the next task, often the same job's next round, reuses
+  // them without faulting its pages in again. A lease that finds no task
+  // (an idle worker, within --lease_wait_ms) gives them back.
+  bool holds_task_memory = false;
   while (!stop_.load()) {
     const std::string id = WorkerId();
     if (id.empty()) return;
@@ -277,6 +282,10 @@ void Worker::SlotLoop(int /*slot*/) {
     }
     backoff_ms = 200;
     if (!response.has_task()) {
+      if (holds_task_memory) {
+        ReleaseFreeMemory();
+        holds_task_memory = false;
+      }
       // A coordinator that is stopping answers at once: do not spin.
       if (clock_->NowMs() - started_ms < 100) clock_->SleepForMs(500);
       continue;
@@ -293,6 +302,7 @@ void Worker::SlotLoop(int /*slot*/) {
       return;
     }
     RunLeased(response, id);
+    holds_task_memory = true;
   }
 }
 
@@ -341,9 +351,6 @@ void Worker::RunLeased(const v1::LeaseTaskResponse& leased,
   }
   running.wake.SignalAll();
   heartbeat.join();
-  // The task's matrices stay in the heap while it runs (allocator_tuning.h);
-  // an idle worker gives them back.
-  ReleaseFreeMemory();
   outcome_label = ReportOutcome(&running, outcome);
 }
 
@@ -512,8 +519,11 @@ absl::StatusOr<TaskOutcome> Worker::RunAtLevel(RunningTask* running,
     confined.emplace(std::vector<std::string>(task.read_roots().begin(),
                                               task.read_roots().end()));
   }
-  const TaskLimits limits{options_.max_activation_bytes, options_.threads,
-                          &inputs_cache_};
+  TaskLimits limits;
+  limits.max_activation_bytes = options_.max_activation_bytes;
+  limits.threads = options_.threads;
+  limits.inputs_cache = &inputs_cache_;
+  limits.shard_stashes = &shard_stashes_;
   return options_.run_task != nullptr
              ? options_.run_task(task, sink, &running->cancel, limits)
              : RunTask(task, sink, &running->cancel, limits);

@@ -120,7 +120,9 @@ class Worker {
   struct RunningTask;
 
   explicit Worker(WorkerOptions options)
-      : options_(std::move(options)), clock_(options_.clock) {}
+      : options_(std::move(options)),
+        clock_(options_.clock),
+        shard_stashes_(options_.max_activation_bytes) {}
 
   void SlotLoop(int slot);
   // The current worker id, registering (again) when `stale` names it.
@@ -157,6 +159,9 @@ class Worker {
   std::atomic<int> failed_{0};
   // The last job's opened inputs, for its next round task on this worker.
   JobInputsCache inputs_cache_;
+  // What its shard tasks computed, for the same shards' next rounds here;
+  // bounded by --max_activation_mb.
+  ShardStashCache shard_stashes_;
   Mutex mu_;
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> heartbeat_ms_{5'000};

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/functional/function_ref.h"
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
@@ -122,8 +123,11 @@ class BlockRunner {
       const std::vector<const GroupActivationStatistics*>& shards);
   absl::StatusOr<std::unique_ptr<GroupActivationStatistics>> EmptyShard();
   absl::Status WriteShard(HiddenStateSink* sink) const {
-    return WriteLeavingStates(*calibration_, sink);
+    return round_stash_ != nullptr ? WriteStashedShard(sink)
+                                   : WriteLeavingStates(*calibration_, sink);
   }
+  // What a round's shard continues from and keeps (ShardRoundStash).
+  void set_round_stash(ShardRoundStash* stash) { round_stash_ = stash; }
   absl::StatusOr<BlockTaskOutput> FinishRounds();
 
  private:
@@ -183,6 +187,22 @@ class BlockRunner {
                               const std::vector<int>& lengths)>
           compute,
       absl::FunctionRef<absl::Status(Chunk& chunk, int64_t shard)> consume)
+      const {
+    return ForEachIndexedChunk<Chunk>(
+        source, before,
+        [&](const RowMatrixF& hidden, const std::vector<int>& lengths, size_t) {
+          return compute(hidden, lengths);
+        },
+        consume);
+  }
+  // The same, `compute` also given the chunk's index in the source.
+  template <typename Chunk>
+  absl::Status ForEachIndexedChunk(
+      const HiddenStateSource& source, const std::string& before,
+      absl::FunctionRef<Chunk(const RowMatrixF& hidden,
+                              const std::vector<int>& lengths, size_t chunk)>
+          compute,
+      absl::FunctionRef<absl::Status(Chunk& chunk, int64_t shard)> consume)
       const;
   // The same over several sources of one layout, read chunk by chunk side
   // by side: compute gets each source's rows of the chunk.
@@ -224,6 +244,16 @@ class BlockRunner {
   // Applies a group's result: packs, records, folds AWQ scales into the
   // producing op (which may belong to an earlier group).
   absl::Status ApplyGroup(GroupPlan& plan, QuantizedGroup quantized);
+  // A round's Accumulate and WriteShard through round_stash_.
+  absl::Status AccumulateStashed(const HiddenStateSource& source,
+                                 bool calibration, GroupPlan& plan) const;
+  absl::Status WriteStashedShard(HiddenStateSink* sink) const;
+  // The residual stream of `chunk` of a round's shard entering as `hidden`,
+  // from the stash when `use` says what it holds is current.
+  enum class StashUse { kNone, kContext, kResidual };
+  StashUse UsableStash(size_t chunks) const;
+  RowMatrixF ShardResidual(StashUse use, const RowMatrixF& hidden, int seq_len,
+                           size_t chunk) const;
   // The block's output on one split, chunk by chunk into `sink`.
   absl::Status WriteLeavingStates(const HiddenStateSource& source,
                                   HiddenStateSink* sink) const;
@@ -257,7 +287,8 @@ class BlockRunner {
   BlockWeights working_;
   std::vector<LinearLayerSpec> specs_;
   std::vector<LayerResult> results_;
-  int groups_done_ = 0;  // Rounds only.
+  int groups_done_ = 0;                     // Rounds only.
+  ShardRoundStash* round_stash_ = nullptr;  // Rounds only; may be null.
 };
 
 const LayerResult* BlockRunner::Result(LayerType type) const {
@@ -548,10 +579,10 @@ std::vector<int> ChunkLengths(const std::vector<int>& lengths,
 }  // namespace
 
 template <typename Chunk>
-absl::Status BlockRunner::ForEachChunk(
+absl::Status BlockRunner::ForEachIndexedChunk(
     const HiddenStateSource& source, const std::string& before,
     absl::FunctionRef<Chunk(const RowMatrixF& hidden,
-                            const std::vector<int>& lengths)>
+                            const std::vector<int>& lengths, size_t chunk)>
         compute,
     absl::FunctionRef<absl::Status(Chunk& chunk, int64_t shard)> consume)
     const {
@@ -570,7 +601,7 @@ absl::Status BlockRunner::ForEachChunk(
     }
     std::vector<Chunk> results(count);
     ParallelFor(pool_, static_cast<int64_t>(count), [&](int64_t i) {
-      results[i] = compute(hidden[i], lengths[i]);
+      results[i] = compute(hidden[i], lengths[i], start + i);
       hidden[i] = RowMatrixF();
     });
     for (size_t i = 0; i < count; ++i) {
@@ -777,6 +808,142 @@ absl::Status BlockRunner::Accumulate(const HiddenStateSource& source,
       [&](RowMatrixF& rows, int64_t shard) {
         return AddRows(plan, rows, calibration, shard);
       });
+}
+
+namespace {
+
+uint64_t HashFloats(uint64_t seed, const float* data, int64_t count) {
+  return absl::HashOf(
+      seed, absl::string_view(reinterpret_cast<const char*>(data),
+                              static_cast<size_t>(count) * sizeof(float)));
+}
+
+// A fingerprint of the weights the attention context is computed with (the
+// input norm, q, k, v and qwen3's q/k norms), and with `with_o` of those
+// the residual stream is: a stash entry is current when it matches. A
+// 64-bit hash, seeded per process like the stash it guards.
+uint64_t AttentionWeightsFingerprint(const BlockWeights& w, bool with_o) {
+  uint64_t h = 0;
+  for (const Eigen::VectorXf* norm : {&w.input_norm, &w.q_norm, &w.k_norm}) {
+    h = HashFloats(h, norm->data(), norm->size());
+  }
+  std::vector<LayerType> types = {LayerType::kQProj, LayerType::kKProj,
+                                  LayerType::kVProj};
+  if (with_o) types.push_back(LayerType::kOProj);
+  for (LayerType type : types) {
+    const auto it = w.linear.find(type);
+    if (it == w.linear.end()) continue;
+    h = HashFloats(h, it->second.weight.data(), it->second.weight.size());
+    h = HashFloats(h, it->second.bias.data(), it->second.bias.size());
+  }
+  return h;
+}
+
+}  // namespace
+
+BlockRunner::StashUse BlockRunner::UsableStash(size_t chunks) const {
+  if (round_stash_ == nullptr) return StashUse::kNone;
+  const BlockWeights& w = Source();
+  if (round_stash_->residual.size() == chunks &&
+      round_stash_->residual_weights == AttentionWeightsFingerprint(w, true)) {
+    return StashUse::kResidual;
+  }
+  if (round_stash_->context.size() == chunks &&
+      round_stash_->context_weights == AttentionWeightsFingerprint(w, false)) {
+    return StashUse::kContext;
+  }
+  return StashUse::kNone;
+}
+
+RowMatrixF BlockRunner::ShardResidual(StashUse use, const RowMatrixF& hidden,
+                                      int seq_len, size_t chunk) const {
+  const BlockWeights& w = Source();
+  if (use == StashUse::kResidual) return round_stash_->residual[chunk];
+  if (use == StashUse::kContext) {
+    return AttentionResidual(w, hidden, round_stash_->context[chunk]);
+  }
+  // The same ops as GroupInput and RunBlock, so the same bytes.
+  const RowMatrixF attention_input = AttentionInput(config_, w, hidden);
+  const RowMatrixF context =
+      AttentionContext(config_, w, rope_, seq_len, attention_input);
+  return AttentionResidual(w, hidden, context);
+}
+
+absl::Status BlockRunner::AccumulateStashed(const HiddenStateSource& source,
+                                            bool calibration,
+                                            GroupPlan& plan) const {
+  if (!plan.statistics.has_value()) return absl::OkStatus();
+  ShardRoundStash& stash = *round_stash_;
+  const BlockWeights& w = Source();
+  const int seq_len = source.seq_len();
+  const size_t chunks =
+      PlanChunks(source.sequences(), seq_len, input_.chunk_tokens).size();
+  const StashUse use = UsableStash(chunks);
+  const InputGroup group = plan.group;
+  const bool keeps_context = group == InputGroup::kAttnOut;
+  const bool keeps_residual =
+      group == InputGroup::kMlpIn || group == InputGroup::kMlpOut;
+  std::vector<RowMatrixF> kept(keeps_context || keeps_residual ? chunks : 0);
+  const absl::Status status = ForEachIndexedChunk<RowMatrixF>(
+      source, std::string(LayerTypeName(plan.types.front())),
+      [&](const RowMatrixF& hidden, const std::vector<int>& lengths,
+          size_t chunk) {
+        RowMatrixF input;
+        if (group == InputGroup::kAttnIn) {
+          input = AttentionInput(config_, w, hidden);
+        } else if (group == InputGroup::kAttnOut) {
+          const RowMatrixF attention_input = AttentionInput(config_, w, hidden);
+          input = AttentionContext(config_, w, rope_, seq_len, attention_input);
+          kept[chunk] = input;
+        } else {
+          RowMatrixF residual = ShardResidual(use, hidden, seq_len, chunk);
+          input = MlpInput(config_, w, residual);
+          if (group == InputGroup::kMlpOut) input = MlpHidden(w, input);
+          kept[chunk] = std::move(residual);
+        }
+        return RealRows(input, seq_len, lengths);
+      },
+      [&](RowMatrixF& rows, int64_t shard) {
+        return AddRows(plan, rows, calibration, shard);
+      });
+  if (!status.ok()) {
+    stash = ShardRoundStash();  // Half a round kept is nothing kept.
+    return status;
+  }
+  if (use != StashUse::kNone) ++stash.rounds_continued;
+  if (keeps_context) {
+    stash.context = std::move(kept);
+    stash.context_weights = AttentionWeightsFingerprint(w, false);
+    stash.residual.clear();
+  } else if (keeps_residual) {
+    stash.residual = std::move(kept);
+    stash.residual_weights = AttentionWeightsFingerprint(w, true);
+    stash.context.clear();
+  }
+  return absl::OkStatus();
+}
+
+absl::Status BlockRunner::WriteStashedShard(HiddenStateSink* sink) const {
+  const HiddenStateSource& source = *calibration_;
+  const BlockWeights& w = Source();
+  const int seq_len = source.seq_len();
+  const StashUse use = UsableStash(
+      PlanChunks(source.sequences(), seq_len, input_.chunk_tokens).size());
+  const absl::Status status = ForEachIndexedChunk<RowMatrixF>(
+      source, "writing the block's output",
+      [&](const RowMatrixF& hidden, const std::vector<int>&, size_t chunk) {
+        const RowMatrixF residual = ShardResidual(use, hidden, seq_len, chunk);
+        const RowMatrixF mlp_input = MlpInput(config_, w, residual);
+        const RowMatrixF mlp_hidden = MlpHidden(w, mlp_input);
+        return MlpResidual(w, residual, mlp_hidden);
+      },
+      [&](RowMatrixF& output, int64_t) { return sink->Append(output); });
+  if (status.ok() && use != StashUse::kNone) ++round_stash_->rounds_continued;
+  // The block's last round: nothing of it is needed again.
+  round_stash_->context.clear();
+  round_stash_->residual.clear();
+  QUANT_RETURN_IF_ERROR(status);
+  return sink->Finish();
 }
 
 absl::Status BlockRunner::AccumulateAll(const HiddenStateSource& source,
@@ -1033,7 +1200,9 @@ BlockRunner::GatherShard(bool calibration, int64_t first_token) {
   GroupPlan plan = PlanGroup(DenseGroups()[groups_done_]);
   if (!plan.statistics.has_value()) return nullptr;
   if (calibration) plan.statistics->StartCalibrationAt(first_token);
-  QUANT_RETURN_IF_ERROR(Accumulate(shard, calibration, plan));
+  QUANT_RETURN_IF_ERROR(round_stash_ != nullptr
+                            ? AccumulateStashed(shard, calibration, plan)
+                            : Accumulate(shard, calibration, plan));
   QUANT_RETURN_IF_ERROR(plan.statistics->CloseShards());
   return std::make_unique<GroupActivationStatistics>(
       std::move(*plan.statistics));
@@ -1206,6 +1375,17 @@ absl::StatusOr<BlockTaskOutput> BlockRunner::Run() {
 
 }  // namespace
 
+int64_t ShardRoundStash::bytes() const {
+  int64_t total = 0;
+  for (const std::vector<RowMatrixF>* kind : {&context, &residual}) {
+    for (const RowMatrixF& m : *kind) {
+      total +=
+          static_cast<int64_t>(m.size()) * static_cast<int64_t>(sizeof(float));
+    }
+  }
+  return total;
+}
+
 int64_t BlockStashBytes(const ModelConfig& config, int64_t rows) {
   // Peak: the residual stream with the MLP's hidden state (or, one group
   // earlier, with the attention context), both splits at once.
@@ -1265,11 +1445,12 @@ absl::StatusOr<BlockRoundState> StartBlockRounds(const BlockTaskInput& input) {
 absl::StatusOr<std::unique_ptr<GroupActivationStatistics>>
 GatherShardStatistics(const BlockTaskInput& input, const BlockRoundState& state,
                       bool calibration, const HiddenStateSource& shard,
-                      int64_t first_token) {
+                      int64_t first_token, ShardRoundStash* stash) {
   QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
   ThreadPool pool(input.threads);
   BlockRunner runner(input, NoProgress(), &pool, &shard, &shard);
   runner.Restore(state);
+  runner.set_round_stash(stash);
   return runner.GatherShard(calibration, first_token);
 }
 
@@ -1297,7 +1478,7 @@ absl::Status ReduceBlockRound(
 absl::Status WriteShardOutput(const BlockTaskInput& input,
                               const BlockRoundState& state,
                               const HiddenStateSource& shard,
-                              HiddenStateSink* sink) {
+                              HiddenStateSink* sink, ShardRoundStash* stash) {
   QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
   if (state.groups_done != kBlockRoundGroups) {
     return absl::FailedPreconditionError(
@@ -1310,6 +1491,7 @@ absl::Status WriteShardOutput(const BlockTaskInput& input,
   ThreadPool pool(input.threads);
   BlockRunner runner(input, NoProgress(), &pool, &shard, &shard);
   runner.Restore(state);
+  runner.set_round_stash(stash);
   return runner.WriteShard(sink);
 }
 

@@ -164,6 +164,26 @@ struct BlockRoundState {
   std::vector<LayerResult> layers;  // q, k, v, o, gate, up, down.
 };
 
+// What a worker keeps of one shard between the rounds of a block, so that a
+// round continues from where the shard's previous round stopped instead of
+// running the block again from its entering states (docs/DATA_PARALLEL.md):
+// the attention context after the q/k/v round, the residual stream
+// (hidden + o_proj(context)) after the o round. One matrix per chunk of the
+// shard (every round cuts a shard into the same chunks), each kind with a
+// fingerprint of the weights it was computed with: a round whose weights
+// differ (an AWQ fold into v_proj, a reduce run again) computes it again
+// from the entering states. Either way the bytes are the same.
+struct ShardRoundStash {
+  std::vector<RowMatrixF> context;  // Empty when not kept.
+  uint64_t context_weights = 0;
+  std::vector<RowMatrixF> residual;  // Empty when not kept.
+  uint64_t residual_weights = 0;
+  // How many rounds took their inputs from the stash (tests, logs).
+  int rounds_continued = 0;
+
+  int64_t bytes() const;
+};
+
 // FailedPrecondition for a block the rounds do not cover yet (a mixture of
 // experts; independent propagation, whose groups need no rounds):
 // RunBlockTask runs those whole.
@@ -179,11 +199,12 @@ std::vector<LayerType> BlockRoundGroupTypes(int group);
 // `shard` holds the shard's entering states; `first_token`, for the
 // calibration split, is the real tokens of the split's sequences before it
 // (damp: auto splits by token index). Null when the group quantizes no
-// layer. The result is closed (ready to merge).
+// layer. The result is closed (ready to merge). `stash`, when set, is what
+// this shard's earlier rounds kept (empty at first), updated for the next.
 absl::StatusOr<std::unique_ptr<GroupActivationStatistics>>
 GatherShardStatistics(const BlockTaskInput& input, const BlockRoundState& state,
                       bool calibration, const HiddenStateSource& shard,
-                      int64_t first_token);
+                      int64_t first_token, ShardRoundStash* stash = nullptr);
 
 // Empty statistics of the kind group state.groups_done gathers (null when
 // it quantizes no layer): what a reduce reads a shard's file into
@@ -199,11 +220,12 @@ absl::Status ReduceBlockRound(
     BlockRoundState* state);
 
 // The states leaving the quantized block for one shard, into `sink`
-// (finished here). After the last reduce.
+// (finished here). After the last reduce. `stash` as above.
 absl::Status WriteShardOutput(const BlockTaskInput& input,
                               const BlockRoundState& state,
                               const HiddenStateSource& shard,
-                              HiddenStateSink* sink);
+                              HiddenStateSink* sink,
+                              ShardRoundStash* stash = nullptr);
 
 // The block's tensors, effective weights and layer results (no hidden
 // states: the shards wrote them).

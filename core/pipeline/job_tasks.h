@@ -26,7 +26,8 @@
 
 namespace quant {
 
-class JobInputsCache;  // job_inputs_cache.h
+class JobInputsCache;   // job_inputs_cache.h
+class ShardStashCache;  // shard_stash_cache.h
 
 // The default bound on the hidden states a block task holds in memory.
 inline constexpr int64_t kDefaultMaxActivationBytes = int64_t{1} << 30;
@@ -83,6 +84,10 @@ struct JobTaskContext {
   // Where round tasks keep the job's opened inputs for the process's next
   // task of the same job (not owned); null: each task opens them.
   JobInputsCache* inputs_cache = nullptr;
+  // Where shard tasks keep what they computed of their shard for its next
+  // round on this process (not owned); null: each round task computes its
+  // block from the shard's entering states. The same bytes either way.
+  ShardStashCache* shard_stashes = nullptr;
   // Where the tasks' outputs are written (not owned, never null); tests
   // inject storage faults here.
   FileSystem* file_system = FileSystem::Default();

@@ -20,6 +20,7 @@
 #include "core/pipeline/internal/job_inputs.h"
 #include "core/pipeline/job_inputs_cache.h"
 #include "core/pipeline/round_state_io.h"
+#include "core/pipeline/shard_stash_cache.h"
 #include "core/pipeline/shard_statistics_io.h"
 #include "core/pipeline/task_io.h"
 
@@ -46,6 +47,32 @@ absl::StatusOr<InputsPtr> OpenInputs(const JobTaskContext& context,
   QUANT_ASSIGN_OR_RETURN(JobInputs inputs, OpenJobInputs(context, control));
   return std::make_shared<const JobInputs>(std::move(inputs));
 }
+
+// One shard task's stash (ShardRoundStash): taken from the context's cache
+// (empty when it has none for the shard), and given back by Keep() once the
+// task's file is published; a task that fails keeps nothing.
+class KeptShardStash {
+ public:
+  KeptShardStash(const JobTaskContext& context, int block, bool calibration,
+                 int shard)
+      : cache_(context.shard_stashes) {
+    if (cache_ == nullptr) return;
+    key_ = ShardStashCache::Key(context.job_id, context.work_dir, block,
+                                calibration, shard);
+    stash_ = cache_->Take(key_);
+  }
+  // Null without a cache: the task computes its block from the shard's
+  // entering states.
+  ShardRoundStash* get() { return cache_ != nullptr ? &stash_ : nullptr; }
+  void Keep() {
+    if (cache_ != nullptr) cache_->Put(key_, std::move(stash_));
+  }
+
+ private:
+  ShardStashCache* const cache_;
+  std::string key_;
+  ShardRoundStash stash_;
+};
 
 constexpr char kChangedRoundFilePayload[] =
     "type.googleapis.com/quant.ChangedRoundFile";
@@ -304,9 +331,11 @@ absl::StatusOr<std::string> RunShardStatisticsJobTask(
   const std::vector<int>& lengths = Windows(inputs, calibration).lengths;
   const int64_t first_token = std::accumulate(
       lengths.begin(), lengths.begin() + range->first, int64_t{0});
+  KeptShardStash stash(context, block, calibration, shard);
   QUANT_ASSIGN_OR_RETURN(
       const std::unique_ptr<GroupActivationStatistics> statistics,
-      GatherShardStatistics(input, state, calibration, *entering, first_token));
+      GatherShardStatistics(input, state, calibration, *entering, first_token,
+                            stash.get()));
   if (statistics == nullptr) return std::string();
   const std::string name =
       ShardStatisticsFile(block, group, calibration, shard);
@@ -315,6 +344,7 @@ absl::StatusOr<std::string> RunShardStatisticsJobTask(
   QUANT_RETURN_IF_ERROR(
       WriteShardStatistics(attempt, *statistics, context.file_system));
   QUANT_RETURN_IF_ERROR(PublishRoundFile(context, attempt, name));
+  stash.Keep();
   return name;
 }
 
@@ -428,7 +458,9 @@ absl::StatusOr<std::string> RunShardOutputJobTask(
                          HiddenStateFileWriter::Create(
                              attempt, entering->seq_len(), entering->lengths(),
                              entering->hidden_size(), context.file_system));
-  QUANT_RETURN_IF_ERROR(WriteShardOutput(input, state, *entering, sink.get()));
+  KeptShardStash stash(context, block, calibration, shard);
+  QUANT_RETURN_IF_ERROR(
+      WriteShardOutput(input, state, *entering, sink.get(), stash.get()));
   QUANT_RETURN_IF_ERROR(PublishRoundFile(context, attempt, name));
   return name;
 }

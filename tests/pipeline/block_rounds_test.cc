@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -108,11 +109,16 @@ class BlockRoundsTest : public ::testing::Test {
       const MemoryHiddenStateSource source(&shard);
       const int runs = i + 1 == shards.size() ? 2 : 1;
       for (int run = 0; run < runs; ++run) {
+        ShardRoundStash* stash = StashOf(calibration, i);
+        const int before = stash != nullptr ? stash->rounds_continued : 0;
         auto statistics =
             GatherShardStatistics(input_, state, calibration, source,
-                                  TokensBefore(states, shards[i]));
+                                  TokensBefore(states, shards[i]), stash);
         EXPECT_TRUE(statistics.ok()) << statistics.status();
         if (statistics.ok()) out[i] = std::move(*statistics);
+        if (stash != nullptr && run == 0) {
+          continued_[state.groups_done] += stash->rounds_continued - before;
+        }
       }
     }
     return out;
@@ -120,6 +126,8 @@ class BlockRoundsTest : public ::testing::Test {
 
   // The block as rounds; the shards' outputs joined in order.
   absl::StatusOr<BlockTaskOutput> RunRounds() {
+    stashes_.clear();
+    continued_.assign(kBlockRoundGroups + 1, 0);
     QUANT_ASSIGN_OR_RETURN(BlockRoundState state, StartBlockRounds(input_));
     for (int g = 0; g < kBlockRoundGroups; ++g) {
       std::vector<std::unique_ptr<GroupActivationStatistics>> calibration =
@@ -137,13 +145,22 @@ class BlockRoundsTest : public ::testing::Test {
     }
     RowMatrixF leaving(input_.calibration.rows.rows(),
                        input_.calibration.rows.cols());
-    for (const SequenceRange& range :
-         PlanShards(static_cast<int64_t>(input_.calibration.lengths.size()))) {
+    const std::vector<SequenceRange> shards =
+        PlanShards(static_cast<int64_t>(input_.calibration.lengths.size()));
+    for (size_t i = 0; i < shards.size(); ++i) {
+      const SequenceRange& range = shards[i];
       const HiddenStates shard = Slice(input_.calibration, range);
       const MemoryHiddenStateSource source(&shard);
       MemoryHiddenStateSink sink(shard.seq_len, shard.lengths,
                                  shard.rows.cols());
-      QUANT_RETURN_IF_ERROR(WriteShardOutput(input_, state, source, &sink));
+      ShardRoundStash* stash = StashOf(true, i);
+      const int before = stash != nullptr ? stash->rounds_continued : 0;
+      QUANT_RETURN_IF_ERROR(
+          WriteShardOutput(input_, state, source, &sink, stash));
+      if (stash != nullptr) {
+        continued_[kBlockRoundGroups] += stash->rounds_continued - before;
+        EXPECT_EQ(stash->bytes(), 0) << "a finished block keeps nothing";
+      }
       leaving.middleRows(range.first * shard.seq_len, shard.rows.rows()) =
           sink.states().rows;
     }
@@ -153,9 +170,19 @@ class BlockRoundsTest : public ::testing::Test {
     return output;
   }
 
+  // With use_stash_ each shard keeps a ShardRoundStash between its rounds,
+  // as a worker does; continued_[g] counts the shards whose round g (g ==
+  // kBlockRoundGroups: the output) continued from it.
+  ShardRoundStash* StashOf(bool calibration, size_t shard) {
+    return use_stash_ ? &stashes_[{calibration, shard}] : nullptr;
+  }
+
   testing::LoadedModel loaded_;
   BlockTaskInput input_;
   bool through_files_ = false;
+  bool use_stash_ = false;
+  std::map<std::pair<bool, size_t>, ShardRoundStash> stashes_;
+  std::vector<int> continued_;
   std::string temp_ = testing::MakeTempDir();
   int64_t file_bytes_ = 0;
 };
@@ -220,6 +247,60 @@ TEST_F(BlockRoundsTest, RoundsGiveTheBlockTasksBytes) {
       std::cout << "shard statistics files: " << file_bytes_ << " bytes\n";
     }
   }
+}
+
+// A shard's rounds continue from what its previous round kept (a worker's
+// ShardStashCache) with the same bytes as computing the block from the
+// shard's entering states; what a reduce's weights made stale is computed
+// again: AWQ's o_proj scales fold into v_proj, so the context kept after
+// the q/k/v round is not used for the gate/up round's residual.
+TEST_F(BlockRoundsTest, StashedShardsGiveTheSameBytes) {
+  const Recipe gptq = GptqAutoDamp();
+  const Recipe awq =
+      SmallRecipe(QuantMethod::kAwq, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential, 40, 32);
+  for (const Recipe* recipe : {&gptq, &awq}) {
+    SCOPED_TRACE(QuantMethodName(recipe->method));
+    Load(*recipe);
+    if (HasFatalFailure()) return;
+    // Without grouped-query attention, so that AWQ folds o_proj's scales.
+    ModelConfig config = loaded_.model->config();
+    testing::ToMultiHead(&config, &input_.weights);
+    input_.config = &config;
+    use_stash_ = false;
+    absl::StatusOr<BlockTaskOutput> recomputed = RunRounds();
+    ASSERT_TRUE(recomputed.ok()) << recomputed.status();
+    use_stash_ = true;
+    absl::StatusOr<BlockTaskOutput> stashed = RunRounds();
+    ASSERT_TRUE(stashed.ok()) << stashed.status();
+    ASSERT_EQ(stashed->tensors.size(), recomputed->tensors.size());
+    for (size_t i = 0; i < recomputed->tensors.size(); ++i) {
+      EXPECT_TRUE(stashed->tensors[i].bytes == recomputed->tensors[i].bytes)
+          << recomputed->tensors[i].name;
+    }
+    EXPECT_TRUE(stashed->calibration_out.rows ==
+                recomputed->calibration_out.rows);
+    const int calibration_shards = static_cast<int>(
+        PlanShards(static_cast<int64_t>(input_.calibration.lengths.size()))
+            .size());
+    const int shards =
+        calibration_shards +
+        static_cast<int>(
+            PlanShards(static_cast<int64_t>(input_.heldout.lengths.size()))
+                .size());
+    // Nothing kept before the context; the residual continues the down
+    // round and the output in both.
+    EXPECT_EQ(continued_[0], 0);
+    EXPECT_EQ(continued_[1], 0);
+    EXPECT_EQ(continued_[2], recipe == &awq ? 0 : shards);
+    EXPECT_EQ(continued_[3], shards);
+    EXPECT_EQ(continued_[kBlockRoundGroups], calibration_shards);
+    if (recipe == &awq) {
+      EXPECT_EQ(stashed->layers[3].awq_fold, "v_proj");
+      EXPECT_EQ(stashed->layers[6].awq_fold, "up_proj");
+    }
+  }
+  use_stash_ = false;
 }
 
 TEST_F(BlockRoundsTest, ShardFilesHoldHalfOfEachSumAndRefuseWhatDoesNotFit) {

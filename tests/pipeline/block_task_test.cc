@@ -351,24 +351,6 @@ TEST_F(BlockTaskTest, ThreadsGiveTheSameBytes) {
             absl::StatusCode::kInvalidArgument);
 }
 
-// Every KV head its own copy: the same attention as grouped-query
-// stories260K, but o_proj's AWQ scales can be folded into v_proj.
-void ToMultiHead(ModelConfig* config, BlockWeights* weights) {
-  const int per_kv = config->num_attention_heads / config->num_key_value_heads;
-  const int d = config->head_dim;
-  for (const LayerType type : {LayerType::kKProj, LayerType::kVProj}) {
-    const RowMatrixF w = weights->Linear(type).weight;
-    RowMatrixF wide(static_cast<int64_t>(config->num_attention_heads) * d,
-                    w.cols());
-    for (int h = 0; h < config->num_attention_heads; ++h) {
-      wide.middleRows(static_cast<int64_t>(h) * d, d) =
-          w.middleRows(static_cast<int64_t>(h / per_kv) * d, d);
-    }
-    weights->linear[type].weight = wide;
-  }
-  config->num_key_value_heads = config->num_attention_heads;
-}
-
 // Sequential blocks keep what later groups reuse (the attention context,
 // the residual stream, the MLP's hidden state): in memory, in files, or
 // not at all (each group recomputed from the block input) give the same
@@ -386,7 +368,7 @@ TEST_F(BlockTaskTest, KeptActivationsInMemoryFilesOrRecomputedGiveOneResult) {
     Run(*recipe);
     ModelConfig config = loaded_.model->config();
     BlockTaskInput input = input_;
-    ToMultiHead(&config, &input.weights);
+    testing::ToMultiHead(&config, &input.weights);
     input.config = &config;
     input.chunk_tokens = 64;
     auto memory = RunBlockTask(input);

@@ -127,4 +127,20 @@ std::string ReadOrEmpty(const std::string& path) {
   return bytes.ok() ? *bytes : "";
 }
 
+void ToMultiHead(ModelConfig* config, BlockWeights* weights) {
+  const int per_kv = config->num_attention_heads / config->num_key_value_heads;
+  const int d = config->head_dim;
+  for (const LayerType type : {LayerType::kKProj, LayerType::kVProj}) {
+    const RowMatrixF w = weights->Linear(type).weight;
+    RowMatrixF wide(static_cast<int64_t>(config->num_attention_heads) * d,
+                    w.cols());
+    for (int h = 0; h < config->num_attention_heads; ++h) {
+      wide.middleRows(static_cast<int64_t>(h) * d, d) =
+          w.middleRows(static_cast<int64_t>(h / per_kv) * d, d);
+    }
+    weights->linear[type].weight = wide;
+  }
+  config->num_key_value_heads = config->num_attention_heads;
+}
+
 }  // namespace quant::testing

@@ -68,6 +68,10 @@ absl::StatusOr<LoadedModel> LoadStories260K(const Recipe& recipe);
 absl::StatusOr<BlockTaskInput> Block0Input(const LoadedModel& loaded,
                                            const Recipe& recipe);
 
+// Every KV head its own copy: the same attention as grouped-query
+// stories260K, but o_proj's AWQ scales can be folded into v_proj.
+void ToMultiHead(ModelConfig* config, BlockWeights* weights);
+
 // The file's bytes; "" (and a test failure) when it cannot be read.
 std::string ReadOrEmpty(const std::string& path);
 
