@@ -168,16 +168,18 @@ std::vector<SequenceRange> Shards(const JobInputs& inputs, bool calibration) {
 }
 
 // Checks that `block` of the job runs as rounds and `group` is one of its
-// groups (kBlockRoundGroups for the output round).
+// groups, or, for the `output` round, kBlockRoundGroups.
 absl::Status CheckRoundTask(const JobTaskContext& context,
-                            const JobInputs& inputs, int block, int group) {
+                            const JobInputs& inputs, int block, int group,
+                            bool output = false) {
   const ModelConfig& config = inputs.checkpoint->config();
   if (block < 0 || block >= config.num_hidden_layers) {
     return absl::InvalidArgumentError(
         absl::StrCat("block ", block, " is outside the model's 0..",
                      config.num_hidden_layers - 1));
   }
-  if (group < 0 || group > kBlockRoundGroups) {
+  if (group < 0 || group > kBlockRoundGroups ||
+      (group == kBlockRoundGroups) != output) {
     return absl::InvalidArgumentError(absl::StrCat(
         "group ", group, " is outside a block's 0..", kBlockRoundGroups - 1));
   }
@@ -310,10 +312,6 @@ absl::StatusOr<std::string> RunShardStatisticsJobTask(
     int shard, const std::string& attempt_dir, const TaskControl& control) {
   QUANT_ASSIGN_OR_RETURN(const InputsPtr opened, OpenInputs(context, control));
   const JobInputs& inputs = *opened;
-  if (group == kBlockRoundGroups) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "group ", group, " is outside a block's 0..", kBlockRoundGroups - 1));
-  }
   QUANT_RETURN_IF_ERROR(CheckRoundTask(context, inputs, block, group));
   QUANT_ASSIGN_OR_RETURN(const std::optional<SequenceRange> range,
                          ShardRange(inputs, calibration, shard));
@@ -353,10 +351,6 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
     const std::string& attempt_dir, const TaskControl& control) {
   QUANT_ASSIGN_OR_RETURN(const InputsPtr opened, OpenInputs(context, control));
   const JobInputs& inputs = *opened;
-  if (group == kBlockRoundGroups) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "group ", group, " is outside a block's 0..", kBlockRoundGroups - 1));
-  }
   QUANT_RETURN_IF_ERROR(CheckRoundTask(context, inputs, block, group));
   if (block == 0 && group == 0) {
     // Fail the job at its first reduce, not hours later at the bad block.
@@ -436,8 +430,8 @@ absl::StatusOr<std::string> RunShardOutputJobTask(
     const std::string& attempt_dir, const TaskControl& control) {
   QUANT_ASSIGN_OR_RETURN(const InputsPtr opened, OpenInputs(context, control));
   const JobInputs& inputs = *opened;
-  QUANT_RETURN_IF_ERROR(
-      CheckRoundTask(context, inputs, block, kBlockRoundGroups));
+  QUANT_RETURN_IF_ERROR(CheckRoundTask(context, inputs, block,
+                                       kBlockRoundGroups, /*output=*/true));
   QUANT_ASSIGN_OR_RETURN(const std::optional<SequenceRange> range,
                          ShardRange(inputs, calibration, shard));
   if (!range.has_value()) return std::string();

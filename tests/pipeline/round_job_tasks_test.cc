@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/base/directory_util.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
@@ -183,6 +184,24 @@ TEST_F(RoundJobTasksTest, RoundTasksWaitForTheirInputsAndCheckThem) {
   EXPECT_NE(early.status().message().find(ShardOutputFile(0, true, 0)),
             std::string::npos)
       << early.status();
+
+  // Groups and blocks outside the block's rounds are refused by name.
+  for (const int group : {-1, kBlockRoundGroups, kBlockRoundGroups + 1}) {
+    auto outside = RunShardStatisticsJobTask(context, 0, group, true, 0,
+                                             attempt, TaskControl());
+    EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument)
+        << group << ": " << outside.status();
+    outside = RunRoundReduceJobTask(context, 0, group, attempt, TaskControl());
+    EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument)
+        << group << ": " << outside.status();
+    EXPECT_NE(outside.status().message().find(absl::StrCat("group ", group)),
+              std::string::npos)
+        << outside.status();
+  }
+  auto no_block =
+      RunShardOutputJobTask(context, 99, true, 0, attempt, TaskControl());
+  EXPECT_EQ(no_block.status().code(), absl::StatusCode::kInvalidArgument)
+      << no_block.status();
 
   // A shard past the split (the plan's count is an upper bound) publishes
   // nothing.
