@@ -266,7 +266,11 @@ absl::StatusOr<Plan> PlanRounds(const JobShape& shape) {
             task.deps = {previous_reduce};
           }
           const double tokens = static_cast<double>(task.tokens);
-          task.work.forward_flops = tokens * costs.prefix_per_token[g];
+          task.work.forward_flops =
+              tokens *
+              (shape.shard_stash && g > 0
+                   ? costs.prefix_per_token[g] - costs.prefix_per_token[g - 1]
+                   : costs.prefix_per_token[g]);
           task.work.hessian_flops = HessianFlops(task.tokens, costs.k[g]);
           task.bytes_read = costs.weight_bytes +
                             tokens * shape.hidden * kFloatBytes + deltas_before;
@@ -304,7 +308,11 @@ absl::StatusOr<Plan> PlanRounds(const JobShape& shape) {
         task.tokens = ShardSequences(sequences[split], s) * seq_len;
         task.deps = {previous_reduce};
         const double tokens = static_cast<double>(task.tokens);
-        task.work.forward_flops = tokens * costs.forward_per_token;
+        // From the kept residual: the MLP (gate/up again, then down).
+        task.work.forward_flops =
+            tokens * (shape.shard_stash
+                          ? costs.forward_per_token - costs.prefix_per_token[2]
+                          : costs.forward_per_token);
         const double states = tokens * shape.hidden * kFloatBytes;
         task.bytes_read = costs.weight_bytes + states + deltas_before;
         task.bytes_written = states;

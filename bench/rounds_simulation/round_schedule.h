@@ -45,6 +45,12 @@ struct JobShape {
   int group_size = 128;  // Of the scales and zeros (0 = one per row).
   int bits = 4;          // Of the packed block.
   bool damp_auto = false;
+  // Workers keep each shard's states between rounds (ShardStashCache): a
+  // round's shard task runs only its own group's ops (the output round
+  // gate/up again, then down), assuming the shard's previous round ran on
+  // the same worker, as quantd's lease prefers. false: every shard task
+  // runs the block from its entering states up to its group.
+  bool shard_stash = true;
   // Bytes per weight of the checkpoint, read by every task that runs the
   // block (each loads the block's input weights); 0 leaves them out.
   double checkpoint_bytes_per_weight = 2.0;

@@ -189,11 +189,11 @@ absl::Status PrintSimulation(const SimulationOptions& options, std::FILE* out) {
   absl::FPrintF(
       out,
       "task overhead %g s; finalize %.1f s (%s); damp auto %s; "
-      "GPTQ %d-bit group %d; checkpoint %g B/weight\n",
+      "shard stash %s; GPTQ %d-bit group %d; checkpoint %g B/weight\n",
       r.task_overhead_seconds, ComputeSeconds(finalize, r),
       s.finalize_seconds >= 0.0 ? "--finalize_s" : "work_model's gate flops",
-      s.damp_auto ? "on" : "off", s.bits, s.group_size,
-      s.checkpoint_bytes_per_weight);
+      s.damp_auto ? "on" : "off", s.shard_stash ? "on" : "off", s.bits,
+      s.group_size, s.checkpoint_bytes_per_weight);
   absl::FPrintF(out,
                 "plan: %d tasks; sum of task times %.0f s; critical path "
                 "%.0f s\n",
@@ -322,6 +322,42 @@ void CheckModelJobs(Checker* check) {
               chained->wall_seconds, SumOfTaskSeconds(*blocks, r));
 }
 
+// The shard stash: one block's shard tasks and outputs run its forward
+// pass once, and gate/up once more (the output round starts from the kept
+// residual), on every token of a calibration shard; without the stash,
+// rounds 1..3 each rerun the block up to their group and the output the
+// whole block.
+void CheckShardStash(Checker* check) {
+  JobShape shape = SmallJob();
+  shape.blocks = 2;  // Block 0 has shard outputs.
+  double forward[2] = {0.0, 0.0};
+  double prefix[4] = {0.0, 0.0, 0.0,
+                      0.0};  // Per token, from the no-stash plan.
+  for (const bool stash : {false, true}) {
+    shape.shard_stash = stash;
+    absl::StatusOr<Plan> plan = PlanRounds(shape);
+    if (!plan.ok()) return check->Fail("PlanRounds", plan.status());
+    for (const PlannedTask& task : plan->tasks) {
+      if (task.block != 0 || !task.calibration || task.shard != 0) continue;
+      const double per_token =
+          task.work.forward_flops / static_cast<double>(task.tokens);
+      if (task.kind == TaskKind::kShardStats) {
+        if (!stash) prefix[task.group] = per_token;
+        forward[stash] += per_token;
+      } else if (task.kind == TaskKind::kShardOutput) {
+        forward[stash] += per_token;
+      }
+    }
+  }
+  // Without: prefix[0..3] + the whole block; with: the block + gate/up.
+  const double block =
+      forward[0] - (prefix[0] + prefix[1] + prefix[2] + prefix[3]);
+  check->Near("shard stash: a shard's rounds run the block once + gate/up",
+              forward[1], block + (prefix[3] - prefix[2]));
+  check->AtLeast("shard stash: without it, more than 2 forward passes",
+                 forward[0], 2.0 * block);
+}
+
 // One block, one calibration and one held-out shard, 2 workers, storage
 // unlimited: each round's two shard tasks run side by side, then its
 // reduce; then the finalize.
@@ -411,6 +447,7 @@ absl::Status SelfCheck(std::FILE* out) {
   Checker check(out);
   CheckModelJobs(&check);
   CheckOneBlock(&check);
+  CheckShardStash(&check);
   CheckContention(&check);
   CheckShardBytes(&check);
   return check.Result();

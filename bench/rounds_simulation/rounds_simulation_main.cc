@@ -53,6 +53,11 @@ ABSL_FLAG(double, finalize_s, -1.0,
 ABSL_FLAG(bool, damp_auto, false,
           "damp: auto (calibration shards write 3 triangles; GPTQ solves "
           "once per grid point).");
+ABSL_FLAG(bool, shard_stash, true,
+          "Workers keep each shard's states between rounds, so a round runs "
+          "only its group's ops (as quant-worker does when it ran the "
+          "shard's previous round); false: each round runs the block from "
+          "the shard's entering states.");
 ABSL_FLAG(int, group_size, 128, "GPTQ group size (scales and zeros).");
 ABSL_FLAG(int, bits, 4, "GPTQ bits (the packed block's size).");
 ABSL_FLAG(double, checkpoint_bytes_per_weight, 2.0,
@@ -89,6 +94,7 @@ absl::StatusOr<SimulationOptions> OptionsFromFlags() {
   shape.group_size = absl::GetFlag(FLAGS_group_size);
   shape.bits = absl::GetFlag(FLAGS_bits);
   shape.damp_auto = absl::GetFlag(FLAGS_damp_auto);
+  shape.shard_stash = absl::GetFlag(FLAGS_shard_stash);
   shape.checkpoint_bytes_per_weight =
       absl::GetFlag(FLAGS_checkpoint_bytes_per_weight);
   shape.finalize_seconds = absl::GetFlag(FLAGS_finalize_s);
