@@ -25,8 +25,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
 #include "core/base/thread_pool.h"
@@ -216,11 +218,24 @@ absl::Status Run() {
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
-      "quant-shard-precision: GPTQ's result with a round's partial Hessians "
+      "GPTQ's result with a round's partial Hessians "
       "stored and summed in several precisions, against float64.\n"
       "Example: quant-shard-precision --k=1024 --shards=8 "
       "--shard_tokens=2048");
-  absl::ParseCommandLine(argc, argv);
+  // absl's --help lists the flags of files named like the program; this
+  // one's main file is not.
+  absl::FlagsUsageConfig usage;
+  usage.contains_help_flags = [](absl::string_view path) {
+    return absl::EndsWith(path, "/shard_precision_main.cc");
+  };
+  usage.contains_helpshort_flags = usage.contains_help_flags;
+  absl::SetFlagsUsageConfig(usage);
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  if (positional.size() > 1) {
+    std::fprintf(stderr, "quant-shard-precision: unexpected argument %s\n",
+                 positional[1]);
+    return 1;
+  }
   const absl::Status status = quant::Run();
   if (!status.ok()) {
     std::fprintf(stderr, "quant-shard-precision: %s\n",
