@@ -25,11 +25,10 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
-#include "absl/flags/usage_config.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "common/flag_names.h"
 #include "core/base/status_macros.h"
 #include "core/base/thread_pool.h"
 #include "core/kernels/dispatch.h"
@@ -222,14 +221,7 @@ int main(int argc, char** argv) {
       "stored and summed in several precisions, against float64.\n"
       "Example: quant-shard-precision --k=1024 --shards=8 "
       "--shard_tokens=2048");
-  // absl's --help lists the flags of files named like the program; this
-  // one's main file is not.
-  absl::FlagsUsageConfig usage;
-  usage.contains_help_flags = [](absl::string_view path) {
-    return absl::EndsWith(path, "/shard_precision_main.cc");
-  };
-  usage.contains_helpshort_flags = usage.contains_help_flags;
-  absl::SetFlagsUsageConfig(usage);
+  quant::common::ListFlagsOfMainFile(argv[0]);
   const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
   if (positional.size() > 1) {
     std::fprintf(stderr, "quant-shard-precision: unexpected argument %s\n",
