@@ -49,6 +49,8 @@ std::string JobSpecToJson(const JobSpec& spec) {
   if (spec.rounds.has_value()) {
     json["rounds"] = {{"calibration_shards", spec.rounds->calibration},
                       {"heldout_shards", spec.rounds->heldout}};
+    // Absent in a spec written before reduces were split by layer.
+    if (spec.rounds->layer_reduces) json["rounds"]["layer_reduces"] = true;
   }
   if (spec.work.has_value()) {
     const auto flops = [](const TaskWork& task) {
@@ -203,8 +205,13 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
           absl::StrCat("rounds: shard counts out of range: ", calibration,
                        " and ", heldout));
     }
-    spec.rounds = RoundShardCounts{static_cast<int>(calibration),
-                                   static_cast<int>(heldout)};
+    QUANT_ASSIGN_OR_RETURN(
+        const bool layer_reduces,
+        fields::GetBoolOr(*rounds, "layer_reduces", false, "rounds"));
+    spec.rounds.emplace();
+    spec.rounds->calibration = static_cast<int>(calibration);
+    spec.rounds->heldout = static_cast<int>(heldout);
+    spec.rounds->layer_reduces = layer_reduces;
   }
   if (auto previous = json.find("previous"); previous != json.end()) {
     QUANT_RETURN_IF_ERROR(fields::ExpectObject(*previous, "previous"));
@@ -298,10 +305,27 @@ absl::StatusOr<v1::Job> JobToProto(const store::Job& job,
 std::string DescribeRoundProgress(const std::vector<store::Task>& tasks,
                                   const store::Task& done) {
   if (done.kind == store::TaskKind::kReduce) {
-    return done.group + 1 == kBlockRoundGroups
-               ? absl::StrCat("block ", done.block, " quantized")
-               : absl::StrCat("block ", done.block, " group ", done.group,
-                              " quantized");
+    if (done.group + 1 == kBlockRoundGroups) {
+      return absl::StrCat("block ", done.block, " quantized");
+    }
+    if (done.layer.empty()) {
+      return absl::StrCat("block ", done.block, " group ", done.group,
+                          " quantized");
+    }
+    // A group reduced by layer: its layers done so far.
+    int finished = 0;
+    int total = 0;
+    for (const store::Task& t : tasks) {
+      if (t.kind != store::TaskKind::kReduce || t.block != done.block ||
+          t.group != done.group) {
+        continue;
+      }
+      ++total;
+      finished += t.state == store::TaskState::kDone;
+    }
+    return absl::StrCat("block ", done.block, " group ", done.group, ": ",
+                        done.layer, " quantized (", finished, "/", total,
+                        " layers)");
   }
   int finished = 0;
   int total = 0;
@@ -326,7 +350,8 @@ BlockProgress CountBlockProgress(const std::vector<store::Task>& tasks) {
     if (task.kind == store::TaskKind::kReduce) {
       // A block run as rounds: its reduces quantize its layers, a group
       // at a time; the last one finishes the block.
-      const int layers = common::LayersOfBlockGroup(task.group);
+      const int layers =
+          task.layer.empty() ? common::LayersOfBlockGroup(task.group) : 1;
       if (task.group == kBlockRoundGroups - 1) {
         ++counts.blocks_total;
         counts.blocks_done += task.state == store::TaskState::kDone;

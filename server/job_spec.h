@@ -94,7 +94,8 @@ BlockProgress CountBlockProgress(const std::vector<store::Task>& tasks);
 
 // The progress line after round task `done` of a block run as rounds
 // completed, from the job's tasks: "block 3 group 1: 5/9 shards gathered",
-// "block 3 group 1 quantized", "block 3: 4/9 shards out".
+// "block 3 group 1 quantized", "block 3 group 0: k_proj quantized (2/3
+// layers)", "block 3: 4/9 shards out".
 std::string DescribeRoundProgress(const std::vector<store::Task>& tasks,
                                   const store::Task& done);
 

@@ -93,6 +93,12 @@ absl::Status CheckReportedLayer(const v1::LayerAudit& layer,
                                     "\" is not in the layer group ", task.group,
                                     " that this reduce quantizes"));
   }
+  if (known && task.kind == store::TaskKind::kReduce && !task.layer.empty() &&
+      layer.type() != task.layer) {
+    return Bad("name", absl::StrCat("\"", layer.name().substr(0, 80),
+                                    "\" is not ", task.layer,
+                                    ", the one layer this reduce quantizes"));
+  }
   if (!known) {
     return Bad("name",
                absl::StrCat("\"", layer.name().substr(0, 80), "\" (type \"",

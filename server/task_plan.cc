@@ -36,7 +36,8 @@ std::vector<store::TaskSpec> PlanRoundTasks(int num_blocks,
                                             const RoundShardCounts& shards) {
   std::vector<store::TaskSpec> tasks;
   auto add = [&](store::TaskKind kind, int block, int group,
-                 store::TaskSplit split, int shard, std::vector<int> deps) {
+                 store::TaskSplit split, int shard, std::vector<int> deps,
+                 std::string layer = "") {
     store::TaskSpec task;
     task.index = static_cast<int>(tasks.size());
     task.kind = kind;
@@ -44,6 +45,7 @@ std::vector<store::TaskSpec> PlanRoundTasks(int num_blocks,
     task.group = group;
     task.split = split;
     task.shard = shard;
+    task.layer = std::move(layer);
     task.depends_on = std::move(deps);
     tasks.push_back(std::move(task));
     return tasks.back().index;
@@ -55,14 +57,15 @@ std::vector<store::TaskSpec> PlanRoundTasks(int num_blocks,
   std::map<std::pair<store::TaskSplit, int>, int> outputs;
   std::vector<int> last_reduces;
   for (int block = 0; block < num_blocks; ++block) {
-    int reduce = -1;
+    // The previous group's reduces (one per layer when split by layer).
+    std::vector<int> reduces;
     for (int group = 0; group < kBlockRoundGroups; ++group) {
       std::vector<int> statistics;
       for (const auto& [split, count] : splits) {
         for (int s = 0; s < count; ++s) {
           std::vector<int> deps;
           if (group > 0) {
-            deps.push_back(reduce);
+            deps = reduces;
           } else if (block > 0) {
             deps.push_back(outputs.at({split, s}));
           }
@@ -70,9 +73,17 @@ std::vector<store::TaskSpec> PlanRoundTasks(int num_blocks,
                                    split, s, std::move(deps)));
         }
       }
-      reduce = add(store::TaskKind::kReduce, block, group,
-                   store::TaskSplit::kNone, -1, std::move(statistics));
+      reduces.clear();
+      for (const std::optional<LayerType>& layer :
+           RoundGroupReduces(group, shards.layer_reduces)) {
+        reduces.push_back(
+            add(store::TaskKind::kReduce, block, group, store::TaskSplit::kNone,
+                -1, statistics,
+                layer.has_value() ? std::string(LayerTypeName(*layer)) : ""));
+      }
     }
+    // The last group (down_proj) is one reduce, which publishes the block.
+    const int reduce = reduces.back();
     last_reduces.push_back(reduce);
     if (block + 1 == num_blocks) break;
     outputs.clear();
@@ -94,9 +105,16 @@ std::optional<std::string> RoundFileOf(const store::Task& task) {
     case store::TaskKind::kShardStats:
       return ShardStatisticsFile(task.block, task.group, calibration,
                                  task.shard);
-    case store::TaskKind::kReduce:
+    case store::TaskKind::kReduce: {
       if (task.group + 1 >= kBlockRoundGroups) return std::nullopt;
-      return RoundDeltaFile(task.block, task.group);
+      std::optional<LayerType> layer;
+      if (!task.layer.empty()) {
+        layer = LayerTypeFromName(task.layer);
+        // A plan names only known layers (PlanRoundTasks).
+        if (!layer.has_value()) return std::nullopt;
+      }
+      return RoundDeltaFile(task.block, task.group, layer);
+    }
     case store::TaskKind::kShardOutput:
       return ShardOutputFile(task.block, calibration, task.shard);
     default:

@@ -24,11 +24,12 @@ std::vector<store::TaskSpec> PlanJobTasks(int num_blocks,
 
 // A sequential job's blocks as rounds. For block b and each layer group g
 // in order: a shard_stats task per shard of each split (for g = 0 it needs
-// only the same shard's output of block b-1; for g > 0 the reduce of
-// g-1), then reduce(b, g), which needs all of them. Then shard_output(b,
-// split, s) per shard, after the last reduce (none for the last block:
-// nothing reads its leaving states). Finalize needs every block's last
-// reduce.
+// only the same shard's output of block b-1; for g > 0 the reduces of
+// g-1), then reduce(b, g), which needs all of them: one per layer of a
+// group of several when shards.layer_reduces (RoundGroupReduces), side by
+// side. Then shard_output(b, split, s) per shard, after the last reduce
+// (none for the last block: nothing reads its leaving states). Finalize
+// needs every block's last reduce.
 std::vector<store::TaskSpec> PlanRoundTasks(int num_blocks,
                                             const RoundShardCounts& shards);
 

@@ -314,6 +314,9 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
                       : v1::TASK_SPLIT_HELDOUT);
     out.set_shard(task.shard);
   }
+  out.set_layer(task.layer);
+  out.set_round_layer_reduces(spec->rounds.has_value() &&
+                              spec->rounds->layer_reduces);
   out.set_attempt(task.attempts);
   // Resolved at submit, under an allowed root: workers need not resolve
   // URIs or know the roots.

@@ -67,10 +67,20 @@ absl::StatusOr<TaskOutcome> RunRoundTask(const v1::Task& task,
                                             calibration, task.shard(), *attempt,
                                             control);
       break;
-    case v1::TASK_KIND_REDUCE:
+    case v1::TASK_KIND_REDUCE: {
+      std::optional<LayerType> layer;
+      if (!task.layer().empty()) {
+        layer = LayerTypeFromName(task.layer());
+        if (!layer.has_value()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("layer: \"", task.layer().substr(0, 32),
+                           "\" is not a linear layer's type name"));
+        }
+      }
       published = RunRoundReduceJobTask(context, task.block(), task.group(),
-                                        *attempt, control);
+                                        layer, *attempt, control);
       break;
+    }
     default:
       expected = ShardOutputFile(task.block(), calibration, task.shard());
       published = RunShardOutputJobTask(context, task.block(), calibration,
@@ -120,6 +130,7 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   context.threads = limits.threads;
   context.inputs_cache = limits.inputs_cache;
   context.shard_stashes = limits.shard_stashes;
+  context.round_layer_reduces = task.round_layer_reduces();
   absl::StatusOr<std::string> path =
       FileUriPath(task.checkpoint_uri(), "checkpoint_uri");
   if (!path.ok()) return path.status();

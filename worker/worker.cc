@@ -40,7 +40,9 @@ std::string Describe(const v1::Task& task) {
                           task.group(), ": ", split, " shard ", task.shard());
     case v1::TASK_KIND_REDUCE:
       return absl::StrCat(task.job_id(), " block ", task.block(), " group ",
-                          task.group(), ": reduce");
+                          task.group(), ": reduce",
+                          task.layer().empty() ? "" : " ",
+                          task.layer().substr(0, 32));
     case v1::TASK_KIND_SHARD_OUTPUT:
       return absl::StrCat(task.job_id(), " block ", task.block(), ": ", split,
                           " shard ", task.shard(), " output");

@@ -51,8 +51,9 @@ struct BlockCosts {
   double forward_per_token = 0.0;    // BlockForwardFlopsPerToken.
   double prefix_per_token[kGroups];  // Up to group g's input.
   double weight_bytes = 0.0;         // The checkpoint's block.
-  double delta_bytes[kGroups];       // A reduce's RoundDeltaFile.
-  double packed_bytes = 0.0;         // The block's packed tensors.
+  // A layer's RoundDeltaFile, by group and the layer's index in it.
+  std::vector<double> delta_bytes[kGroups];
+  double packed_bytes = 0.0;  // The block's packed tensors.
 };
 
 BlockCosts CostBlock(const JobShape& shape, const ModelConfig& config) {
@@ -71,7 +72,6 @@ BlockCosts CostBlock(const JobShape& shape, const ModelConfig& config) {
     // Attention runs between attn_in's layers and attn_out's input.
     if (g == 1) prefix += attention;
     c.prefix_per_token[g] = prefix;
-    double delta = 0.0;
     for (const LinearLayerSpec& spec : c.groups[g]) {
       prefix += 2.0 * Product(spec);
       const double n = static_cast<double>(spec.out_features);
@@ -79,13 +79,13 @@ BlockCosts CostBlock(const JobShape& shape, const ModelConfig& config) {
       const double scale_groups =
           static_cast<double>(ScaleGroups(shape, spec.in_features));
       // Codes (uint8), scales and zeros (float32), g_idx and order (int32).
-      delta += n * k + 2.0 * scale_groups * n * kFloatBytes + 2.0 * k * 4.0;
+      c.delta_bytes[g].push_back(n * k + 2.0 * scale_groups * n * kFloatBytes +
+                                 2.0 * k * 4.0);
       // Packed codes, fp16 scales, packed zeros, g_idx.
       c.packed_bytes += n * k * shape.bits / 8.0 + scale_groups * n * 2.0 +
                         scale_groups * n * shape.bits / 8.0 + k * 4.0;
       c.weight_bytes += n * k * shape.checkpoint_bytes_per_weight;
     }
-    c.delta_bytes[g] = delta;
   }
   // The two RMSNorm weights.
   c.weight_bytes += 2.0 * static_cast<double>(shape.hidden) *
@@ -106,14 +106,18 @@ absl::StatusOr<JobWork> WorkModelCount(const JobShape& shape) {
 // point) and the audit from the Hessians (OutputErrorEvaluator::FromHessian,
 // as with more tokens than K): per split, ‖XWᵀ‖², the method's and RTN's
 // error, each a quadratic form of N·K² multiply-adds, at the forward rate.
-TaskWork ReduceWork(const JobShape& shape, const BlockCosts& costs, int g) {
+// `layer` >= 0: that layer of the group alone.
+TaskWork ReduceWork(const JobShape& shape, const BlockCosts& costs, int g,
+                    int layer) {
   const double solves =
       shape.damp_auto
           ? static_cast<double>(ShapeRecipe(shape).damp.auto_grid.size())
           : 1.0;
   const double audited_splits = shape.heldout_sequences > 0 ? 2.0 : 1.0;
   TaskWork work;
-  for (const LinearLayerSpec& spec : costs.groups[g]) {
+  for (size_t i = 0; i < costs.groups[g].size(); ++i) {
+    if (layer >= 0 && static_cast<size_t>(layer) != i) continue;
+    const LinearLayerSpec& spec = costs.groups[g][i];
     work.gptq_flops += solves * GptqFlops(spec.out_features, spec.in_features);
     work.forward_flops += audited_splits * 3.0 * 2.0 * Product(spec) *
                           static_cast<double>(spec.in_features);
@@ -215,7 +219,9 @@ std::string PlannedTask::Name() const {
       return absl::StrCat("shard_stats(", block, ", ", group, ", ", split, ", ",
                           shard, ")");
     case TaskKind::kReduce:
-      return absl::StrCat("reduce(", block, ", ", group, ")");
+      return layer >= 0
+                 ? absl::StrCat("reduce(", block, ", ", group, ", ", layer, ")")
+                 : absl::StrCat("reduce(", block, ", ", group, ")");
     case TaskKind::kShardOutput:
       return absl::StrCat("shard_output(", block, ", ", split, ", ", shard,
                           ")");
@@ -246,7 +252,7 @@ absl::StatusOr<Plan> PlanRounds(const JobShape& shape) {
   std::vector<int> previous_output[2];
   std::vector<int> last_reduces;
   for (int b = 0; b < shape.blocks; ++b) {
-    int previous_reduce = -1;
+    std::vector<int> previous_reduces;
     double deltas_before = 0.0;  // Deltas of rounds 0..g-1.
     for (int g = 0; g < kGroups; ++g) {
       std::vector<int> stats;
@@ -263,7 +269,7 @@ absl::StatusOr<Plan> PlanRounds(const JobShape& shape) {
           if (g == 0) {
             if (b > 0) task.deps = {previous_output[split][s]};
           } else {
-            task.deps = {previous_reduce};
+            task.deps = previous_reduces;
           }
           const double tokens = static_cast<double>(task.tokens);
           task.work.forward_flops =
@@ -282,19 +288,31 @@ absl::StatusOr<Plan> PlanRounds(const JobShape& shape) {
           plan.tasks.push_back(std::move(task));
         }
       }
-      PlannedTask reduce;
-      reduce.kind = TaskKind::kReduce;
-      reduce.block = b;
-      reduce.group = g;
-      reduce.deps = stats;
-      reduce.work = ReduceWork(shape, costs, g);
-      reduce.bytes_read = costs.weight_bytes + deltas_before + triangles;
-      reduce.bytes_written = costs.delta_bytes[g];
-      if (g == kGroups - 1) reduce.bytes_written += costs.packed_bytes;
-      previous_reduce = static_cast<int>(plan.tasks.size());
-      plan.tasks.push_back(std::move(reduce));
-      deltas_before += costs.delta_bytes[g];
+      previous_reduces.clear();
+      const int layers = static_cast<int>(costs.groups[g].size());
+      const bool by_layer = shape.layer_reduces && layers > 1;
+      double group_delta = 0.0;
+      for (const double bytes : costs.delta_bytes[g]) group_delta += bytes;
+      for (int layer = by_layer ? 0 : -1; layer < (by_layer ? layers : 0);
+           ++layer) {
+        PlannedTask reduce;
+        reduce.kind = TaskKind::kReduce;
+        reduce.block = b;
+        reduce.group = g;
+        reduce.layer = layer;
+        reduce.deps = stats;
+        reduce.work = ReduceWork(shape, costs, g, layer);
+        reduce.bytes_read = costs.weight_bytes + deltas_before + triangles;
+        reduce.bytes_written =
+            layer >= 0 ? costs.delta_bytes[g][layer] : group_delta;
+        if (g == kGroups - 1) reduce.bytes_written += costs.packed_bytes;
+        previous_reduces.push_back(static_cast<int>(plan.tasks.size()));
+        plan.tasks.push_back(std::move(reduce));
+      }
+      deltas_before += group_delta;
     }
+    // The last group (down_proj) is one reduce, which publishes the block.
+    const int previous_reduce = previous_reduces.back();
     last_reduces.push_back(previous_reduce);
     if (b == shape.blocks - 1) break;  // Nothing reads the last outputs.
     for (int split = 0; split < 2; ++split) {
@@ -350,7 +368,7 @@ absl::StatusOr<Plan> PlanBlockTasks(const JobShape& shape) {
     for (int g = 0; g < kGroups; ++g) {
       task.work.hessian_flops +=
           HessianFlops(static_cast<int64_t>(all_tokens), costs.k[g]);
-      task.work += ReduceWork(shape, costs, g);
+      task.work += ReduceWork(shape, costs, g, -1);
     }
     task.bytes_read = costs.weight_bytes + states;
     task.bytes_written =

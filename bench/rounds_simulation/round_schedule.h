@@ -51,6 +51,10 @@ struct JobShape {
   // the same worker, as quantd's lease prefers. false: every shard task
   // runs the block from its entering states up to its group.
   bool shard_stash = true;
+  // Groups of several layers (q, k, v; gate, up) are reduced one task per
+  // layer, side by side (a GPTQ job's plan, RoundGroupReduces); false: one
+  // reduce per group, as before.
+  bool layer_reduces = true;
   // Bytes per weight of the checkpoint, read by every task that runs the
   // block (each loads the block's input weights); 0 leaves them out.
   double checkpoint_bytes_per_weight = 2.0;
@@ -72,6 +76,7 @@ struct PlannedTask {
   TaskKind kind = TaskKind::kBlock;
   int block = -1;  // -1: the finalize.
   int group = -1;  // shard_stats and reduce: 0..3.
+  int layer = -1;  // A reduce split by layer: the layer's index in its group.
   bool calibration = true;
   int shard = -1;
   int64_t tokens = 0;          // Shard tasks: the shard's real tokens.

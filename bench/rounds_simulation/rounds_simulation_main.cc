@@ -58,6 +58,10 @@ ABSL_FLAG(bool, shard_stash, true,
           "only its group's ops (as quant-worker does when it ran the "
           "shard's previous round); false: each round runs the block from "
           "the shard's entering states.");
+ABSL_FLAG(bool, layer_reduces, true,
+          "Groups of several layers (q, k, v; gate, up) are reduced one task "
+          "per layer, side by side, as quantd plans a GPTQ job; false: one "
+          "reduce per group.");
 ABSL_FLAG(int, group_size, 128, "GPTQ group size (scales and zeros).");
 ABSL_FLAG(int, bits, 4, "GPTQ bits (the packed block's size).");
 ABSL_FLAG(double, checkpoint_bytes_per_weight, 2.0,
@@ -95,6 +99,7 @@ absl::StatusOr<SimulationOptions> OptionsFromFlags() {
   shape.bits = absl::GetFlag(FLAGS_bits);
   shape.damp_auto = absl::GetFlag(FLAGS_damp_auto);
   shape.shard_stash = absl::GetFlag(FLAGS_shard_stash);
+  shape.layer_reduces = absl::GetFlag(FLAGS_layer_reduces);
   shape.checkpoint_bytes_per_weight =
       absl::GetFlag(FLAGS_checkpoint_bytes_per_weight);
   shape.finalize_seconds = absl::GetFlag(FLAGS_finalize_s);

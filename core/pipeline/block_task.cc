@@ -120,7 +120,8 @@ class BlockRunner {
   absl::StatusOr<std::unique_ptr<GroupActivationStatistics>> GatherShard(
       bool calibration, int64_t first_token);
   absl::Status Reduce(
-      const std::vector<const GroupActivationStatistics*>& shards);
+      const std::vector<const GroupActivationStatistics*>& shards,
+      std::optional<LayerType> only);
   absl::StatusOr<std::unique_ptr<GroupActivationStatistics>> EmptyShard();
   absl::Status WriteShard(HiddenStateSink* sink) const {
     return round_stash_ != nullptr ? WriteStashedShard(sink)
@@ -1222,13 +1223,30 @@ BlockRunner::EmptyShard() {
 }
 
 absl::Status BlockRunner::Reduce(
-    const std::vector<const GroupActivationStatistics*>& shards) {
+    const std::vector<const GroupActivationStatistics*>& shards,
+    std::optional<LayerType> only) {
   if (groups_done_ < 0 || groups_done_ >= kBlockRoundGroups) {
     return absl::FailedPreconditionError(absl::StrCat(
         "block ", input_.weights.block, ": no layer group left to reduce (",
         groups_done_, " done)"));
   }
   GroupPlan plan = PlanGroup(DenseGroups()[groups_done_]);
+  if (only.has_value()) {
+    const std::vector<LayerType>& types = plan.types;
+    if (std::find(types.begin(), types.end(), *only) == types.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "block ", input_.weights.block, ": ", LayerTypeName(*only),
+          " is not in layer group ", groups_done_));
+    }
+    for (const GroupLayerInput& layer : plan.layers) {
+      if (layer.settings.method == QuantMethod::kAwq) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "block ", input_.weights.block, ": ", layer.name,
+            " uses AWQ, whose input scale is shared by its group and folded "
+            "into the op before it: the group is reduced whole"));
+      }
+    }
+  }
   if (plan.statistics.has_value()) {
     for (const GroupActivationStatistics* shard : shards) {
       if (shard == nullptr) {
@@ -1238,6 +1256,21 @@ absl::Status BlockRunner::Reduce(
       }
       QUANT_RETURN_IF_ERROR(plan.statistics->MergeShard(*shard));
     }
+  }
+  if (only.has_value()) {
+    // The statistics stay the group's (the shards' files hold the group's
+    // kind); only this layer is quantized. GPTQ and RTN give a layer the
+    // same result alone as with its group (QuantizeGptqLayers).
+    plan.types = {*only};
+    std::vector<GroupLayerInput> layers;
+    std::vector<LayerType> quantized_types;
+    for (size_t i = 0; i < plan.layers.size(); ++i) {
+      if (plan.quantized_types[i] != *only) continue;
+      layers.push_back(plan.layers[i]);
+      quantized_types.push_back(plan.quantized_types[i]);
+    }
+    plan.layers = std::move(layers);
+    plan.quantized_types = std::move(quantized_types);
   }
   QUANT_ASSIGN_OR_RETURN(QuantizedGroup quantized, QuantizeLayers(plan));
   QUANT_RETURN_IF_ERROR(ApplyGroup(plan, std::move(quantized)));
@@ -1435,6 +1468,21 @@ std::vector<LayerType> BlockRoundGroupTypes(int group) {
   return BlockRunner::DenseGroups()[group];
 }
 
+bool RoundReducesByLayer(const Recipe& recipe) {
+  if (recipe.method == QuantMethod::kAwq) return false;
+  for (const LayerOverride& o : recipe.overrides) {
+    if (o.method == QuantMethod::kAwq) return false;
+  }
+  return true;
+}
+
+std::vector<std::optional<LayerType>> RoundGroupReduces(int group,
+                                                        bool by_layer) {
+  const std::vector<LayerType> types = BlockRoundGroupTypes(group);
+  if (!by_layer || types.size() < 2) return {std::nullopt};
+  return std::vector<std::optional<LayerType>>(types.begin(), types.end());
+}
+
 absl::StatusOr<BlockRoundState> StartBlockRounds(const BlockTaskInput& input) {
   QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
   BlockRunner runner(input, NoProgress(), nullptr);
@@ -1465,12 +1513,12 @@ absl::StatusOr<std::unique_ptr<GroupActivationStatistics>> EmptyShardStatistics(
 absl::Status ReduceBlockRound(
     const BlockTaskInput& input,
     const std::vector<const GroupActivationStatistics*>& shards,
-    BlockRoundState* state) {
+    BlockRoundState* state, std::optional<LayerType> layer) {
   QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
   ThreadPool pool(input.threads);
   BlockRunner runner(input, NoProgress(), &pool);
   runner.Restore(*state);
-  QUANT_RETURN_IF_ERROR(runner.Reduce(shards));
+  QUANT_RETURN_IF_ERROR(runner.Reduce(shards, layer));
   *state = std::move(runner).Save();
   return absl::OkStatus();
 }

@@ -213,11 +213,27 @@ absl::StatusOr<std::unique_ptr<GroupActivationStatistics>> EmptyShardStatistics(
     const BlockTaskInput& input, const BlockRoundState& state);
 
 // Adds `shards` (each split's in shard order) and quantizes group
-// state->groups_done, then advances the state.
+// state->groups_done, then advances the state. With `layer`, only that
+// layer of the group is quantized (a reduce split by layer: the layers of
+// a GPTQ or RTN group are independent given the group's statistics, and
+// each gets the bytes the whole group's reduce gives it); the state then
+// holds the group's other layers unquantized and serves only to take the
+// layer's delta (round_state_io.h). FailedPrecondition when the group has
+// an AWQ layer (its input scale is the group's), InvalidArgument when
+// `layer` is not in the group.
 absl::Status ReduceBlockRound(
     const BlockTaskInput& input,
     const std::vector<const GroupActivationStatistics*>& shards,
-    BlockRoundState* state);
+    BlockRoundState* state, std::optional<LayerType> layer = std::nullopt);
+
+// Whether a job's reduces are split by layer: no layer may use AWQ (the
+// recipe's method is not awq and no override sets it). Decided from the
+// recipe alone, as the coordinator plans.
+bool RoundReducesByLayer(const Recipe& recipe);
+// The reduce tasks of group `group`: one per layer of a group of several
+// when `by_layer`, else one for the whole group (an empty entry).
+std::vector<std::optional<LayerType>> RoundGroupReduces(int group,
+                                                        bool by_layer);
 
 // The states leaving the quantized block for one shard, into `sink`
 // (finished here). After the last reduce. `stash` as above.

@@ -81,6 +81,10 @@ struct JobTaskContext {
   // listed file is checked before it is read (round_job_tasks.h); an
   // unlisted one is trusted.
   std::map<std::string, std::string> round_file_sha256;
+  // A job run as rounds whose groups of several layers are reduced a layer
+  // at a time (RoundGroupReduces; the coordinator's plan says so): where
+  // the round tasks find each group's deltas.
+  bool round_layer_reduces = false;
   // Where round tasks keep the job's opened inputs for the process's next
   // task of the same job (not owned); null: each task opens them.
   JobInputsCache* inputs_cache = nullptr;

@@ -152,12 +152,13 @@ absl::StatusOr<QuantizedGroupLayer> QuantizeOne(
   return out;
 }
 
-// Whether two layers' GPTQ runs are one run on their stacked rows: fixed
+// Whether two layers' GPTQ runs share one factorization of H: fixed
 // damping and the same grid. GPTQ's rows are independent given H (act-order,
-// damping, U and every row's sweep depend on H and the row alone), so the
-// stacked run gives each layer exactly its own result, with one
-// factorization of H instead of one per layer and rows enough to keep every
-// thread busy.
+// damping, U and every row's sweep depend on H and the row alone), and
+// QuantizeGptqLayers runs each layer in its own arrays and tiles, so each
+// layer gets exactly its own result (the same bytes as a task quantizing
+// that layer alone), with one factorization instead of one per layer and
+// the layers' tiles side by side on the threads.
 bool StackableGptq(const LayerSettings& a, const LayerSettings& b) {
   return a.method == QuantMethod::kGptq && b.method == QuantMethod::kGptq &&
          !a.damp.automatic && !b.damp.automatic &&
@@ -165,7 +166,7 @@ bool StackableGptq(const LayerSettings& a, const LayerSettings& b) {
          a.group_size == b.group_size && a.grid == b.grid;
 }
 
-// The group's GPTQ layers `indices` (stackable), quantized as one run.
+// The group's GPTQ layers `indices` (stackable), quantized on one factor.
 absl::Status QuantizeStackedGptq(const std::vector<GroupLayerInput>& layers,
                                  const std::vector<int>& indices,
                                  const GroupStatistics& stats,
@@ -175,15 +176,11 @@ absl::Status QuantizeStackedGptq(const std::vector<GroupLayerInput>& layers,
   const GroupLayerInput& first = layers[indices[0]];
   int64_t rows = 0;
   std::string names;
+  std::vector<ConstRowMatrixRef> weights;
   for (int i : indices) {
     rows += layers[i].weight.rows();
     absl::StrAppend(&names, names.empty() ? "" : "+", layers[i].name);
-  }
-  RowMatrixF stacked(rows, first.weight.cols());
-  int64_t at = 0;
-  for (int i : indices) {
-    stacked.middleRows(at, layers[i].weight.rows()) = layers[i].weight;
-    at += layers[i].weight.rows();
+    weights.push_back(layers[i].weight);
   }
   GptqOptions gptq;
   gptq.grid = GridForSettings(first.settings);
@@ -193,25 +190,24 @@ absl::Status QuantizeStackedGptq(const std::vector<GroupLayerInput>& layers,
   gptq.pool = options.pool;
   gptq.damp_percent = first.settings.damp.fraction;
   const auto start = std::chrono::steady_clock::now();
-  QUANT_ASSIGN_OR_RETURN(GptqResult result,
-                         QuantizeGptq(stacked, stats.h, gptq));
+  QUANT_ASSIGN_OR_RETURN(std::vector<GptqResult> results,
+                         QuantizeGptqLayers(weights, stats.h, gptq));
   const double elapsed = SecondsSince(start);
   const double k = static_cast<double>(first.weight.cols());
-  at = 0;
-  for (int i : indices) {
+  for (size_t j = 0; j < indices.size(); ++j) {
+    const int i = indices[j];
     const int64_t n = layers[i].weight.rows();
     QuantizedGroupLayer& out = group->layers[i];
     out.name = layers[i].name;
-    out.layer = SliceRows(result.layer, at, n);
-    out.choices.damp_used = result.damp_used;
-    out.choices.damp_retries = result.damp_retries;
+    out.layer = std::move(results[j].layer);
+    out.choices.damp_used = results[j].damp_used;
+    out.choices.damp_retries = results[j].damp_retries;
     // Each layer's share of the run, by rows; one K³ factorization in all.
     const double share = static_cast<double>(n) / static_cast<double>(rows);
     out.choices.gptq_flops =
         2.0 * static_cast<double>(n) * k * k + share * k * k * k;
     out.choices.gptq_seconds = share * elapsed;
     (*seconds)[i] += share * elapsed;
-    at += n;
   }
   return absl::OkStatus();
 }

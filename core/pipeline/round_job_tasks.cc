@@ -3,6 +3,7 @@
 #include "core/pipeline/round_job_tasks.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <utility>
@@ -217,20 +218,30 @@ absl::StatusOr<BlockRoundState> RebuildRoundState(const JobTaskContext& context,
   }
   QUANT_ASSIGN_OR_RETURN(BlockRoundState state, StartBlockRounds(input));
   for (int g = 0; g < groups; ++g) {
-    const std::string name = RoundDeltaFile(block, g);
-    if (after_last_reduce) {
-      auto recorded = context.block_output_sha256.find(block);
-      QUANT_RETURN_IF_ERROR(VerifyBlockFile(
-          context.work_dir, block, RoundDeltaSuffix(g),
-          recorded == context.block_output_sha256.end() ? "" : recorded->second,
-          context.file_system));
-    } else {
-      QUANT_RETURN_IF_ERROR(NeedRoundFile(
-          context, name, absl::StrCat("block ", block, "'s group ", groups)));
+    std::vector<BlockRoundDelta> parts;
+    for (const std::optional<LayerType>& layer :
+         RoundGroupReduces(g, context.round_layer_reduces)) {
+      const std::string name = RoundDeltaFile(block, g, layer);
+      if (after_last_reduce) {
+        auto recorded = context.block_output_sha256.find(block);
+        QUANT_RETURN_IF_ERROR(VerifyBlockFile(
+            context.work_dir, block, RoundDeltaSuffix(g, layer),
+            recorded == context.block_output_sha256.end() ? ""
+                                                          : recorded->second,
+            context.file_system));
+      } else {
+        QUANT_RETURN_IF_ERROR(NeedRoundFile(
+            context, name, absl::StrCat("block ", block, "'s group ", groups)));
+      }
+      QUANT_ASSIGN_OR_RETURN(BlockRoundDelta delta,
+                             ReadRoundDelta(JoinPath(context.work_dir, name),
+                                            context.file_system));
+      parts.push_back(std::move(delta));
     }
-    QUANT_ASSIGN_OR_RETURN(
-        const BlockRoundDelta delta,
-        ReadRoundDelta(JoinPath(context.work_dir, name), context.file_system));
+    QUANT_ASSIGN_OR_RETURN(const BlockRoundDelta delta,
+                           parts.size() == 1
+                               ? std::move(parts[0])
+                               : MergeLayerDeltas(std::move(parts)));
     QUANT_RETURN_IF_ERROR(ApplyRoundDelta(delta, &state));
   }
   return state;
@@ -293,6 +304,7 @@ RoundShardCounts PlanRoundShardCounts(const Recipe& recipe) {
       heldout_documents
           ? shards(c.heldout_samples > 0 ? c.heldout_samples : c.samples)
           : 0;
+  counts.layer_reduces = RoundReducesByLayer(recipe);
   return counts;
 }
 
@@ -348,11 +360,22 @@ absl::StatusOr<std::string> RunShardStatisticsJobTask(
 
 absl::StatusOr<std::string> RunRoundReduceJobTask(
     const JobTaskContext& context, int block, int group,
-    const std::string& attempt_dir, const TaskControl& control) {
+    std::optional<LayerType> layer, const std::string& attempt_dir,
+    const TaskControl& control) {
   QUANT_ASSIGN_OR_RETURN(const InputsPtr opened, OpenInputs(context, control));
   const JobInputs& inputs = *opened;
   QUANT_RETURN_IF_ERROR(CheckRoundTask(context, inputs, block, group));
-  if (block == 0 && group == 0) {
+  const std::vector<std::optional<LayerType>> reduces =
+      RoundGroupReduces(group, context.round_layer_reduces);
+  if (std::find(reduces.begin(), reduces.end(), layer) == reduces.end()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "layer: group ", group, " of this job is reduced ",
+        reduces.size() > 1 ? "a layer at a time" : "whole", ", so a reduce ",
+        layer.has_value() ? absl::StrCat("of ", LayerTypeName(*layer))
+                          : std::string("of the whole group"),
+        " is not one of its tasks"));
+  }
+  if (block == 0 && group == 0 && layer == reduces.front()) {
     // Fail the job at its first reduce, not hours later at the bad block.
     Stage(control, "checking every weight is finite");
     QUANT_RETURN_IF_ERROR(inputs.checkpoint->CheckAllFinite());
@@ -362,8 +385,12 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
   QUANT_ASSIGN_OR_RETURN(
       BlockRoundState state,
       RebuildRoundState(context, input, block, group, false));
-  Stage(control, absl::StrCat("block ", block, " group ", group,
-                              ": adding the shards and quantizing"));
+  Stage(control,
+        absl::StrCat("block ", block, " group ", group,
+                     layer.has_value()
+                         ? absl::StrCat(" ", LayerTypeName(*layer), ": ")
+                         : std::string(": "),
+                     "adding the shards and quantizing"));
   std::vector<std::unique_ptr<GroupActivationStatistics>> read;
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<GroupActivationStatistics> kind,
                          EmptyShardStatistics(input, state));
@@ -387,9 +414,11 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
   std::vector<const GroupActivationStatistics*> shards;
   for (const auto& s : read) shards.push_back(s.get());
   const BlockRoundState before = state;
-  QUANT_RETURN_IF_ERROR(ReduceBlockRound(input, shards, &state));
+  QUANT_RETURN_IF_ERROR(ReduceBlockRound(input, shards, &state, layer));
   if (control.on_layer) {
-    const std::vector<LayerType> types = BlockRoundGroupTypes(group);
+    const std::vector<LayerType> types = layer.has_value()
+                                             ? std::vector<LayerType>{*layer}
+                                             : BlockRoundGroupTypes(group);
     for (const LayerResult& layer : state.layers) {
       if (std::find(types.begin(), types.end(), layer.type) != types.end()) {
         control.on_layer(layer);
@@ -398,7 +427,7 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
   }
   QUANT_ASSIGN_OR_RETURN(const BlockRoundDelta delta,
                          DiffRoundState(before, state));
-  const std::string name = RoundDeltaFile(block, group);
+  const std::string name = RoundDeltaFile(block, group, layer);
   QUANT_ASSIGN_OR_RETURN(const std::string attempt,
                          AttemptPath(context, attempt_dir, name));
   QUANT_RETURN_IF_ERROR(WriteRoundDelta(attempt, delta, context.file_system));
@@ -407,13 +436,16 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
 
   // The last reduce: the block's output, recording every delta's sha256
   // for the shard-output tasks (checked above, or just written).
-  std::vector<std::string> delta_sha256;
+  std::map<std::string, std::string> delta_sha256;
   for (int g = 0; g < kBlockRoundGroups; ++g) {
-    QUANT_ASSIGN_OR_RETURN(
-        std::string digest,
-        Sha256File(JoinPath(context.work_dir, RoundDeltaFile(block, g)),
-                   context.file_system));
-    delta_sha256.push_back(std::move(digest));
+    for (const std::optional<LayerType>& part :
+         RoundGroupReduces(g, context.round_layer_reduces)) {
+      QUANT_ASSIGN_OR_RETURN(
+          std::string digest,
+          Sha256File(JoinPath(context.work_dir, RoundDeltaFile(block, g, part)),
+                     context.file_system));
+      delta_sha256[RoundDeltaSuffix(g, part)] = std::move(digest);
+    }
   }
   QUANT_ASSIGN_OR_RETURN(BlockTaskOutput output,
                          FinishBlockRounds(input, std::move(state)));

@@ -34,6 +34,10 @@ namespace quant {
 struct RoundShardCounts {
   int calibration = 0;
   int heldout = 0;
+  // Groups of several layers (q, k, v; gate, up) are reduced a layer at a
+  // time, side by side (RoundReducesByLayer: no AWQ layer). A plan made
+  // before this existed reduces each group whole.
+  bool layer_reduces = false;
 };
 RoundShardCounts PlanRoundShardCounts(const Recipe& recipe);
 
@@ -54,14 +58,19 @@ absl::StatusOr<std::string> RunShardStatisticsJobTask(
     int shard, const std::string& attempt_dir, const TaskControl& control);
 
 // Adds every shard's statistics of group `group` (calibration shards, then
-// held-out ones, each in shard order), quantizes the group and publishes
-// RoundDeltaFile; reports the group's layers through control.on_layer.
-// The last group's reduce also publishes the block's output (its tensors
-// and layers.json, which records every delta's sha256) and returns
-// layers.json's name; the others return the delta's.
+// held-out ones, each in shard order), quantizes the group (or, with
+// `layer`, that layer of it: a job whose context says its reduces are split
+// by layer, RoundGroupReduces) and publishes RoundDeltaFile(block, group,
+// layer); reports the layers it quantized through control.on_layer.
+// InvalidArgument when `layer` is not one of the group's reduces in this
+// job. The last group's reduce (down_proj's, always whole) also publishes
+// the block's output (its tensors and layers.json, which records every
+// delta's sha256) and returns layers.json's name; the others return the
+// delta's.
 absl::StatusOr<std::string> RunRoundReduceJobTask(
     const JobTaskContext& context, int block, int group,
-    const std::string& attempt_dir, const TaskControl& control);
+    std::optional<LayerType> layer, const std::string& attempt_dir,
+    const TaskControl& control);
 
 // The states leaving the quantized block for shard `shard`, published as
 // ShardOutputFile; "" for an empty shard. After the last reduce: the

@@ -2,6 +2,7 @@
 // see round_state_io.h.
 #include "core/pipeline/round_state_io.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -140,6 +141,57 @@ absl::Status ApplyRoundDelta(const BlockRoundDelta& delta,
   }
   state->groups_done = delta.groups_done;
   return absl::OkStatus();
+}
+
+absl::StatusOr<BlockRoundDelta> MergeLayerDeltas(
+    std::vector<BlockRoundDelta> parts) {
+  if (parts.empty()) {
+    return absl::InvalidArgumentError("round delta: no layer deltas to merge");
+  }
+  BlockRoundDelta merged;
+  merged.groups_done = parts[0].groups_done;
+  auto clash = [](const std::string& what) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("round delta: two layers' deltas both change ", what,
+                     ": not the reduces of one group split by layer"));
+  };
+  std::vector<std::string> names;
+  for (BlockRoundDelta& part : parts) {
+    if (part.groups_done != merged.groups_done) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "round delta: layer deltas of ", merged.groups_done, " and ",
+          part.groups_done, " groups done are not of one group"));
+    }
+    const std::pair<std::optional<Eigen::VectorXf>*,
+                    std::optional<Eigen::VectorXf>*>
+        norms[] = {{&merged.input_norm, &part.input_norm},
+                   {&merged.post_attention_norm, &part.post_attention_norm},
+                   {&merged.q_norm, &part.q_norm},
+                   {&merged.k_norm, &part.k_norm}};
+    for (const auto& [into, from] : norms) {
+      if (!from->has_value()) continue;
+      if (into->has_value()) return clash("a norm");
+      *into = std::move(*from);
+    }
+    for (auto& [type, weight] : part.weights) {
+      if (!merged.weights.emplace(type, std::move(weight)).second) {
+        return clash(absl::StrCat(LayerTypeName(type), "'s weight"));
+      }
+    }
+    for (auto& [type, bias] : part.biases) {
+      if (!merged.biases.emplace(type, std::move(bias)).second) {
+        return clash(absl::StrCat(LayerTypeName(type), "'s bias"));
+      }
+    }
+    for (LayerResult& layer : part.layers) {
+      if (std::find(names.begin(), names.end(), layer.name) != names.end()) {
+        return clash(layer.name);
+      }
+      names.push_back(layer.name);
+      merged.layers.push_back(std::move(layer));
+    }
+  }
+  return merged;
 }
 
 absl::Status WriteRoundDelta(const std::string& path,

@@ -55,6 +55,14 @@ absl::StatusOr<BlockRoundDelta> DiffRoundState(const BlockRoundState& before,
 absl::Status ApplyRoundDelta(const BlockRoundDelta& delta,
                              BlockRoundState* state);
 
+// The deltas of one group's reduces split by layer (ReduceBlockRound with a
+// layer), in the group's layer order, as the one delta of the whole
+// group's reduce: each changed only its own layer. InvalidArgument when
+// they are not of one group or two changed the same thing (a norm, a
+// layer).
+absl::StatusOr<BlockRoundDelta> MergeLayerDeltas(
+    std::vector<BlockRoundDelta> parts);
+
 absl::Status WriteRoundDelta(const std::string& path,
                              const BlockRoundDelta& delta,
                              FileSystem* fs = FileSystem::Default());

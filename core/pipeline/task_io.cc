@@ -452,7 +452,12 @@ absl::StatusOr<std::string> VerifyPublishedBlock(const std::string& dir,
   std::vector<std::string> suffixes(std::begin(kHashedSuffixes),
                                     std::end(kHashedSuffixes));
   for (int g = 0; g < kBlockRoundGroups; ++g) {
-    suffixes.push_back(RoundDeltaSuffix(g));
+    for (const bool by_layer : {false, true}) {
+      for (const std::optional<LayerType>& layer :
+           RoundGroupReduces(g, by_layer)) {
+        suffixes.push_back(RoundDeltaSuffix(g, layer));
+      }
+    }
   }
   for (const std::string& suffix : suffixes) {
     if (!doc["sha256"].contains(suffix)) continue;
@@ -473,12 +478,17 @@ std::string BlockLayersFile(int block) {
   return BlockStem(block) + ".layers.json";
 }
 
-std::string RoundDeltaSuffix(int group) {
-  return absl::StrCat(".rounds/g", group, ".delta.safetensors");
+std::string RoundDeltaSuffix(int group, std::optional<LayerType> layer) {
+  return absl::StrCat(".rounds/g", group,
+                      layer.has_value()
+                          ? absl::StrCat(".", LayerTypeName(*layer))
+                          : std::string(),
+                      ".delta.safetensors");
 }
 
-std::string RoundDeltaFile(int block, int group) {
-  return BlockStem(block) + RoundDeltaSuffix(group);
+std::string RoundDeltaFile(int block, int group,
+                           std::optional<LayerType> layer) {
+  return BlockStem(block) + RoundDeltaSuffix(group, layer);
 }
 
 std::string ShardOutputFile(int block, bool calibration, int shard) {
@@ -489,7 +499,7 @@ std::string ShardOutputFile(int block, bool calibration, int shard) {
 
 absl::Status WriteBlockOutput(
     const std::string& dir, const BlockTaskOutput& output, FileSystem* fs,
-    const std::vector<std::string>& round_delta_sha256) {
+    const std::map<std::string, std::string>& round_delta_sha256) {
   const std::string prefix = BlockOutputPrefix(dir, output.block);
   QUANT_RETURN_IF_ERROR(WriteSafetensors(
       prefix + ".safetensors", AsTensorsToWrite(output.tensors), {}, fs));
@@ -515,8 +525,8 @@ absl::Status WriteBlockOutput(
     QUANT_ASSIGN_OR_RETURN(std::string digest, Sha256File(path, fs));
     sha256[suffix] = std::move(digest);
   }
-  for (size_t g = 0; g < round_delta_sha256.size(); ++g) {
-    sha256[RoundDeltaSuffix(static_cast<int>(g))] = round_delta_sha256[g];
+  for (const auto& [suffix, digest] : round_delta_sha256) {
+    sha256[suffix] = digest;
   }
   // Last: its presence means the block's other files are complete.
   // The level matters to every later reader: results differ in the last

@@ -22,6 +22,9 @@
 //                                                   on calibration shard 2
 //                   g1.delta.safetensors            what group 1's reduce
 //                                                   changed
+//                   g0.q_proj.delta.safetensors     what q_proj's reduce
+//                                                   changed (a group
+//                                                   reduced by layer)
 //                   cal-0002.out.safetensors        the states leaving the
 //                                                   block for that shard
 //                   (such a block publishes no .cal/.heldout files; its
@@ -32,6 +35,7 @@
 #ifndef QUANT_CORE_PIPELINE_TASK_IO_H_
 #define QUANT_CORE_PIPELINE_TASK_IO_H_
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -58,24 +62,29 @@ std::string BlockOutputPrefix(const std::string& dir, int block);
 // directory.
 std::string ShardStatisticsFile(int block, int group, bool calibration,
                                 int shard);
-std::string RoundDeltaFile(int block, int group);
+// A reduce's delta; `layer` for a reduce split by layer (RoundGroupReduces):
+// "g0.q_proj.delta.safetensors".
+std::string RoundDeltaFile(int block, int group,
+                           std::optional<LayerType> layer = std::nullopt);
 std::string ShardOutputFile(int block, bool calibration, int shard);
 // "block-00003.layers.json": block 3's layer results, relative to the work
 // directory (the marker a block's task reports).
 std::string BlockLayersFile(int block);
 // RoundDeltaFile(block, group) after the block's prefix: the key of its
 // sha256 in a rounds block's layers.json (VerifyBlockFile's suffix).
-std::string RoundDeltaSuffix(int group);
+std::string RoundDeltaSuffix(int group,
+                             std::optional<LayerType> layer = std::nullopt);
 
 // Writes the block's tensors, layer results and leaving hidden states (those
 // only when `output` holds them: a task given sinks for its leaving states
 // has written them to <dir>/block-NNNNN.{cal,heldout}.safetensors itself).
-// `round_delta_sha256` (a block run as rounds): each group's delta's
-// sha256, recorded in layers.json for the tasks that read them later.
+// `round_delta_sha256` (a block run as rounds): each delta's sha256 by its
+// RoundDeltaSuffix, recorded in layers.json for the tasks that read them
+// later.
 absl::Status WriteBlockOutput(
     const std::string& dir, const BlockTaskOutput& output,
     FileSystem* fs = FileSystem::Default(),
-    const std::vector<std::string>& round_delta_sha256 = {});
+    const std::map<std::string, std::string>& round_delta_sha256 = {});
 
 // Moves block `block`'s files from `attempt_dir` into `work_dir` by rename
 // (both on one file system), the layer results last: a reader that finds

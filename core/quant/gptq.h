@@ -29,6 +29,15 @@ absl::StatusOr<GptqResult> QuantizeGptq(const ConstRowMatrixRef& weights,
                                         const ConstRowMatrixRef& hessian,
                                         const GptqOptions& options);
 
+// Several matrices of K columns on one H (a layer group's layers): one
+// damped factorization, then each matrix's column loop in its own arrays
+// and tiles, side by side over options.pool. Each result is exactly
+// QuantizeGptq's for that matrix alone, so a group's layers may be
+// quantized together or one task each with the same bytes.
+absl::StatusOr<std::vector<GptqResult>> QuantizeGptqLayers(
+    const std::vector<ConstRowMatrixRef>& weights,
+    const ConstRowMatrixRef& hessian, const GptqOptions& options);
+
 // Damping `auto`: quantizes with H_train at every γ in `damp_grid`, measures
 // the output error tr(E H_val Eᵀ) on the validation split, and returns the
 // result at the γ with the smallest error (the first on ties).

@@ -107,14 +107,11 @@ void UpperFactorRows(const Eigen::MatrixXf& l_inverse, int64_t first,
   }
 }
 
-absl::StatusOr<GptqWorkspace> PrepareGptq(const ConstRowMatrixRef& weights,
-                                          const ConstRowMatrixRef& hessian,
-                                          const GptqOptions& options) {
+absl::StatusOr<GptqFactor> PrepareGptqFactor(const ConstRowMatrixRef& hessian,
+                                             int64_t k,
+                                             const GptqOptions& options) {
   const std::string& name = options.layer_name;
   QUANT_RETURN_IF_ERROR(ValidateGridSpec(options.grid));
-  QUANT_RETURN_IF_ERROR(CheckFiniteWeights(weights, name));
-  const int64_t n = weights.rows();
-  const int64_t k = weights.cols();
   QUANT_RETURN_IF_ERROR(CheckHessian(hessian, k, name));
   if (options.block_size <= 0) {
     return absl::InvalidArgumentError(
@@ -127,64 +124,33 @@ absl::StatusOr<GptqWorkspace> PrepareGptq(const ConstRowMatrixRef& weights,
                      options.damp_percent, "; must be >= 0"));
   }
 
-  GptqWorkspace ws;
+  GptqFactor factor;
   // H is symmetric: its row-major storage read column-major is H itself, so
   // this is a contiguous copy.
   Eigen::MatrixXf h = hessian.transpose();
-  // Column-major working copy, transposed tile by tile to stay in cache.
-  Eigen::MatrixXf w_storage(n, k);
-  constexpr int64_t kTile = 64;
-  for (int64_t r0 = 0; r0 < n; r0 += kTile) {
-    const int64_t rows = std::min(kTile, n - r0);
-    for (int64_t c0 = 0; c0 < k; c0 += kTile) {
-      const int64_t cols = std::min(kTile, k - c0);
-      w_storage.block(r0, c0, rows, cols) = weights.block(r0, c0, rows, cols);
-    }
-  }
   for (int64_t c = 0; c < k; ++c) {
     if (h(c, c) == 0.0f) {  // Never active: nothing to preserve.
       h(c, c) = 1.0f;
-      w_storage.col(c).setZero();
-      ++ws.dead_columns;
+      factor.dead.push_back(c);
     }
   }
 
-  ws.order.resize(k);
-  std::iota(ws.order.begin(), ws.order.end(), 0);
+  factor.order.resize(k);
+  std::iota(factor.order.begin(), factor.order.end(), 0);
   if (options.act_order) {
-    std::stable_sort(ws.order.begin(), ws.order.end(),
+    std::stable_sort(factor.order.begin(), factor.order.end(),
                      [&h](int32_t a, int32_t b) { return h(a, a) > h(b, b); });
-  }
-
-  if (options.static_groups) {
-    const GridSpec& grid = options.grid;
-    const int64_t groups = NumGroups(grid, k);
-    const int64_t gs = EffectiveGroupSize(grid, k);
-    ws.static_scales.resize(groups, n);
-    ws.static_zeros.resize(groups, n);
-    for (int64_t r = 0; r < n; ++r) {
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t begin = g * gs;
-        const GroupParams p = ComputeGroupParams(
-            grid, w_storage.data() + begin * n + r, std::min(gs, k - begin), n);
-        ws.static_scales(g, r) = p.scale;
-        ws.static_zeros(g, r) = p.zero;
-      }
-    }
   }
 
   Eigen::MatrixXf hp;
   if (options.act_order) {
-    ws.w.resize(n, k);
     hp.resize(k, k);
     for (int64_t p = 0; p < k; ++p) {
-      ws.w.col(p) = w_storage.col(ws.order[p]);
-      const float* src = h.col(ws.order[p]).data();
+      const float* src = h.col(factor.order[p]).data();
       float* dst = hp.col(p).data();
-      for (int64_t q = 0; q < k; ++q) dst[q] = src[ws.order[q]];
+      for (int64_t q = 0; q < k; ++q) dst[q] = src[factor.order[q]];
     }
   } else {
-    ws.w = std::move(w_storage);
     hp = std::move(h);
   }
 
@@ -194,9 +160,10 @@ absl::StatusOr<GptqWorkspace> PrepareGptq(const ConstRowMatrixRef& weights,
   double damp = options.damp_percent;
   for (int attempt = 0;; ++attempt) {
     const double added = damp * mean_diag;
-    const bool factored = options.factor_in_double
-                              ? FactorReversed<double>(hp, added, &ws.l_inverse)
-                              : FactorReversed<float>(hp, added, &ws.l_inverse);
+    const bool factored =
+        options.factor_in_double
+            ? FactorReversed<double>(hp, added, &factor.l_inverse)
+            : FactorReversed<float>(hp, added, &factor.l_inverse);
     if (factored) break;
     if (attempt >= options.max_damp_retries) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -205,15 +172,74 @@ absl::StatusOr<GptqWorkspace> PrepareGptq(const ConstRowMatrixRef& weights,
           " (max_damp_retries ", options.max_damp_retries, ")"));
     }
     damp = damp > 0.0 ? damp * options.damp_retry_factor : 1e-3;
-    ++ws.damp_retries;
+    ++factor.damp_retries;
   }
-  ws.damp_used = damp;
-  InvertLowerTriangularInPlace(&ws.l_inverse, options.pool);
+  factor.damp_used = damp;
+  InvertLowerTriangularInPlace(&factor.l_inverse, options.pool);
+  return factor;
+}
+
+GptqWeights PrepareGptqWeights(const ConstRowMatrixRef& weights,
+                               const GptqFactor& factor,
+                               const GptqOptions& options) {
+  const int64_t n = weights.rows();
+  const int64_t k = weights.cols();
+  GptqWeights out;
+  // Column-major working copy, transposed tile by tile to stay in cache.
+  Eigen::MatrixXf w_storage;
+  CopyTiled(weights, &w_storage);
+  for (const int64_t c : factor.dead) w_storage.col(c).setZero();
+
+  if (options.static_groups) {
+    const GridSpec& grid = options.grid;
+    const int64_t groups = NumGroups(grid, k);
+    const int64_t gs = EffectiveGroupSize(grid, k);
+    out.static_scales.resize(groups, n);
+    out.static_zeros.resize(groups, n);
+    for (int64_t r = 0; r < n; ++r) {
+      for (int64_t g = 0; g < groups; ++g) {
+        const int64_t begin = g * gs;
+        const GroupParams p = ComputeGroupParams(
+            grid, w_storage.data() + begin * n + r, std::min(gs, k - begin), n);
+        out.static_scales(g, r) = p.scale;
+        out.static_zeros(g, r) = p.zero;
+      }
+    }
+  }
+
+  if (options.act_order) {
+    out.w.resize(n, k);
+    for (int64_t p = 0; p < k; ++p) {
+      out.w.col(p) = w_storage.col(factor.order[p]);
+    }
+  } else {
+    out.w = std::move(w_storage);
+  }
+  return out;
+}
+
+absl::StatusOr<GptqWorkspace> PrepareGptq(const ConstRowMatrixRef& weights,
+                                          const ConstRowMatrixRef& hessian,
+                                          const GptqOptions& options) {
+  QUANT_RETURN_IF_ERROR(ValidateGridSpec(options.grid));
+  QUANT_RETURN_IF_ERROR(CheckFiniteWeights(weights, options.layer_name));
+  QUANT_ASSIGN_OR_RETURN(GptqFactor factor,
+                         PrepareGptqFactor(hessian, weights.cols(), options));
+  GptqWeights prepared = PrepareGptqWeights(weights, factor, options);
+  GptqWorkspace ws;
+  ws.w = std::move(prepared.w);
+  ws.static_scales = std::move(prepared.static_scales);
+  ws.static_zeros = std::move(prepared.static_zeros);
+  ws.l_inverse = std::move(factor.l_inverse);
+  ws.order = std::move(factor.order);
+  ws.damp_used = factor.damp_used;
+  ws.damp_retries = factor.damp_retries;
+  ws.dead_columns = static_cast<int64_t>(factor.dead.size());
   return ws;
 }
 
 QuantizedLayer AssembleGptqLayer(
-    const GptqWorkspace& ws, const GridSpec& grid, bool static_groups,
+    const std::vector<int32_t>& order, const GridSpec& grid, bool static_groups,
     const Eigen::Matrix<uint8_t, Eigen::Dynamic, Eigen::Dynamic>& codes,
     const RowMatrixF& scales, const RowMatrixF& zeros) {
   const int64_t n = codes.rows();
@@ -226,14 +252,14 @@ QuantizedLayer AssembleGptqLayer(
   out.method = "gptq";
   out.scales = scales;
   out.zeros = zeros;
-  out.order = ws.order;
+  out.order = order;
   out.g_idx.resize(k);
   // Column-major in storage order first (contiguous column copies and a
   // vectorizable dequantization), then one tiled transpose to row-major.
   Eigen::Matrix<uint8_t, Eigen::Dynamic, Eigen::Dynamic> storage_codes(n, k);
   Eigen::MatrixXf dequantized(n, k);
   for (int64_t p = 0; p < k; ++p) {
-    const int32_t c = ws.order[p];
+    const int32_t c = order[p];
     const int32_t g = static_cast<int32_t>(static_groups ? c / gs : p / gs);
     out.g_idx[c] = g;
     storage_codes.col(c) = codes.col(p);

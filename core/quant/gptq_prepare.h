@@ -21,15 +21,44 @@
 
 namespace quant {
 
-struct GptqWorkspace {
-  // [N, K] column-major working weights in quantization order, dead columns
-  // zeroed.
-  Eigen::MatrixXf w;
+// What GPTQ prepares from H alone, shared by every weight matrix quantized
+// on that H (a group's layers: GptqLayers in gptq.h).
+struct GptqFactor {
   // [K, K] L⁻¹, the inverse of the lower Cholesky factor of J H_γ J, in
   // quantization order (only the lower triangle is meaningful).
   Eigen::MatrixXf l_inverse;
   std::vector<int32_t> order;  // order[p] = storage column quantized p-th.
+  std::vector<int64_t> dead;   // Storage columns with diag H = 0.
+  double damp_used = 0.0;
+  int damp_retries = 0;
+};
+
+// One weight matrix made ready for GPTQ's column loop on a factor.
+struct GptqWeights {
+  // [N, K] column-major working weights in quantization order, dead columns
+  // zeroed.
+  Eigen::MatrixXf w;
   // Static groups only: [groups, N] parameters from the unpermuted weights.
+  RowMatrixF static_scales;
+  RowMatrixF static_zeros;
+};
+
+// Checks the options and H [k, k] (naming options.layer_name), then the
+// damped factorization with retries.
+absl::StatusOr<GptqFactor> PrepareGptqFactor(const ConstRowMatrixRef& hessian,
+                                             int64_t k,
+                                             const GptqOptions& options);
+// `weights` [N, k] must be finite (CheckFiniteWeights) and have the
+// factor's k columns.
+GptqWeights PrepareGptqWeights(const ConstRowMatrixRef& weights,
+                               const GptqFactor& factor,
+                               const GptqOptions& options);
+
+// Both for one matrix, as the reference runs them.
+struct GptqWorkspace {
+  Eigen::MatrixXf w;          // GptqWeights::w
+  Eigen::MatrixXf l_inverse;  // GptqFactor::l_inverse
+  std::vector<int32_t> order;
   RowMatrixF static_scales;
   RowMatrixF static_zeros;
   double damp_used = 0.0;
@@ -63,7 +92,7 @@ void InvertLowerTriangularInPlace(Eigen::MatrixXf* l,
 // order (groups by position p / group_size, or static groups), turned into a
 // QuantizedLayer in storage order.
 QuantizedLayer AssembleGptqLayer(
-    const GptqWorkspace& ws, const GridSpec& grid, bool static_groups,
+    const std::vector<int32_t>& order, const GridSpec& grid, bool static_groups,
     const Eigen::Matrix<uint8_t, Eigen::Dynamic, Eigen::Dynamic>& codes,
     const RowMatrixF& scales, const RowMatrixF& zeros);
 

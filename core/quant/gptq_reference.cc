@@ -53,8 +53,8 @@ absl::StatusOr<GptqResult> QuantizeGptqReference(
     for (int64_t c = j + 1; c < k; ++c) ws.w.col(c) -= u(j, c) * err;
   }
   GptqResult result;
-  result.layer =
-      AssembleGptqLayer(ws, grid, options.static_groups, codes, scales, zeros);
+  result.layer = AssembleGptqLayer(ws.order, grid, options.static_groups, codes,
+                                   scales, zeros);
   result.layer.method = "gptq-reference";
   result.damp_used = ws.damp_used;
   result.damp_retries = ws.damp_retries;

@@ -60,7 +60,8 @@ absl::StatusOr<Verdict> ParseVerdict(absl::string_view name) {
 }
 
 std::string DescribeTaskWork(TaskKind kind, int block, int group,
-                             TaskSplit split, int shard) {
+                             TaskSplit split, int shard,
+                             const std::string& layer) {
   const char* split_name =
       split == TaskSplit::kHeldout ? "held-out" : "calibration";
   switch (kind) {
@@ -72,7 +73,8 @@ std::string DescribeTaskWork(TaskKind kind, int block, int group,
       return absl::StrCat("block ", block, " group ", group, ": ", split_name,
                           " shard ", shard);
     case TaskKind::kReduce:
-      return absl::StrCat("block ", block, " group ", group, ": reduce");
+      return absl::StrCat("block ", block, " group ", group, ": reduce",
+                          layer.empty() ? "" : " ", layer);
     case TaskKind::kShardOutput:
       return absl::StrCat("block ", block, ": ", split_name, " shard ", shard,
                           " output");

@@ -107,6 +107,9 @@ struct TaskSpec {
   int group = -1;
   TaskSplit split = TaskSplit::kNone;
   int shard = -1;
+  // A reduce that quantizes one layer of its group: its type name
+  // ("q_proj"); "" for the whole group and for every other task.
+  std::string layer;
   std::vector<int> depends_on;  // lower indices of the same job
 };
 
@@ -118,6 +121,7 @@ struct Task {
   int group = -1;  // As in TaskSpec.
   TaskSplit split = TaskSplit::kNone;
   int shard = -1;
+  std::string layer;  // As in TaskSpec.
   std::vector<int> depends_on;
   TaskState state = TaskState::kPending;
   int attempts = 0;  // leases handed out so far
@@ -136,13 +140,14 @@ struct Task {
 };
 
 // What a task computes, for people: "block 3", "finalize", "block 3 group
-// 1: calibration shard 2", "block 3 group 1: reduce", "block 3: held-out
-// shard 0 output".
+// 1: calibration shard 2", "block 3 group 1: reduce", "block 3 group 0:
+// reduce q_proj", "block 3: held-out shard 0 output".
 std::string DescribeTaskWork(TaskKind kind, int block, int group,
-                             TaskSplit split, int shard);
+                             TaskSplit split, int shard,
+                             const std::string& layer = "");
 inline std::string DescribeTaskWork(const Task& task) {
   return DescribeTaskWork(task.kind, task.block, task.group, task.split,
-                          task.shard);
+                          task.shard, task.layer);
 }
 
 struct Lease {

@@ -113,6 +113,12 @@ ALTER TABLE tasks ADD COLUMN shard INTEGER NOT NULL DEFAULT -1;
 -- leases go round the jobs with runnable tasks.
 ALTER TABLE jobs ADD COLUMN lease_turn INTEGER NOT NULL DEFAULT 0;
 )sql",
+    // 6 -> 7: a reduce that quantizes one layer of its group (its type name,
+    // "q_proj"); '' for every other task and for a whole group's reduce,
+    // which is what every earlier reduce is.
+    R"sql(
+ALTER TABLE tasks ADD COLUMN layer TEXT NOT NULL DEFAULT '';
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

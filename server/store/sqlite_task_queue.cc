@@ -62,6 +62,11 @@ absl::Status ValidatePlan(const std::string& job_id,
           TaskSplitName(task.split), "\"; a ", TaskKindName(task.kind),
           sharded ? " task needs both" : " task has neither"));
     }
+    if (!task.layer.empty() && task.kind != TaskKind::kReduce) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, ".layer is \"", task.layer, "\"; a ",
+                       TaskKindName(task.kind), " task has none"));
+    }
     std::vector<bool> dep_seen(tasks.size(), false);
     for (int dep : task.depends_on) {
       if (dep < 0 || dep >= task.index) {
@@ -102,8 +107,8 @@ absl::Status SqliteJobStore::PlanTasks(const std::string& job_id,
   QUANT_ASSIGN_OR_RETURN(
       Statement insert_task,
       db_->Prepare("INSERT INTO tasks(job_seq, idx, kind, block, depends_on, "
-                   "state, updated_ms, grp, split, shard) VALUES (?1, ?2, ?3, "
-                   "?4, ?5, 'PENDING', ?6, ?7, ?8, ?9)"));
+                   "state, updated_ms, grp, split, shard, layer) VALUES (?1, "
+                   "?2, ?3, ?4, ?5, 'PENDING', ?6, ?7, ?8, ?9, ?10)"));
   QUANT_ASSIGN_OR_RETURN(
       Statement insert_dep,
       db_->Prepare("INSERT INTO task_deps(job_seq, idx, dep_idx) "
@@ -115,7 +120,7 @@ absl::Status SqliteJobStore::PlanTasks(const std::string& job_id,
         insert_task
             .BindAll(job.seq, task.index, TaskKindName(task.kind), block,
                      DependsOnJson(task.depends_on), now, task.group,
-                     TaskSplitName(task.split), task.shard)
+                     TaskSplitName(task.split), task.shard, task.layer)
             .Run());
     for (int dep : task.depends_on) {
       insert_dep.Reset();

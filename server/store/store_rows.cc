@@ -111,6 +111,7 @@ absl::StatusOr<TaskRow> ReadTaskRow(const Statement& stmt) {
   task.group = static_cast<int>(stmt.ColumnInt64(18));
   QUANT_ASSIGN_OR_RETURN(task.split, ParseTaskSplit(stmt.ColumnText(19)));
   task.shard = static_cast<int>(stmt.ColumnInt64(20));
+  task.layer = stmt.ColumnText(21);
   return row;
 }
 

@@ -43,7 +43,7 @@ inline constexpr char kTaskColumns[] =
     "t.job_seq, j.id, t.idx, t.kind, t.block, t.depends_on, t.state, "
     "t.attempts, t.lease_id, t.worker_id, t.lease_expires_ms, t.progress, "
     "t.output_uri, t.error, t.lease_ms, j.state, t.budget_start, "
-    "t.output_sha256, t.grp, t.split, t.shard";
+    "t.output_sha256, t.grp, t.split, t.shard, t.layer";
 absl::StatusOr<TaskRow> ReadTaskRow(const Statement& stmt);
 
 // depends_on as a JSON array, e.g. "[0,1]".

@@ -456,6 +456,104 @@ TEST_F(BlockRoundsTest, RoundDeltasThroughFilesRebuildTheState) {
   }
 }
 
+// A group reduced a layer at a time (each layer its own task) publishes,
+// merged, the whole group's delta byte for byte: GPTQ quantizes a group's
+// layers on one factor in the block task and each alone here. AWQ's groups
+// and layers outside the group are refused.
+TEST_F(BlockRoundsTest, LayerReducesMergeToTheGroupsDelta) {
+  Recipe gptq =
+      SmallRecipe(QuantMethod::kGptq, 32, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential, 40, 32);
+  gptq.act_order = true;
+  Load(gptq);
+  if (HasFatalFailure()) return;
+  absl::StatusOr<BlockRoundState> state = StartBlockRounds(input_);
+  ASSERT_TRUE(state.ok()) << state.status();
+  for (int g = 0; g < kBlockRoundGroups; ++g) {
+    SCOPED_TRACE(absl::StrCat("group ", g));
+    std::vector<std::unique_ptr<GroupActivationStatistics>> calibration =
+        GatherInMemory(*state, true);
+    std::vector<std::unique_ptr<GroupActivationStatistics>> heldout =
+        GatherInMemory(*state, false);
+    std::vector<const GroupActivationStatistics*> shards;
+    for (const auto& s : calibration) shards.push_back(s.get());
+    for (const auto& s : heldout) shards.push_back(s.get());
+    const BlockRoundState before = *state;
+    ASSERT_TRUE(ReduceBlockRound(input_, shards, &*state).ok());
+    absl::StatusOr<BlockRoundDelta> whole = DiffRoundState(before, *state);
+    ASSERT_TRUE(whole.ok()) << whole.status();
+    const std::vector<std::optional<LayerType>> reduces =
+        RoundGroupReduces(g, /*by_layer=*/true);
+    EXPECT_EQ(reduces.size(), BlockRoundGroupTypes(g).size() > 1
+                                  ? BlockRoundGroupTypes(g).size()
+                                  : 1u);
+    std::vector<BlockRoundDelta> parts;
+    for (const std::optional<LayerType>& layer : reduces) {
+      BlockRoundState alone = before;
+      const absl::Status reduced =
+          ReduceBlockRound(input_, shards, &alone, layer);
+      ASSERT_TRUE(reduced.ok()) << reduced;
+      absl::StatusOr<BlockRoundDelta> part = DiffRoundState(before, alone);
+      ASSERT_TRUE(part.ok()) << part.status();
+      if (layer.has_value()) {
+        ASSERT_EQ(part->layers.size(), 1u);
+        EXPECT_EQ(part->layers[0].type, *layer);
+      }
+      parts.push_back(*std::move(part));
+    }
+    absl::StatusOr<BlockRoundDelta> merged = MergeLayerDeltas(parts);
+    ASSERT_TRUE(merged.ok()) << merged.status();
+    // The audits' timings are the only thing that may differ.
+    for (BlockRoundDelta* delta : {&*whole, &*merged}) {
+      for (LayerResult& layer : delta->layers) layer.audit.seconds = 0.0;
+    }
+    const std::string whole_path = absl::StrCat(temp_, "/whole", g);
+    const std::string merged_path = absl::StrCat(temp_, "/merged", g);
+    ASSERT_TRUE(WriteRoundDelta(whole_path, *whole).ok());
+    ASSERT_TRUE(WriteRoundDelta(merged_path, *merged).ok());
+    const std::string whole_bytes = ReadOrEmpty(whole_path);
+    EXPECT_FALSE(whole_bytes.empty());
+    EXPECT_TRUE(ReadOrEmpty(merged_path) == whole_bytes);
+    if (parts.size() > 1) {
+      // A layer's delta twice is not one group's.
+      std::vector<BlockRoundDelta> twice = {parts[0], parts[0]};
+      EXPECT_EQ(MergeLayerDeltas(twice).status().code(),
+                absl::StatusCode::kInvalidArgument);
+    }
+    // A layer of another group.
+    BlockRoundState other = before;
+    const LayerType outside = BlockRoundGroupTypes((g + 1) % 4).front();
+    const absl::Status refused =
+        ReduceBlockRound(input_, shards, &other, outside);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  }
+
+  const Recipe awq =
+      SmallRecipe(QuantMethod::kAwq, 32, OutputFormat::kCompressedTensors,
+                  Propagation::kSequential, 40, 32);
+  EXPECT_FALSE(RoundReducesByLayer(awq));
+  EXPECT_TRUE(RoundReducesByLayer(gptq));
+  Recipe awq_override = gptq;
+  awq_override.overrides.emplace_back();
+  awq_override.overrides.back().method = QuantMethod::kAwq;
+  EXPECT_FALSE(RoundReducesByLayer(awq_override));
+  Load(awq);
+  if (HasFatalFailure()) return;
+  absl::StatusOr<BlockRoundState> awq_state = StartBlockRounds(input_);
+  ASSERT_TRUE(awq_state.ok()) << awq_state.status();
+  std::vector<std::unique_ptr<GroupActivationStatistics>> calibration =
+      GatherInMemory(*awq_state, true);
+  std::vector<std::unique_ptr<GroupActivationStatistics>> heldout =
+      GatherInMemory(*awq_state, false);
+  std::vector<const GroupActivationStatistics*> shards;
+  for (const auto& s : calibration) shards.push_back(s.get());
+  for (const auto& s : heldout) shards.push_back(s.get());
+  const absl::Status refused =
+      ReduceBlockRound(input_, shards, &*awq_state, LayerType::kQProj);
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_THAT(refused.message(), HasSubstr("AWQ"));
+}
+
 TEST_F(BlockRoundsTest, RoundDeltaFilesThatDoNotFitAreRefused) {
   const Recipe recipe = GptqAutoDamp();
   Load(recipe);

@@ -49,7 +49,7 @@ class RoundJobTasksTest : public testing::SharedModelTest {
   }
 
   // Shards in reverse order, the first calibration shard and each reduce
-  // run twice (retried tasks);
+  // run twice (retried tasks), a group's layer reduces last layer first;
   // every task in its own attempt area.
   void RunBlockAsRounds(const JobTaskContext& context, int block) {
     const RoundShardCounts counts = PlanRoundShardCounts(context.recipe);
@@ -71,10 +71,15 @@ class RoundJobTasksTest : public testing::SharedModelTest {
                                               attempt(), TaskControl());
         ASSERT_TRUE(name.ok()) << name.status();
       });
-      for (int run = 0; run < 2; ++run) {
-        auto name =
-            RunRoundReduceJobTask(context, block, g, attempt(), TaskControl());
-        ASSERT_TRUE(name.ok()) << name.status();
+      std::vector<std::optional<LayerType>> reduces =
+          RoundGroupReduces(g, context.round_layer_reduces);
+      std::reverse(reduces.begin(), reduces.end());
+      for (const std::optional<LayerType>& layer : reduces) {
+        for (int run = 0; run < 2; ++run) {
+          auto name = RunRoundReduceJobTask(context, block, g, layer, attempt(),
+                                            TaskControl());
+          ASSERT_TRUE(name.ok()) << name.status();
+        }
       }
     }
     each_shard([&](bool calibration, int s) {
@@ -123,21 +128,31 @@ Recipe RoundsRecipe(QuantMethod method) {
 }
 
 TEST_F(RoundJobTasksTest, RoundsPublishTheBlockTasksBytes) {
-  Recipe gptq = RoundsRecipe(QuantMethod::kGptq);
-  gptq.act_order = true;
-  gptq.damp.automatic = true;
+  // damp: auto quantizes each layer on its own; fixed damping quantizes
+  // q, k, v (and gate, up) on one factor in the block task, and one reduce
+  // per layer in the rounds; AWQ reduces each group whole.
+  Recipe auto_damp = RoundsRecipe(QuantMethod::kGptq);
+  auto_damp.act_order = true;
+  auto_damp.damp.automatic = true;
+  Recipe fixed_damp = RoundsRecipe(QuantMethod::kGptq);
+  fixed_damp.act_order = true;
   // As a worker runs them: the job's inputs opened once for all its tasks.
   JobInputsCache cache;
   int jobs = 0;
-  for (const Recipe& recipe : {gptq, RoundsRecipe(QuantMethod::kAwq)}) {
-    SCOPED_TRACE(QuantMethodName(recipe.method));
+  for (const Recipe& recipe :
+       {auto_damp, fixed_damp, RoundsRecipe(QuantMethod::kAwq)}) {
+    const std::string method =
+        absl::StrCat(QuantMethodName(recipe.method),
+                     recipe.damp.automatic ? "-auto-damp" : "");
+    SCOPED_TRACE(method);
     const RoundShardCounts counts = PlanRoundShardCounts(recipe);
     EXPECT_EQ(counts.calibration, 2);
     EXPECT_EQ(counts.heldout, 1);
-    const std::string method = QuantMethodName(recipe.method);
+    EXPECT_EQ(counts.layer_reduces, recipe.method != QuantMethod::kAwq);
     const JobTaskContext blocks = Context(recipe, method + "-blocks");
     JobTaskContext rounds = Context(recipe, method + "-rounds");
     rounds.inputs_cache = &cache;
+    rounds.round_layer_reduces = counts.layer_reduces;
     const std::string expected = BlockTaskRun(blocks);
     ASSERT_FALSE(expected.empty());
     for (int b = 0; b < blocks_; ++b) {
@@ -155,6 +170,18 @@ TEST_F(RoundJobTasksTest, RoundsPublishTheBlockTasksBytes) {
           rounds.work_dir, BlockOutputPrefix("", b) + ".cal.safetensors")));
       auto published = VerifyPublishedBlock(rounds.work_dir, b);
       ASSERT_TRUE(published.ok()) << published.status();
+      // A layer's delta is checked too: changed, the block is refused.
+      if (counts.layer_reduces && b == 0) {
+        const std::string delta =
+            JoinPath(rounds.work_dir, RoundDeltaFile(b, 0, LayerType::kKProj));
+        const std::string original = Read(delta);
+        std::string flipped = original;
+        flipped[flipped.size() - 1] ^= 1;
+        ASSERT_TRUE(WriteFileAtomically(delta, flipped).ok());
+        EXPECT_EQ(VerifyPublishedBlock(rounds.work_dir, b).status().code(),
+                  absl::StatusCode::kDataLoss);
+        ASSERT_TRUE(WriteFileAtomically(delta, original).ok());
+      }
     }
     EXPECT_EQ(Finalize(rounds), expected);
     // One open per job (another recipe is another key).
@@ -171,7 +198,8 @@ TEST_F(RoundJobTasksTest, RoundTasksWaitForTheirInputsAndCheckThem) {
       RunShardStatisticsJobTask(context, 0, 1, true, 0, attempt, TaskControl());
   EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition)
       << early.status();
-  early = RunRoundReduceJobTask(context, 0, 0, attempt, TaskControl());
+  early = RunRoundReduceJobTask(context, 0, 0, std::nullopt, attempt,
+                                TaskControl());
   EXPECT_EQ(early.status().code(), absl::StatusCode::kFailedPrecondition)
       << early.status();
   early = RunShardOutputJobTask(context, 0, true, 0, attempt, TaskControl());
@@ -191,7 +219,8 @@ TEST_F(RoundJobTasksTest, RoundTasksWaitForTheirInputsAndCheckThem) {
                                              attempt, TaskControl());
     EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument)
         << group << ": " << outside.status();
-    outside = RunRoundReduceJobTask(context, 0, group, attempt, TaskControl());
+    outside = RunRoundReduceJobTask(context, 0, group, std::nullopt, attempt,
+                                    TaskControl());
     EXPECT_EQ(outside.status().code(), absl::StatusCode::kInvalidArgument)
         << group << ": " << outside.status();
     EXPECT_NE(outside.status().message().find(absl::StrCat("group ", group)),
@@ -230,21 +259,47 @@ TEST_F(RoundJobTasksTest, RoundTasksWaitForTheirInputsAndCheckThem) {
   std::string flipped = original;
   flipped[flipped.size() / 2] ^= 1;
   ASSERT_TRUE(WriteFileAtomically(path, flipped).ok());
-  auto reduced = RunRoundReduceJobTask(context, 0, 0, attempt, TaskControl());
+  auto reduced = RunRoundReduceJobTask(context, 0, 0, std::nullopt, attempt,
+                                       TaskControl());
   EXPECT_EQ(reduced.status().code(), absl::StatusCode::kDataLoss)
       << reduced.status();
   EXPECT_EQ(ChangedRoundFile(reduced.status()), changed);
   ASSERT_TRUE(FileSystem::Default()->RemoveFile(path).ok());
-  reduced = RunRoundReduceJobTask(context, 0, 0, attempt, TaskControl());
+  reduced = RunRoundReduceJobTask(context, 0, 0, std::nullopt, attempt,
+                                  TaskControl());
   EXPECT_EQ(reduced.status().code(), absl::StatusCode::kDataLoss)
       << reduced.status();
   EXPECT_EQ(ChangedRoundFile(reduced.status()), changed);
   EXPECT_FALSE(FileExists(JoinPath(context.work_dir, RoundDeltaFile(0, 0))));
   ASSERT_TRUE(WriteFileAtomically(path, original).ok());
-  reduced = RunRoundReduceJobTask(context, 0, 0, attempt, TaskControl());
+  reduced = RunRoundReduceJobTask(context, 0, 0, std::nullopt, attempt,
+                                  TaskControl());
   ASSERT_TRUE(reduced.ok()) << reduced.status();
   EXPECT_EQ(*reduced, RoundDeltaFile(0, 0));
   EXPECT_EQ(ChangedRoundFile(absl::DataLossError("other")), std::nullopt);
+
+  // A reduce of one layer in a job that reduces its groups whole, and the
+  // other way round, is not one of the job's tasks.
+  auto layer_reduce = RunRoundReduceJobTask(context, 0, 0, LayerType::kQProj,
+                                            attempt, TaskControl());
+  EXPECT_EQ(layer_reduce.status().code(), absl::StatusCode::kInvalidArgument)
+      << layer_reduce.status();
+  EXPECT_NE(layer_reduce.status().message().find("of q_proj"),
+            std::string::npos)
+      << layer_reduce.status();
+  JobTaskContext by_layer = context;
+  by_layer.round_layer_reduces = true;
+  for (const auto& [group, layer] :
+       std::vector<std::pair<int, std::optional<LayerType>>>{
+           {0, std::nullopt},
+           {1, LayerType::kOProj},
+           {0, LayerType::kUpProj}}) {
+    auto refused_reduce = RunRoundReduceJobTask(by_layer, 0, group, layer,
+                                                attempt, TaskControl());
+    EXPECT_EQ(refused_reduce.status().code(),
+              absl::StatusCode::kInvalidArgument)
+        << refused_reduce.status();
+  }
 
   // Independent propagation runs block tasks.
   Recipe independent = recipe;

@@ -5,10 +5,12 @@
 #include <Eigen/Cholesky>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <ostream>
 #include <set>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "core/quant/gptq_prepare.h"
 #include "core/quant/gptq_reference.h"
@@ -405,6 +407,68 @@ TEST(GptqTest, ThreadsGiveTheSameBytes) {
   EXPECT_NEAR(evaluator->SquaredError(w, one->layer.dequantized) /
                   evaluator->SquaredError(w, reference->layer.dequantized),
               1.0, 1e-3);
+}
+
+// Several matrices on one H: each gets exactly what QuantizeGptq gives it
+// alone, on any thread count (what lets a group's layers be quantized
+// together in a block task or one reduce task each with the same bytes),
+// with rows that do not fill a tile, static groups too.
+TEST(GptqTest, LayersOnOneFactorGiveEachItsOwnBytes) {
+  const int64_t k = 300;
+  const std::vector<RowMatrixF> weights = {
+      testing::RandomNormal(kGptqRowTile + 100, k, 111, 0.1f),
+      testing::RandomNormal(37, k, 112, 0.1f),
+      testing::RandomNormal(kGptqRowTile, k, 113, 0.1f)};
+  const RowMatrixF h =
+      testing::GramOf(testing::CorrelatedActivations(900, k, 114));
+  for (const bool static_groups : {false, true}) {
+    SCOPED_TRACE(static_groups ? "static groups" : "dynamic groups");
+    GptqOptions o;
+    o.grid = {GridKind::kAsym, 4, 64};
+    o.act_order = true;
+    o.static_groups = static_groups;
+    std::vector<GptqResult> alone;
+    for (const RowMatrixF& w : weights) {
+      auto result = QuantizeGptq(w, h, o);
+      ASSERT_TRUE(result.ok()) << result.status();
+      alone.push_back(*std::move(result));
+    }
+    for (int threads : {1, 3}) {
+      SCOPED_TRACE(threads);
+      ThreadPool pool(threads);
+      o.pool = &pool;
+      auto together =
+          QuantizeGptqLayers({weights[0], weights[1], weights[2]}, h, o);
+      o.pool = nullptr;
+      ASSERT_TRUE(together.ok()) << together.status();
+      ASSERT_EQ(together->size(), weights.size());
+      for (size_t i = 0; i < weights.size(); ++i) {
+        const QuantizedLayer& a = (*together)[i].layer;
+        const QuantizedLayer& b = alone[i].layer;
+        EXPECT_TRUE(a.codes == b.codes) << "matrix " << i;
+        EXPECT_TRUE(BitEqual(a.dequantized, b.dequantized)) << "matrix " << i;
+        EXPECT_TRUE(BitEqual(a.scales, b.scales)) << "matrix " << i;
+        EXPECT_TRUE(BitEqual(a.zeros, b.zeros)) << "matrix " << i;
+        EXPECT_EQ(a.g_idx, b.g_idx);
+        EXPECT_EQ(a.order, b.order);
+      }
+    }
+  }
+  // Matrices of different widths cannot share an H; non-finite weights
+  // are refused as alone.
+  GptqOptions o;
+  o.grid = {GridKind::kSym, 4, 64};
+  o.layer_name = "stack";
+  const RowMatrixF narrow = testing::RandomNormal(8, k - 1, 115, 0.1f);
+  EXPECT_EQ(QuantizeGptqLayers({weights[1], narrow}, h, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  RowMatrixF bad = weights[1];
+  bad(3, 4) = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(QuantizeGptqLayers({weights[1], bad}, h, o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  auto none = QuantizeGptqLayers({}, h, o);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->empty());
 }
 
 }  // namespace

@@ -201,9 +201,10 @@ TEST_F(QuantServiceTest, EstimateJobPredictsAndCreatesNothing) {
   }
   EXPECT_EQ(estimate.blocks(), 5);
   // Rounds of 1 calibration and 1 held-out shard per layer group.
-  EXPECT_EQ(estimate.tasks(),
-            static_cast<int>(
-                server::PlanRoundTasks(5, RoundShardCounts{1, 1}).size()));
+  EXPECT_EQ(
+      estimate.tasks(),
+      static_cast<int>(
+          server::PlanRoundTasks(5, RoundShardCounts{1, 1, true}).size()));
   EXPECT_EQ(estimate.calibration_tokens(), 8 * 64);
   EXPECT_EQ(estimate.heldout_tokens(), 8 * 64);
   // gptq format: the MLP layers (K or N = 172) are kept.
@@ -304,12 +305,13 @@ TEST_F(QuantServiceTest, CreateJobRecordsAQueuedJobWithItsPlan) {
   auto tasks = server_->store().ListTasks(job.id());
   ASSERT_TRUE(tasks.ok()) << tasks.status();
   const std::vector<store::TaskSpec> planned =
-      server::PlanRoundTasks(5, RoundShardCounts{1, 1});
+      server::PlanRoundTasks(5, RoundShardCounts{1, 1, true});
   ASSERT_EQ(tasks->size(), planned.size());
   for (size_t i = 0; i < planned.size(); ++i) {
     EXPECT_EQ((*tasks)[i].kind, planned[i].kind);
     EXPECT_EQ((*tasks)[i].block, planned[i].block);
     EXPECT_EQ((*tasks)[i].group, planned[i].group);
+    EXPECT_EQ((*tasks)[i].layer, planned[i].layer);
     EXPECT_EQ((*tasks)[i].split, planned[i].split);
     EXPECT_EQ((*tasks)[i].shard, planned[i].shard);
     EXPECT_EQ((*tasks)[i].depends_on, planned[i].depends_on);
@@ -439,7 +441,7 @@ TEST_F(QuantServiceTest, RequestIdMakesCreateIdempotent) {
   auto tasks = server_->store().ListTasks(first.id());
   ASSERT_TRUE(tasks.ok());
   EXPECT_EQ(tasks->size(),
-            server::PlanRoundTasks(5, RoundShardCounts{1, 1}).size());
+            server::PlanRoundTasks(5, RoundShardCounts{1, 1, true}).size());
   // Planned once.
 
   request.mutable_recipe()->set_bits(8);

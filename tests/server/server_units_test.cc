@@ -5,8 +5,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <map>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
@@ -19,6 +22,7 @@
 #include "core/pipeline/task_io.h"
 #include "core/recipe/recipe.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "server/artifact_store.h"
 #include "server/auth.h"
 #include "server/data_dir_lock.h"
@@ -467,6 +471,69 @@ TEST(TaskPlanTest, RoundsChainShardsAndReduces) {
   EXPECT_EQ(PlanJobTasks(spec).size(), 3u);
   spec.rounds = RoundShardCounts{2, 1};
   EXPECT_EQ(PlanJobTasks(spec).size(), plan.size());
+}
+
+TEST(TaskPlanTest, GroupsOfSeveralLayersReduceALayerAtATime) {
+  // Per block: 4 rounds of 3 shard tasks; reduces q, k, v; o; gate, up;
+  // down (7); block 0's 3 shard outputs; the finalize.
+  const std::vector<store::TaskSpec> plan =
+      PlanRoundTasks(2, RoundShardCounts{2, 1, /*layer_reduces=*/true});
+  ASSERT_EQ(plan.size(), 2u * (12 + 7) + 3 + 1);
+  std::map<std::pair<int, int>, std::vector<int>> reduces;  // (block, group)
+  std::map<std::pair<int, int>, std::vector<std::string>> layers;
+  for (const store::TaskSpec& t : plan) {
+    if (t.kind != store::TaskKind::kReduce) {
+      EXPECT_EQ(t.layer, "");
+      continue;
+    }
+    reduces[{t.block, t.group}].push_back(t.index);
+    layers[{t.block, t.group}].push_back(t.layer);
+  }
+  EXPECT_EQ(layers[std::make_pair(1, 0)],
+            (std::vector<std::string>{"q_proj", "k_proj", "v_proj"}));
+  EXPECT_EQ(layers[std::make_pair(1, 1)], std::vector<std::string>{""});
+  EXPECT_EQ(layers[std::make_pair(1, 2)],
+            (std::vector<std::string>{"gate_proj", "up_proj"}));
+  EXPECT_EQ(layers[std::make_pair(1, 3)], std::vector<std::string>{""});
+  for (const store::TaskSpec& t : plan) {
+    // The next round's shards need every layer's reduce; the layer
+    // reduces of a group need the same shards.
+    if (t.kind == store::TaskKind::kShardStats && t.group == 1) {
+      EXPECT_EQ(t.depends_on, reduces[std::make_pair(t.block, 0)]);
+    }
+    if (t.kind == store::TaskKind::kReduce && t.group == 2) {
+      EXPECT_EQ(t.depends_on,
+                plan[reduces[std::make_pair(t.block, 2)][0]].depends_on);
+      EXPECT_EQ(t.depends_on.size(), 3u);
+    }
+  }
+  // Each layer's reduce publishes its own delta.
+  store::Task reduce;
+  reduce.kind = store::TaskKind::kReduce;
+  reduce.block = 1;
+  reduce.group = 0;
+  reduce.layer = "k_proj";
+  EXPECT_EQ(RoundFileOf(reduce), RoundDeltaFile(1, 0, LayerType::kKProj));
+  EXPECT_EQ(*RoundFileOf(reduce),
+            "block-00001.rounds/g0.k_proj.delta.safetensors");
+  EXPECT_EQ(store::DescribeTaskWork(reduce), "block 1 group 0: reduce k_proj");
+
+  // The spec keeps the choice; a spec from before it reduces groups whole.
+  JobSpec spec;
+  spec.num_blocks = 2;
+  spec.rounds = RoundShardCounts{2, 1, true};
+  EXPECT_EQ(PlanJobTasks(spec).size(), plan.size());
+  auto parsed = JobSpecFromJson(JobSpecToJson(spec));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  ASSERT_TRUE(parsed->rounds.has_value());
+  EXPECT_TRUE(parsed->rounds->layer_reduces);
+  nlohmann::json old = nlohmann::json::parse(JobSpecToJson(spec));
+  old["rounds"].erase("layer_reduces");
+  parsed = JobSpecFromJson(old.dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FALSE(parsed->rounds->layer_reduces);
+  old["rounds"]["layer_reduces"] = "yes";
+  EXPECT_FALSE(JobSpecFromJson(old.dump()).ok());
 }
 
 TEST(FileArtifactStoreTest, ContentAddressedAndBounded) {

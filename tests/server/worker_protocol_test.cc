@@ -348,11 +348,25 @@ TEST_F(WorkerProtocolTest, RoundTasksCarryTheirShardAndTheFilesTheyRead) {
   EXPECT_NE(other_group.error_message().find("layer group 0"),
             std::string::npos)
       << other_group.error_message();
+  // A GPTQ job reduces q, k and v a layer at a time: this reduce is q's,
+  // and reports q_proj only.
+  EXPECT_EQ(reduce.task().layer(), "q_proj");
+  EXPECT_TRUE(reduce.task().round_layer_reduces());
   layer->set_name("model.layers.0.self_attn.k_proj");
   layer->set_type("k_proj");
+  const grpc::Status other_layer =
+      worker_->Heartbeat(Context().get(), beat, &beat_response);
+  EXPECT_EQ(other_layer.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(other_layer.error_message().find("the one layer"),
+            std::string::npos)
+      << other_layer.error_message();
+  layer->set_name("model.layers.0.self_attn.q_proj");
+  layer->set_type("q_proj");
   EXPECT_TRUE(worker_->Heartbeat(Context().get(), beat, &beat_response).ok());
   // A reduce has no empty shard.
-  EXPECT_EQ(complete(reduce, "file://" + JoinPath(work, RoundDeltaFile(0, 0)),
+  EXPECT_EQ(complete(reduce,
+                     "file://" + JoinPath(work, RoundDeltaFile(
+                                                    0, 0, LayerType::kQProj)),
                      "", true)
                 .error_code(),
             grpc::StatusCode::INVALID_ARGUMENT);

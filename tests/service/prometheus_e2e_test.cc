@@ -158,9 +158,10 @@ TEST(PrometheusE2eTest, ScrapedSeriesMatchTheReportAndExpire) {
   })) << dry_run.dump();
   EXPECT_TRUE(dry_run["expected_seconds"].is_number()) << dry_run.dump();
   // The blocks as rounds (8 sequences: 1 calibration and 1 held-out
-  // shard): per block 4 groups of 2 shard tasks and a reduce, 2 shard
+  // shard): per block 4 groups of 2 shard tasks and 7 reduces (q, k, v;
+  // o; gate, up; down: a GPTQ job reduces a layer at a time), 2 shard
   // outputs for all but the last block, and the finalize.
-  EXPECT_EQ(dry_run["tasks"], 5 * 4 * 3 + 4 * 2 + 1) << dry_run.dump();
+  EXPECT_EQ(dry_run["tasks"], 5 * (4 * 2 + 7) + 4 * 2 + 1) << dry_run.dump();
   {
     grpc::ClientContext context;
     v1::ListJobsResponse none;
@@ -278,11 +279,12 @@ TEST(PrometheusE2eTest, ScrapedSeriesMatchTheReportAndExpire) {
   auto succeeded = Query(prometheus_port, "quant_jobs{state=\"succeeded\"}");
   ASSERT_EQ(succeeded.size(), 1u);
   EXPECT_EQ(succeeded[0].second, 1.0);
-  // The blocks ran as rounds: each of the 5 blocks' 4 groups had a reduce.
+  // The blocks ran as rounds: each of the 5 blocks had a reduce per layer
+  // of q, k, v and gate, up, and one each for o and down.
   auto completed =
       Query(prometheus_port, "quant_tasks_completed_total{kind=\"reduce\"}");
   ASSERT_EQ(completed.size(), 1u);
-  EXPECT_EQ(completed[0].second, 20.0);
+  EXPECT_EQ(completed[0].second, 35.0);
   auto blocks =
       Query(prometheus_port, "quant_tasks_completed_total{kind=\"block\"}");
   ASSERT_EQ(blocks.size(), 1u);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/pipeline/block_task.h"
 #include "gtest/gtest.h"
 #include "server/store/job_store.h"
 #include "tests/service/child_process.h"
@@ -74,7 +75,9 @@ TEST_F(RoundsE2eTest, OneAndThreeWorkersGiveTheLocalRunsBytes) {
       EXPECT_EQ(task.attempts, 1) << store::DescribeTaskWork(task);
     }
     EXPECT_EQ(shard_tasks, 5 * 4 * 2);
-    EXPECT_EQ(reduces, 5 * 4);
+    // A GPTQ job reduces q, k, v and gate, up a layer at a time: 7 reduces
+    // a block.
+    EXPECT_EQ(reduces, 5 * 7);
     EXPECT_EQ(outputs, 4 * 2);
   }
 }
@@ -127,8 +130,14 @@ TEST_F(RoundsE2eTest, WorkersKilledInAShardTaskAndInAReduceAreTakenOver) {
   for (int g = 0; g < 4; ++g) {
     shard_lines.push_back(
         absl::StrCat("block 1 group ", g, ": calibration shard 0 (attempt 1)"));
-    reduce_lines.push_back(
-        absl::StrCat("block 2 group ", g, ": reduce (attempt 1)"));
+    // A GPTQ job's groups of several layers are reduced a layer at a time.
+    for (const std::optional<LayerType>& layer :
+         RoundGroupReduces(g, /*by_layer=*/true)) {
+      reduce_lines.push_back(absl::StrCat(
+          "block 2 group ", g, ": reduce",
+          layer.has_value() ? absl::StrCat(" ", LayerTypeName(*layer)) : "",
+          " (attempt 1)"));
+    }
   }
   const int shard_task =
       KillInside(service, job.id(), service.StartWorker("shard-victim"),

@@ -890,7 +890,7 @@ TEST(JobStoreFileTest, MigratesAVersion1Database) {
     ASSERT_TRUE((*db)->Exec("ALTER TABLE jobs DROP COLUMN isa").ok());
     ASSERT_TRUE(
         (*db)->Exec("ALTER TABLE tasks DROP COLUMN output_sha256").ok());
-    for (const char* column : {"grp", "split", "shard"}) {
+    for (const char* column : {"grp", "split", "shard", "layer"}) {
       ASSERT_TRUE(
           (*db)
               ->Exec(absl::StrCat("ALTER TABLE tasks DROP COLUMN ", column))
