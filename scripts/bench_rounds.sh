@@ -14,8 +14,10 @@
 #
 # QUANT_BENCH_BUILD=DIR uses the programs of an existing build folder
 # (configured with QUANT_BUILD_BENCHMARKS=ON) instead of building build/.
-# QUANT_BENCH_ROUNDS_RUNS lists the runs as "ROUND_TASKS WORKERS" pairs
-# separated by ';' (default "false 1;false 2;true 1;true 2").
+# QUANT_BENCH_ROUNDS_RUNS lists the runs as "ROUND_TASKS WORKERS
+# [LAYER_REDUCES]" separated by ';' (default "false 1;false 2;true 1;
+# true 2;true 2 false": the last is rounds with one reduce per layer group,
+# quantd's --round_layer_reduces=false).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -90,12 +92,12 @@ gates:
 EOF
 
 printf '%-30s %7s %8s %8s %8s %8s  %s\n' run wall_s tasks_s shard_s reduce_s speedup tensors_sha256
-IFS=';' read -r -a runs <<<"${QUANT_BENCH_ROUNDS_RUNS:-false 1;false 2;true 1;true 2}"
+IFS=';' read -r -a runs <<<"${QUANT_BENCH_ROUNDS_RUNS:-false 1;false 2;true 1;true 2;true 2 false}"
 base=""
 for run in "${runs[@]}"; do
   # shellcheck disable=SC2086  # Split into the flag and the worker count.
   set -- $run
-  rounds=$1 workers=$2
+  rounds=$1 workers=$2 layer_reduces=${3:-true}
   run_index=$((${run_index:-0} + 1))
   dir="$work/run-$run_index-$rounds-$workers"
   mkdir -p "$dir"
@@ -104,6 +106,7 @@ for run in "${runs[@]}"; do
     --allowed-roots="$(dirname "$checkpoint"),$(dirname "$text"),$work" \
     --local-workers="$workers" --worker-args=--threads=1 \
     --metrics-listen=127.0.0.1:0 --round_tasks="$rounds" \
+    --round_layer_reduces="$layer_reduces" \
     >"$dir/quantd.out" 2>"$dir/quantd.log" &
   quantd_pid=$!
   for _ in $(seq 1 100); do
@@ -137,11 +140,14 @@ for run in "${runs[@]}"; do
   sha=$(sha256sum "$job_dir/checkpoint/model.safetensors" | cut -c1-16)
   label="blocks, $workers worker(s)"
   [ "$rounds" = true ] && label="rounds, $workers worker(s)"
+  [ "$rounds" = true ] && [ "$layer_reduces" = false ] &&
+    label="rounds, $workers, group reduces"
   printf '%-30s %7s %8s %8s %8s %7sx  %s\n' "$label" "$wall" \
     "$(task_seconds "$metrics" block shard_stats reduce shard_output finalize)" \
     "$(task_seconds "$metrics" shard_stats shard_output)" \
     "$(task_seconds "$metrics" reduce)" "$(calc %.2f "$base / $wall")" "$sha"
-  if [ "$rounds" = true ] && [ -d "$job_dir/work/block-00001.rounds" ]; then
+  if [ "$rounds" = true ] && [ "$layer_reduces" = true ] &&
+    [ -d "$job_dir/work/block-00001.rounds" ]; then
     rounds_files="$job_dir/work/block-00001.rounds"
   fi
 done

@@ -154,6 +154,9 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoCreateJob(
       request, *policy_, *store_, options_.max_upload_bytes);
   if (!valid.ok()) return valid.status();
   if (!options_.round_tasks) valid->spec.rounds.reset();
+  if (valid->spec.rounds.has_value() && !options_.round_layer_reduces) {
+    valid->spec.rounds->layer_reduces = false;
+  }
   absl::StatusOr<store::CreateJobResult> created = store_->CreateJob(
       request.request_id(), JobSpecToJson(valid->spec), valid->spec.labels);
   if (!created.ok()) return created.status();
@@ -190,6 +193,9 @@ absl::StatusOr<v1::JobEstimate> QuantServiceImpl::DoEstimateJob(
       /*calibration_optional=*/true);
   if (!valid.ok()) return valid.status();
   if (!options_.round_tasks) valid->spec.rounds.reset();
+  if (valid->spec.rounds.has_value() && !options_.round_layer_reduces) {
+    valid->spec.rounds->layer_reduces = false;
+  }
   const JobSpec& spec = valid->spec;
   v1::JobEstimate estimate;
   estimate.set_blocks(spec.num_blocks);

@@ -34,6 +34,11 @@ struct QuantServiceOptions {
   // (each task opens the job's inputs and recomputes the block up to its
   // group) no longer outweigh what two workers gain (docs/PERFORMANCE.md).
   bool round_tasks = false;
+  // With round_tasks: a GPTQ or RTN job's groups of several layers (q, k,
+  // v; gate, up) are reduced one task per layer, side by side
+  // (RoundReducesByLayer); false: one reduce per group. The same bytes
+  // either way. quantd's --round_layer_reduces.
+  bool round_layer_reduces = true;
   // Uploads are held in memory until stored, and every WatchJob stream
   // holds a thread: both are bounded (RESOURCE_EXHAUSTED beyond, naming the
   // flag). quantd's --max_concurrent_uploads and --max_watch_streams.

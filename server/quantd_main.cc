@@ -54,6 +54,11 @@ ABSL_FLAG(bool, round_tasks, false,
           "gains (docs/PERFORMANCE.md). Jobs with independent propagation, "
           "mixed precision or mixture-of-experts blocks always run one task "
           "per block.");
+ABSL_FLAG(bool, round_layer_reduces, true,
+          "With --round_tasks: a GPTQ or RTN job's layer groups of several "
+          "layers (q, k, v; gate, up) are reduced one task per layer, side by "
+          "side, instead of one reduce per group (AWQ's groups always are: "
+          "their layers share one input scale). The same bytes either way.");
 ABSL_FLAG(int, max_concurrent_uploads, 4,
           "Calibration uploads received at once (each is held in memory, up "
           "to --max_upload_mb); more are refused with RESOURCE_EXHAUSTED.");
@@ -128,6 +133,7 @@ int main(int argc, char** argv) {
   }
   options.max_upload_bytes = max_upload_mb << 20;
   options.round_tasks = absl::GetFlag(FLAGS_round_tasks);
+  options.round_layer_reduces = absl::GetFlag(FLAGS_round_layer_reduces);
   for (const auto& [flag, value, target] :
        {std::make_tuple("--max_concurrent_uploads",
                         absl::GetFlag(FLAGS_max_concurrent_uploads),
