@@ -30,9 +30,10 @@ struct QuantServiceOptions {
   int64_t max_upload_bytes = int64_t{64} << 20;
   // Plan a sequential dense job's blocks as rounds of small tasks that many
   // workers share (docs/DATA_PARALLEL.md); false: one task per block.
-  // quantd's --round_tasks. Off by default until the rounds' own costs
-  // (each task opens the job's inputs and recomputes the block up to its
-  // group) no longer outweigh what two workers gain (docs/PERFORMANCE.md).
+  // quantd's --round_tasks. Off by default: at the sizes measured here a
+  // round task's fixed costs (loading the block, reading and checking the
+  // round files, the lease) still outweigh what a second worker gains
+  // (docs/PERFORMANCE.md, "One sequential job on 2 workers").
   bool round_tasks = false;
   // With round_tasks: a GPTQ or RTN job's groups of several layers (q, k,
   // v; gate, up) are reduced one task per layer, side by side

@@ -130,6 +130,8 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   context.threads = limits.threads;
   context.inputs_cache = limits.inputs_cache;
   context.shard_stashes = limits.shard_stashes;
+  context.round_blocks = limits.round_blocks;
+  context.file_digests = limits.file_digests;
   context.round_layer_reduces = task.round_layer_reduces();
   absl::StatusOr<std::string> path =
       FileUriPath(task.checkpoint_uri(), "checkpoint_uri");

@@ -12,8 +12,10 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "core/base/file_digests.h"
 #include "core/pipeline/job_inputs_cache.h"
 #include "core/pipeline/job_tasks.h"
+#include "core/pipeline/round_block_cache.h"
 #include "core/pipeline/shard_stash_cache.h"
 #include "quant/v1/worker.pb.h"
 
@@ -53,6 +55,10 @@ struct TaskLimits {
   // owned; null: each round task computes its block from the shard's
   // entering states).
   ShardStashCache* shard_stashes = nullptr;
+  // Keeps the block round tasks last loaded, and the sha256 of the files
+  // they checked (not owned; null: each task loads and reads again).
+  RoundBlockCache* round_blocks = nullptr;
+  FileDigests* file_digests = nullptr;
 };
 
 // Errors: InvalidArgument / NotFound / DataLoss for bad input and

@@ -526,6 +526,8 @@ absl::StatusOr<TaskOutcome> Worker::RunAtLevel(RunningTask* running,
   limits.threads = options_.threads;
   limits.inputs_cache = &inputs_cache_;
   limits.shard_stashes = &shard_stashes_;
+  limits.round_blocks = &round_blocks_;
+  limits.file_digests = &file_digests_;
   return options_.run_task != nullptr
              ? options_.run_task(task, sink, &running->cancel, limits)
              : RunTask(task, sink, &running->cancel, limits);

@@ -162,6 +162,10 @@ class Worker {
   // What its shard tasks computed, for the same shards' next rounds here;
   // bounded by --max_activation_mb.
   ShardStashCache shard_stashes_;
+  // The block its round tasks last loaded, and the sha256 of the round
+  // files they checked, for the next round task here.
+  RoundBlockCache round_blocks_;
+  FileDigests file_digests_;
   Mutex mu_;
   std::string worker_id_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> heartbeat_ms_{5'000};

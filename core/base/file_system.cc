@@ -171,9 +171,34 @@ class PosixFileSystem : public FileSystem {
     if (rc != 0) return ErrnoToStatus("cannot sync directory", dir, err);
     return absl::OkStatus();
   }
+
+  absl::StatusOr<FileIdentity> Identify(const std::string& path) override {
+    absl::StatusOr<int> fd = OpenRegularFileForRead(path);
+    if (!fd.ok()) return fd.status();
+    struct stat st;
+    const int rc = ::fstat(*fd, &st);
+    const int err = errno;
+    ::close(*fd);
+    if (rc != 0) return ErrnoToStatus("cannot stat", path, err);
+    FileIdentity identity;
+    identity.device = static_cast<uint64_t>(st.st_dev);
+    identity.inode = static_cast<uint64_t>(st.st_ino);
+    identity.size = static_cast<int64_t>(st.st_size);
+    identity.modified_ns =
+        int64_t{st.st_mtim.tv_sec} * 1'000'000'000 + st.st_mtim.tv_nsec;
+    identity.changed_ns =
+        int64_t{st.st_ctim.tv_sec} * 1'000'000'000 + st.st_ctim.tv_nsec;
+    return identity;
+  }
 };
 
 }  // namespace
+
+absl::StatusOr<FileIdentity> FileSystem::Identify(const std::string& path) {
+  return absl::UnimplementedError(
+      absl::StrCat("this file system cannot identify ", path,
+                   " without reading it"));
+}
 
 FileSystem* FileSystem::Default() {
   static FileSystem* const posix = new PosixFileSystem();

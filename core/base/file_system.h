@@ -10,6 +10,7 @@
 #define QUANT_CORE_BASE_FILE_SYSTEM_H_
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,24 @@ class SequentialFile {
   // Reads up to `n` bytes into `buffer`: how many it read, 0 at the end of
   // the file. Errors name the file (ErrnoToStatus).
   virtual absl::StatusOr<size_t> Read(char* buffer, size_t n) = 0;
+};
+
+// What tells a file's present contents apart without reading them: a
+// rewrite or a replacement changes at least one field (the status-change
+// time moves on every write and rename, and no user call sets it back).
+struct FileIdentity {
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  int64_t size = 0;
+  int64_t modified_ns = 0;
+  int64_t changed_ns = 0;
+
+  bool operator==(const FileIdentity& other) const {
+    return device == other.device && inode == other.inode &&
+           size == other.size && modified_ns == other.modified_ns &&
+           changed_ns == other.changed_ns;
+  }
+  bool operator!=(const FileIdentity& other) const { return !(*this == other); }
 };
 
 class FileSystem {
@@ -80,6 +99,11 @@ class FileSystem {
   virtual absl::Status RemoveTree(const std::string& path) = 0;
   // fsync of a directory, so renames and new entries in it are durable.
   virtual absl::Status SyncDirectory(const std::string& dir) = 0;
+  // The identity of a regular file under the thread's read roots (the
+  // checks of NewSequentialFile). This default says Unimplemented: a file
+  // system that cannot tell (a fault-injecting one) is then always read
+  // (FileDigests).
+  virtual absl::StatusOr<FileIdentity> Identify(const std::string& path);
 };
 
 }  // namespace quant

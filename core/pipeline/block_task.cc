@@ -1510,6 +1510,22 @@ absl::StatusOr<std::unique_ptr<GroupActivationStatistics>> EmptyShardStatistics(
   return runner.EmptyShard();
 }
 
+absl::StatusOr<std::vector<std::unique_ptr<GroupActivationStatistics>>>
+EmptyShardStatistics(const BlockTaskInput& input, const BlockRoundState& state,
+                     int count) {
+  QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
+  BlockRunner runner(input, NoProgress(), nullptr);
+  runner.Restore(state);
+  std::vector<std::unique_ptr<GroupActivationStatistics>> empties;
+  for (int i = 0; i < count; ++i) {
+    QUANT_ASSIGN_OR_RETURN(std::unique_ptr<GroupActivationStatistics> empty,
+                           runner.EmptyShard());
+    if (empty == nullptr) return empties;
+    empties.push_back(std::move(empty));
+  }
+  return empties;
+}
+
 absl::Status ReduceBlockRound(
     const BlockTaskInput& input,
     const std::vector<const GroupActivationStatistics*>& shards,

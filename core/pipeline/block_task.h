@@ -211,6 +211,11 @@ GatherShardStatistics(const BlockTaskInput& input, const BlockRoundState& state,
 // (shard_statistics_io.h).
 absl::StatusOr<std::unique_ptr<GroupActivationStatistics>> EmptyShardStatistics(
     const BlockTaskInput& input, const BlockRoundState& state);
+// `count` of them at once (a reduce's shards), at the cost of one; none
+// when the group quantizes no layer.
+absl::StatusOr<std::vector<std::unique_ptr<GroupActivationStatistics>>>
+EmptyShardStatistics(const BlockTaskInput& input, const BlockRoundState& state,
+                     int count);
 
 // Adds `shards` (each split's in shard order) and quantizes group
 // state->groups_done, then advances the state. With `layer`, only that

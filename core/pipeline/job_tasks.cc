@@ -220,12 +220,11 @@ absl::StatusOr<std::optional<QuantizationPlan>> JobChosenPlan(
   return chosen;
 }
 
-absl::StatusOr<BlockTaskInput> BlockInputFromJob(
-    const JobTaskContext& context, const JobInputs& inputs, int block,
-    const std::optional<QuantizationPlan>& chosen, const TaskControl& control) {
-  QUANT_ASSIGN_OR_RETURN(BlockWeights weights,
+absl::StatusOr<JobBlockWeights> LoadJobBlockWeights(const JobInputs& inputs,
+                                                    int block) {
+  JobBlockWeights loaded;
+  QUANT_ASSIGN_OR_RETURN(loaded.weights,
                          LoadCheckedBlock(*inputs.checkpoint, block));
-  std::map<LayerType, RowMatrixF> previous;
   if (inputs.previous.has_value()) {
     absl::StatusOr<BlockWeights> theirs =
         LoadBlockWeights(*inputs.previous->checkpoint, block);
@@ -234,17 +233,33 @@ absl::StatusOr<BlockTaskInput> BlockInputFromJob(
           theirs.status().code(),
           absl::StrCat("gates.compare_to: ", theirs.status().message()));
     }
-    previous = PreviousLayersInSourceUnits(weights, *theirs,
-                                           !inputs.previous->used_awq);
+    loaded.previous = PreviousLayersInSourceUnits(
+        loaded.weights, *theirs, !inputs.previous->used_awq);
   }
-  BlockTaskInput input =
-      MakeBlockTaskInput(inputs, context.recipe, block, std::move(weights));
+  return loaded;
+}
+
+BlockTaskInput BlockInputFromWeights(
+    const JobTaskContext& context, const JobInputs& inputs, int block,
+    const std::optional<QuantizationPlan>& chosen, const TaskControl& control,
+    JobBlockWeights loaded) {
+  BlockTaskInput input = MakeBlockTaskInput(inputs, context.recipe, block,
+                                            std::move(loaded.weights));
   if (chosen.has_value()) input.settings = chosen->blocks[block];
-  input.previous = std::move(previous);
+  input.previous = std::move(loaded.previous);
   input.threads = context.threads;
   input.file_system = context.file_system;
   input.cancelled = control.cancelled;
   return input;
+}
+
+absl::StatusOr<BlockTaskInput> BlockInputFromJob(
+    const JobTaskContext& context, const JobInputs& inputs, int block,
+    const std::optional<QuantizationPlan>& chosen, const TaskControl& control) {
+  QUANT_ASSIGN_OR_RETURN(JobBlockWeights loaded,
+                         LoadJobBlockWeights(inputs, block));
+  return BlockInputFromWeights(context, inputs, block, chosen, control,
+                               std::move(loaded));
 }
 
 absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,

@@ -26,7 +26,9 @@
 
 namespace quant {
 
+class FileDigests;      // core/base/file_digests.h
 class JobInputsCache;   // job_inputs_cache.h
+class RoundBlockCache;  // round_block_cache.h
 class ShardStashCache;  // shard_stash_cache.h
 
 // The default bound on the hidden states a block task holds in memory.
@@ -92,6 +94,13 @@ struct JobTaskContext {
   // round on this process (not owned); null: each round task computes its
   // block from the shard's entering states. The same bytes either way.
   ShardStashCache* shard_stashes = nullptr;
+  // The block its round tasks last loaded, weights and rebuilt state, for
+  // the next round task of that block on this process (not owned); null:
+  // each round task loads the block and applies every delta.
+  RoundBlockCache* round_blocks = nullptr;
+  // The sha256 of round and block files this process checked, remembered
+  // by file identity (not owned); null: each check reads its file.
+  FileDigests* file_digests = nullptr;
   // Where the tasks' outputs are written (not owned, never null); tests
   // inject storage faults here.
   FileSystem* file_system = FileSystem::Default();

@@ -13,13 +13,14 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "core/base/directory_util.h"
+#include "core/base/file_digests.h"
 #include "core/base/file_util.h"
-#include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/pipeline/block_task.h"
 #include "core/pipeline/hidden_state_stream.h"
 #include "core/pipeline/internal/job_inputs.h"
 #include "core/pipeline/job_inputs_cache.h"
+#include "core/pipeline/round_block_cache.h"
 #include "core/pipeline/round_state_io.h"
 #include "core/pipeline/shard_stash_cache.h"
 #include "core/pipeline/shard_statistics_io.h"
@@ -28,11 +29,13 @@
 namespace quant {
 namespace {
 
-using pipeline_internal::BlockInputFromJob;
+using pipeline_internal::BlockInputFromWeights;
 using pipeline_internal::BlockPublished;
 using pipeline_internal::EmbedShardStates;
+using pipeline_internal::JobBlockWeights;
 using pipeline_internal::JobChosenPlan;
 using pipeline_internal::JobInputs;
+using pipeline_internal::LoadJobBlockWeights;
 using pipeline_internal::OpenJobInputs;
 
 using SourcePtr = std::unique_ptr<HiddenStateSource>;
@@ -95,13 +98,15 @@ absl::Status ChangedRoundFileError(const std::string& name,
 
 // Checks round file `name` against the sha256 the coordinator recorded for
 // it (none recorded: trusted). A recorded file that is gone counts as
-// changed: its producer must run again.
-absl::Status VerifyRoundFile(const JobTaskContext& context,
-                             const std::string& name) {
+// changed: its producer must run again. Returns the file's sha256 when it
+// was checked, "" when trusted.
+absl::StatusOr<std::string> VerifyRoundFile(const JobTaskContext& context,
+                                            const std::string& name) {
   auto it = context.round_file_sha256.find(name);
-  if (it == context.round_file_sha256.end()) return absl::OkStatus();
+  if (it == context.round_file_sha256.end()) return std::string();
   const std::string path = JoinPath(context.work_dir, name);
-  absl::StatusOr<std::string> actual = Sha256File(path, context.file_system);
+  absl::StatusOr<std::string> actual =
+      Sha256FileWith(context.file_digests, path, context.file_system);
   if (!actual.ok() && absl::IsNotFound(actual.status())) {
     return ChangedRoundFileError(
         name, absl::StrCat(path,
@@ -109,7 +114,7 @@ absl::Status VerifyRoundFile(const JobTaskContext& context,
                            "completed, so that task must run again"));
   }
   if (!actual.ok()) return actual.status();
-  if (*actual == it->second) return absl::OkStatus();
+  if (*actual == it->second) return actual;
   return ChangedRoundFileError(
       name, absl::StrCat(path, ": sha256 is ", *actual,
                          ", the coordinator recorded ", it->second,
@@ -119,9 +124,10 @@ absl::Status VerifyRoundFile(const JobTaskContext& context,
 }
 
 // FailedPrecondition naming what `what` waits for when round file `name`
-// is not published yet; then its recorded sha256.
-absl::Status NeedRoundFile(const JobTaskContext& context,
-                           const std::string& name, const std::string& what) {
+// is not published yet; then its recorded sha256 (VerifyRoundFile).
+absl::StatusOr<std::string> NeedRoundFile(const JobTaskContext& context,
+                                          const std::string& name,
+                                          const std::string& what) {
   if (!FileExists(JoinPath(context.work_dir, name)) &&
       context.round_file_sha256.count(name) == 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -192,60 +198,145 @@ absl::Status CheckRoundTask(const JobTaskContext& context,
   return absl::OkStatus();
 }
 
-// The block's input for its rounds (no hidden states).
-absl::StatusOr<BlockTaskInput> RoundInput(const JobTaskContext& context,
-                                          const JobInputs& inputs, int block,
-                                          const TaskControl& control) {
-  QUANT_ASSIGN_OR_RETURN(const std::optional<QuantizationPlan> chosen,
-                         JobChosenPlan(context, inputs, control));
-  return BlockInputFromJob(context, inputs, block, chosen, control);
-}
+// One round task's block: taken from the context's cache when it keeps
+// this block (RoundBlockCache), else loaded; given back by Keep() once the
+// task succeeded (a task that fails keeps nothing).
+class LoadedRoundBlock {
+ public:
+  LoadedRoundBlock(const JobTaskContext& context, int block)
+      : context_(context), block_(block), cache_(context.round_blocks) {
+    if (cache_ == nullptr) return;
+    key_ = RoundBlockCache::Key(context.job_id, context.work_dir, block);
+    kept_ = cache_->Take(key_);
+  }
 
-// The block's state after its first `groups` reduces: the input weights
-// with their deltas applied in order. `after_last_reduce`: the deltas are
-// checked against the block's published layers.json (which records them),
-// otherwise against the coordinator's record of each.
-absl::StatusOr<BlockRoundState> RebuildRoundState(const JobTaskContext& context,
-                                                  const BlockTaskInput& input,
-                                                  int block, int groups,
-                                                  bool after_last_reduce) {
-  if (after_last_reduce && !BlockPublished(context.work_dir, block)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("block ", block,
-                     "'s shard outputs need its last reduce's output, "
-                     "which is not in ",
-                     context.work_dir, " yet"));
-  }
-  QUANT_ASSIGN_OR_RETURN(BlockRoundState state, StartBlockRounds(input));
-  for (int g = 0; g < groups; ++g) {
-    std::vector<BlockRoundDelta> parts;
-    for (const std::optional<LayerType>& layer :
-         RoundGroupReduces(g, context.round_layer_reduces)) {
-      const std::string name = RoundDeltaFile(block, g, layer);
-      if (after_last_reduce) {
-        auto recorded = context.block_output_sha256.find(block);
-        QUANT_RETURN_IF_ERROR(VerifyBlockFile(
-            context.work_dir, block, RoundDeltaSuffix(g, layer),
-            recorded == context.block_output_sha256.end() ? ""
-                                                          : recorded->second,
-            context.file_system));
-      } else {
-        QUANT_RETURN_IF_ERROR(NeedRoundFile(
-            context, name, absl::StrCat("block ", block, "'s group ", groups)));
-      }
-      QUANT_ASSIGN_OR_RETURN(BlockRoundDelta delta,
-                             ReadRoundDelta(JoinPath(context.work_dir, name),
-                                            context.file_system));
-      parts.push_back(std::move(delta));
+  // The block's input for its rounds (no hidden states).
+  absl::StatusOr<BlockTaskInput> Input(const JobInputs& inputs,
+                                       const TaskControl& control) {
+    QUANT_ASSIGN_OR_RETURN(const std::optional<QuantizationPlan> chosen,
+                           JobChosenPlan(context_, inputs, control));
+    JobBlockWeights loaded;
+    if (kept_.has_value()) {
+      loaded.weights = std::move(kept_->weights);
+      loaded.previous = std::move(kept_->previous);
+    } else {
+      QUANT_ASSIGN_OR_RETURN(loaded, LoadJobBlockWeights(inputs, block_));
     }
-    QUANT_ASSIGN_OR_RETURN(const BlockRoundDelta delta,
-                           parts.size() == 1
-                               ? std::move(parts[0])
-                               : MergeLayerDeltas(std::move(parts)));
-    QUANT_RETURN_IF_ERROR(ApplyRoundDelta(delta, &state));
+    return BlockInputFromWeights(context_, inputs, block_, chosen, control,
+                                 std::move(loaded));
   }
-  return state;
-}
+
+  // The block's state after its first `groups` reduces: the input weights
+  // with their deltas applied in order, or the kept state with the deltas
+  // since. `after_last_reduce`: the deltas are checked against the block's
+  // published layers.json (which records them), otherwise against the
+  // coordinator's record of each.
+  absl::StatusOr<BlockRoundState> State(const BlockTaskInput& input,
+                                        int groups, bool after_last_reduce) {
+    if (after_last_reduce && !BlockPublished(context_.work_dir, block_)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("block ", block_,
+                       "'s shard outputs need its last reduce's output, "
+                       "which is not in ",
+                       context_.work_dir, " yet"));
+    }
+    // Every delta is checked, kept state or not.
+    std::vector<std::vector<std::string>> names(groups);
+    applied_.clear();
+    for (int g = 0; g < groups; ++g) {
+      for (const std::optional<LayerType>& layer :
+           RoundGroupReduces(g, context_.round_layer_reduces)) {
+        const std::string name = RoundDeltaFile(block_, g, layer);
+        std::string digest;
+        if (after_last_reduce) {
+          auto recorded = context_.block_output_sha256.find(block_);
+          QUANT_RETURN_IF_ERROR(VerifyBlockFile(
+              context_.work_dir, block_, RoundDeltaSuffix(g, layer),
+              recorded == context_.block_output_sha256.end() ? ""
+                                                             : recorded->second,
+              context_.file_system, context_.file_digests));
+        } else {
+          QUANT_ASSIGN_OR_RETURN(
+              digest, NeedRoundFile(context_, name,
+                                    absl::StrCat("block ", block_,
+                                                 "'s group ", groups)));
+        }
+        if (cache_ != nullptr && digest.empty()) {
+          QUANT_ASSIGN_OR_RETURN(
+              digest,
+              Sha256FileWith(context_.file_digests,
+                             JoinPath(context_.work_dir, name),
+                             context_.file_system));
+        }
+        names[g].push_back(name);
+        applied_.emplace_back(name, std::move(digest));
+      }
+    }
+    BlockRoundState state;
+    if (KeptStateFits(groups)) {
+      state = std::move(*kept_->state);
+    } else {
+      QUANT_ASSIGN_OR_RETURN(state, StartBlockRounds(input));
+    }
+    if (kept_.has_value()) kept_->state.reset();
+    for (int g = state.groups_done; g < groups; ++g) {
+      std::vector<BlockRoundDelta> parts;
+      for (const std::string& name : names[g]) {
+        QUANT_ASSIGN_OR_RETURN(BlockRoundDelta delta,
+                               ReadRoundDelta(JoinPath(context_.work_dir, name),
+                                              context_.file_system));
+        parts.push_back(std::move(delta));
+      }
+      QUANT_ASSIGN_OR_RETURN(const BlockRoundDelta delta,
+                             parts.size() == 1
+                                 ? std::move(parts[0])
+                                 : MergeLayerDeltas(std::move(parts)));
+      QUANT_RETURN_IF_ERROR(ApplyRoundDelta(delta, &state));
+    }
+    return state;
+  }
+
+  // Gives the block back to the cache: `input`'s weights and `state`, the
+  // one State() returned (or a copy of it taken before changing it).
+  void Keep(BlockTaskInput input, BlockRoundState state) {
+    if (cache_ == nullptr) return;
+    RoundBlock kept;
+    kept.weights = std::move(input.weights);
+    kept.previous = std::move(input.previous);
+    kept.state = std::move(state);
+    kept.applied = std::move(applied_);
+    cache_->Put(key_, std::move(kept));
+  }
+
+ private:
+  // Whether the kept state is the state after some of the first `groups`
+  // reduces, from the same files the task just checked.
+  bool KeptStateFits(int groups) const {
+    if (!kept_.has_value() || !kept_->state.has_value()) return false;
+    const BlockRoundState& state = *kept_->state;
+    if (state.groups_done > groups) return false;
+    const std::vector<std::pair<std::string, std::string>>& kept =
+        kept_->applied;
+    if (kept.size() > applied_.size()) return false;
+    for (size_t i = 0; i < kept.size(); ++i) {
+      if (kept[i] != applied_[i] || kept[i].second.empty()) return false;
+    }
+    // Each of the kept state's groups is covered whole.
+    size_t parts = 0;
+    for (int g = 0; g < state.groups_done; ++g) {
+      parts += RoundGroupReduces(g, context_.round_layer_reduces).size();
+    }
+    return parts == kept.size();
+  }
+
+  const JobTaskContext& context_;
+  const int block_;
+  RoundBlockCache* const cache_;
+  std::string key_;
+  std::optional<RoundBlock> kept_;
+  // The deltas State() applied, by name, with their sha256.
+  std::vector<std::pair<std::string, std::string>> applied_;
+};
 
 // The states entering `block` for shard `range` (shard `shard`) of a split.
 absl::StatusOr<SourcePtr> EnteringShard(const JobTaskContext& context,
@@ -257,7 +348,8 @@ absl::StatusOr<SourcePtr> EnteringShard(const JobTaskContext& context,
   QUANT_RETURN_IF_ERROR(
       NeedRoundFile(context, name,
                     absl::StrCat("block ", block, "'s ", SplitName(calibration),
-                                 " shard ", shard)));
+                                 " shard ", shard))
+          .status());
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<HiddenStateFile> file,
                          HiddenStateFile::Open(JoinPath(context.work_dir, name),
                                                context.file_system));
@@ -330,11 +422,10 @@ absl::StatusOr<std::string> RunShardStatisticsJobTask(
   if (!range.has_value()) return std::string();
   Stage(control, absl::StrCat("block ", block, " group ", group, ": ",
                               SplitName(calibration), " shard ", shard));
-  QUANT_ASSIGN_OR_RETURN(const BlockTaskInput input,
-                         RoundInput(context, inputs, block, control));
-  QUANT_ASSIGN_OR_RETURN(
-      const BlockRoundState state,
-      RebuildRoundState(context, input, block, group, false));
+  LoadedRoundBlock loaded(context, block);
+  QUANT_ASSIGN_OR_RETURN(BlockTaskInput input, loaded.Input(inputs, control));
+  QUANT_ASSIGN_OR_RETURN(BlockRoundState state,
+                         loaded.State(input, group, false));
   QUANT_ASSIGN_OR_RETURN(
       const SourcePtr entering,
       EnteringShard(context, inputs, block, calibration, shard, *range));
@@ -355,6 +446,7 @@ absl::StatusOr<std::string> RunShardStatisticsJobTask(
       WriteShardStatistics(attempt, *statistics, context.file_system));
   QUANT_RETURN_IF_ERROR(PublishRoundFile(context, attempt, name));
   stash.Keep();
+  loaded.Keep(std::move(input), std::move(state));
   return name;
 }
 
@@ -380,40 +472,41 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
     Stage(control, "checking every weight is finite");
     QUANT_RETURN_IF_ERROR(inputs.checkpoint->CheckAllFinite());
   }
-  QUANT_ASSIGN_OR_RETURN(const BlockTaskInput input,
-                         RoundInput(context, inputs, block, control));
-  QUANT_ASSIGN_OR_RETURN(
-      BlockRoundState state,
-      RebuildRoundState(context, input, block, group, false));
+  LoadedRoundBlock loaded(context, block);
+  QUANT_ASSIGN_OR_RETURN(BlockTaskInput input, loaded.Input(inputs, control));
+  QUANT_ASSIGN_OR_RETURN(BlockRoundState state,
+                         loaded.State(input, group, false));
   Stage(control,
         absl::StrCat("block ", block, " group ", group,
                      layer.has_value()
                          ? absl::StrCat(" ", LayerTypeName(*layer), ": ")
                          : std::string(": "),
                      "adding the shards and quantizing"));
-  std::vector<std::unique_ptr<GroupActivationStatistics>> read;
-  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<GroupActivationStatistics> kind,
-                         EmptyShardStatistics(input, state));
-  if (kind != nullptr) {
-    for (const bool calibration : {true, false}) {
-      const size_t shards = Shards(inputs, calibration).size();
-      for (size_t s = 0; s < shards; ++s) {
-        const std::string name =
-            ShardStatisticsFile(block, group, calibration, static_cast<int>(s));
-        QUANT_RETURN_IF_ERROR(NeedRoundFile(
+  const int calibration_shards =
+      static_cast<int>(Shards(inputs, /*calibration=*/true).size());
+  const int heldout_shards =
+      static_cast<int>(Shards(inputs, /*calibration=*/false).size());
+  QUANT_ASSIGN_OR_RETURN(
+      std::vector<std::unique_ptr<GroupActivationStatistics>> read,
+      EmptyShardStatistics(input, state, calibration_shards + heldout_shards));
+  for (size_t i = 0; i < read.size(); ++i) {
+    const bool calibration = static_cast<int>(i) < calibration_shards;
+    const int shard =
+        calibration ? static_cast<int>(i)
+                    : static_cast<int>(i) - calibration_shards;
+    const std::string name =
+        ShardStatisticsFile(block, group, calibration, shard);
+    QUANT_RETURN_IF_ERROR(
+        NeedRoundFile(
             context, name,
-            absl::StrCat("block ", block, "'s group ", group, " reduce")));
-        QUANT_ASSIGN_OR_RETURN(std::unique_ptr<GroupActivationStatistics> into,
-                               EmptyShardStatistics(input, state));
-        QUANT_RETURN_IF_ERROR(ReadShardStatistics(
-            JoinPath(context.work_dir, name), into.get(), context.file_system));
-        read.push_back(std::move(into));
-      }
-    }
+            absl::StrCat("block ", block, "'s group ", group, " reduce"))
+            .status());
+    QUANT_RETURN_IF_ERROR(ReadShardStatistics(
+        JoinPath(context.work_dir, name), read[i].get(), context.file_system));
   }
   std::vector<const GroupActivationStatistics*> shards;
   for (const auto& s : read) shards.push_back(s.get());
-  const BlockRoundState before = state;
+  BlockRoundState before = state;
   QUANT_RETURN_IF_ERROR(ReduceBlockRound(input, shards, &state, layer));
   if (control.on_layer) {
     const std::vector<LayerType> types = layer.has_value()
@@ -432,7 +525,10 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
                          AttemptPath(context, attempt_dir, name));
   QUANT_RETURN_IF_ERROR(WriteRoundDelta(attempt, delta, context.file_system));
   QUANT_RETURN_IF_ERROR(PublishRoundFile(context, attempt, name));
-  if (group + 1 < kBlockRoundGroups) return name;
+  if (group + 1 < kBlockRoundGroups) {
+    loaded.Keep(std::move(input), std::move(before));
+    return name;
+  }
 
   // The last reduce: the block's output, recording every delta's sha256
   // for the shard-output tasks (checked above, or just written).
@@ -442,8 +538,10 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
          RoundGroupReduces(g, context.round_layer_reduces)) {
       QUANT_ASSIGN_OR_RETURN(
           std::string digest,
-          Sha256File(JoinPath(context.work_dir, RoundDeltaFile(block, g, part)),
-                     context.file_system));
+          Sha256FileWith(
+              context.file_digests,
+              JoinPath(context.work_dir, RoundDeltaFile(block, g, part)),
+              context.file_system));
       delta_sha256[RoundDeltaSuffix(g, part)] = std::move(digest);
     }
   }
@@ -454,6 +552,7 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
   QUANT_RETURN_IF_ERROR(PublishBlockOutput(attempt_dir, context.work_dir, block,
                                            context.file_system,
                                            /*leaving_states=*/false));
+  loaded.Keep(std::move(input), std::move(before));
   return BlockLayersFile(block);
 }
 
@@ -469,11 +568,10 @@ absl::StatusOr<std::string> RunShardOutputJobTask(
   if (!range.has_value()) return std::string();
   Stage(control, absl::StrCat("block ", block, ": the ", SplitName(calibration),
                               " shard ", shard, "'s leaving states"));
-  QUANT_ASSIGN_OR_RETURN(const BlockTaskInput input,
-                         RoundInput(context, inputs, block, control));
-  QUANT_ASSIGN_OR_RETURN(
-      const BlockRoundState state,
-      RebuildRoundState(context, input, block, kBlockRoundGroups, true));
+  LoadedRoundBlock loaded(context, block);
+  QUANT_ASSIGN_OR_RETURN(BlockTaskInput input, loaded.Input(inputs, control));
+  QUANT_ASSIGN_OR_RETURN(BlockRoundState state,
+                         loaded.State(input, kBlockRoundGroups, true));
   QUANT_ASSIGN_OR_RETURN(
       const SourcePtr entering,
       EnteringShard(context, inputs, block, calibration, shard, *range));
@@ -488,6 +586,7 @@ absl::StatusOr<std::string> RunShardOutputJobTask(
   QUANT_RETURN_IF_ERROR(
       WriteShardOutput(input, state, *entering, sink.get(), stash.get()));
   QUANT_RETURN_IF_ERROR(PublishRoundFile(context, attempt, name));
+  loaded.Keep(std::move(input), std::move(state));
   return name;
 }
 

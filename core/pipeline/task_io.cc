@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/directory_util.h"
+#include "core/base/file_digests.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
@@ -398,7 +399,7 @@ absl::Status CheckLayersFile(const std::string& layers_path, int block,
 absl::Status VerifyBlockFile(const std::string& dir, int block,
                              const std::string& suffix,
                              const std::string& expected_layers_sha256,
-                             FileSystem* fs) {
+                             FileSystem* fs, FileDigests* digests) {
   const std::string prefix = BlockOutputPrefix(dir, block);
   const std::string layers_path = prefix + ".layers.json";
   QUANT_ASSIGN_OR_RETURN(std::string text,
@@ -422,7 +423,7 @@ absl::Status VerifyBlockFile(const std::string& dir, int block,
   }
   const std::string recorded = (*files)[suffix].get<std::string>();
   QUANT_ASSIGN_OR_RETURN(const std::string actual,
-                         Sha256File(prefix + suffix, fs));
+                         Sha256FileWith(digests, prefix + suffix, fs));
   if (actual != recorded) {
     return ChangedBlockError(
         block, absl::StrCat(prefix, suffix, ": sha256 is ", actual, ", block ",

@@ -49,6 +49,8 @@
 
 namespace quant {
 
+class FileDigests;  // core/base/file_digests.h
+
 // Lossless JSON of a layer result without its QuantizedLayer (that is in
 // the block's tensors): doubles round-trip exactly.
 nlohmann::json LayerResultToTaskJson(const LayerResult& layer);
@@ -116,11 +118,13 @@ struct StoredBlockOutput {
 // file and both hashes, when it differs or none was recorded. Non-empty
 // `expected_layers_sha256` (what the coordinator recorded when the block's
 // task completed) is checked against layers.json itself first, so that the
-// list of hashes cannot have changed either.
+// list of hashes cannot have changed either. `digests`, when set, remembers
+// the file's sha256 for the next check.
 absl::Status VerifyBlockFile(const std::string& dir, int block,
                              const std::string& suffix,
                              const std::string& expected_layers_sha256 = "",
-                             FileSystem* fs = FileSystem::Default());
+                             FileSystem* fs = FileSystem::Default(),
+                             FileDigests* digests = nullptr);
 
 // Checks a block's published output as a whole, as its completion is
 // recorded: layers.json lists the sha256 of the block's tensors and of every

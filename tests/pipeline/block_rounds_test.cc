@@ -78,7 +78,11 @@ class BlockRoundsTest : public ::testing::Test {
         GatherInMemory(state, calibration);
     if (!through_files_) return gathered;
     // As between workers: each shard's file, read back into empty
-    // statistics of the group.
+    // statistics of the group (made all at once, as a reduce makes them).
+    auto empties = EmptyShardStatistics(input_, state,
+                                        static_cast<int>(gathered.size()));
+    EXPECT_TRUE(empties.ok()) << empties.status();
+    if (!empties.ok()) return {};
     for (size_t i = 0; i < gathered.size(); ++i) {
       if (gathered[i] == nullptr) continue;
       const std::string path =
@@ -86,13 +90,13 @@ class BlockRoundsTest : public ::testing::Test {
                        calibration ? ".cal." : ".held.", i, ".safetensors");
       const absl::Status written = WriteShardStatistics(path, *gathered[i]);
       EXPECT_TRUE(written.ok()) << written;
-      auto empty = EmptyShardStatistics(input_, state);
-      EXPECT_TRUE(empty.ok() && *empty != nullptr) << empty.status();
-      if (!empty.ok() || *empty == nullptr) return {};
-      const absl::Status read = ReadShardStatistics(path, empty->get());
+      EXPECT_EQ(empties->size(), gathered.size());
+      if (i >= empties->size()) return {};
+      const absl::Status read =
+          ReadShardStatistics(path, (*empties)[i].get());
       EXPECT_TRUE(read.ok()) << read;
       file_bytes_ += static_cast<int64_t>(ReadOrEmpty(path).size());
-      gathered[i] = std::move(*empty);
+      gathered[i] = std::move((*empties)[i]);
     }
     return gathered;
   }

@@ -16,8 +16,10 @@
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/model/checkpoint.h"
+#include "core/base/file_digests.h"
 #include "core/pipeline/job_inputs_cache.h"
 #include "core/pipeline/job_tasks.h"
+#include "core/pipeline/round_block_cache.h"
 #include "core/pipeline/task_io.h"
 #include "core/recipe/recipe.h"
 #include "gtest/gtest.h"
@@ -136,11 +138,16 @@ TEST_F(RoundJobTasksTest, RoundsPublishTheBlockTasksBytes) {
   auto_damp.damp.automatic = true;
   Recipe fixed_damp = RoundsRecipe(QuantMethod::kGptq);
   fixed_damp.act_order = true;
-  // As a worker runs them: the job's inputs opened once for all its tasks.
+  // As a worker runs them: the job's inputs opened once for all its tasks;
+  // the first and last recipe also keep the block between its tasks and
+  // remember the files' digests, as a worker does.
   JobInputsCache cache;
+  RoundBlockCache round_blocks;
+  FileDigests file_digests;
   int jobs = 0;
   for (const Recipe& recipe :
        {auto_damp, fixed_damp, RoundsRecipe(QuantMethod::kAwq)}) {
+    const bool keeps_blocks = jobs != 1;
     const std::string method =
         absl::StrCat(QuantMethodName(recipe.method),
                      recipe.damp.automatic ? "-auto-damp" : "");
@@ -152,6 +159,11 @@ TEST_F(RoundJobTasksTest, RoundsPublishTheBlockTasksBytes) {
     const JobTaskContext blocks = Context(recipe, method + "-blocks");
     JobTaskContext rounds = Context(recipe, method + "-rounds");
     rounds.inputs_cache = &cache;
+    if (keeps_blocks) {
+      rounds.round_blocks = &round_blocks;
+      rounds.file_digests = &file_digests;
+    }
+    const int hits_before = round_blocks.hits();
     rounds.round_layer_reduces = counts.layer_reduces;
     const std::string expected = BlockTaskRun(blocks);
     ASSERT_FALSE(expected.empty());
@@ -186,7 +198,72 @@ TEST_F(RoundJobTasksTest, RoundsPublishTheBlockTasksBytes) {
     EXPECT_EQ(Finalize(rounds), expected);
     // One open per job (another recipe is another key).
     EXPECT_EQ(cache.opens(), ++jobs);
+    // Every task of a block but its first found the block kept.
+    if (keeps_blocks) {
+      EXPECT_GT(round_blocks.hits(), hits_before + blocks_);
+    }
   }
+}
+
+// A kept state is used only while every delta it applied is the file the
+// task finds: a delta replaced since (here by another job's, with nothing
+// recorded to refuse it) makes the task rebuild from the files, so it
+// publishes what a task without the cache publishes.
+TEST_F(RoundJobTasksTest, AKeptBlockIsNotUsedPastAChangedDelta) {
+  Recipe four_bits = RoundsRecipe(QuantMethod::kGptq);
+  Recipe three_bits = four_bits;
+  three_bits.bits = 3;
+  RoundBlockCache round_blocks;
+  FileDigests file_digests;
+  JobTaskContext kept = Context(four_bits, "kept");
+  kept.round_blocks = &round_blocks;
+  kept.file_digests = &file_digests;
+  const JobTaskContext other = Context(three_bits, "other");
+  const std::string attempt = temp_ + "/kept-attempt";
+  const RoundShardCounts counts = PlanRoundShardCounts(four_bits);
+  for (const JobTaskContext* context :
+       std::vector<const JobTaskContext*>{&kept, &other}) {
+    for (int g = 0; g < 2; ++g) {
+      for (const bool calibration : {true, false}) {
+        const int shards = calibration ? counts.calibration : counts.heldout;
+        for (int s = 0; s < shards; ++s) {
+          auto name = RunShardStatisticsJobTask(*context, 0, g, calibration, s,
+                                                attempt, TaskControl());
+          ASSERT_TRUE(name.ok()) << name.status();
+        }
+      }
+      auto name = RunRoundReduceJobTask(*context, 0, g, std::nullopt, attempt,
+                                        TaskControl());
+      ASSERT_TRUE(name.ok()) << name.status();
+    }
+  }
+  // The cache keeps block 0 as group 1's reduce found it: group 0's delta
+  // applied. That delta is replaced.
+  const std::string group0 = RoundDeltaFile(0, 0);
+  ASSERT_TRUE(WriteFileAtomically(JoinPath(kept.work_dir, group0),
+                                  Read(JoinPath(other.work_dir, group0)))
+                  .ok());
+  const int hits = round_blocks.hits();
+  auto cached = RunShardStatisticsJobTask(kept, 0, 2, true, 0, attempt,
+                                          TaskControl());
+  ASSERT_TRUE(cached.ok()) << cached.status();
+  EXPECT_EQ(round_blocks.hits(), hits + 1);
+  const std::string with_cache = Read(JoinPath(kept.work_dir, *cached));
+  JobTaskContext plain = kept;
+  plain.round_blocks = nullptr;
+  plain.file_digests = nullptr;
+  auto uncached = RunShardStatisticsJobTask(plain, 0, 2, true, 0, attempt,
+                                            TaskControl());
+  ASSERT_TRUE(uncached.ok()) << uncached.status();
+  EXPECT_TRUE(with_cache == Read(JoinPath(kept.work_dir, *uncached)));
+  // And the replaced delta did count: with the job's own, another file.
+  auto own = RunRoundReduceJobTask(plain, 0, 0, std::nullopt, attempt,
+                                   TaskControl());
+  ASSERT_TRUE(own.ok()) << own.status();
+  auto again = RunShardStatisticsJobTask(kept, 0, 2, true, 0, attempt,
+                                         TaskControl());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(with_cache == Read(JoinPath(kept.work_dir, *again)));
 }
 
 TEST_F(RoundJobTasksTest, RoundTasksWaitForTheirInputsAndCheckThem) {

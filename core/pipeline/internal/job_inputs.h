@@ -112,6 +112,21 @@ absl::StatusOr<BlockTaskInput> BlockInputFromJob(
     const JobTaskContext& context, const JobInputs& inputs, int block,
     const std::optional<QuantizationPlan>& chosen, const TaskControl& control);
 
+// What BlockInputFromJob reads from the checkpoints: block `block`'s
+// checked float weights and the previous release's layers of it (empty
+// without one)...
+struct JobBlockWeights {
+  BlockWeights weights;
+  std::map<LayerType, RowMatrixF> previous;
+};
+absl::StatusOr<JobBlockWeights> LoadJobBlockWeights(const JobInputs& inputs,
+                                                    int block);
+// ...and the rest of it, on those.
+BlockTaskInput BlockInputFromWeights(
+    const JobTaskContext& context, const JobInputs& inputs, int block,
+    const std::optional<QuantizationPlan>& chosen, const TaskControl& control,
+    JobBlockWeights loaded);
+
 // The embeddings of `range` of the calibration (or held-out) windows, in
 // memory: the states entering block 0 for one shard.
 absl::StatusOr<std::unique_ptr<HiddenStateSource>> EmbedShardStates(
