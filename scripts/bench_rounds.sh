@@ -18,6 +18,10 @@
 # [LAYER_REDUCES]" separated by ';' (default "false 1;false 2;true 1;
 # true 2;true 2 false": the last is rounds with one reduce per layer group,
 # quantd's --round_layer_reduces=false).
+# QUANT_BENCH_KEEP=1 keeps the work folder (printed at the end): each run's
+# quantd store has every task's completion time and worker, a timeline of
+# the job (sqlite3 run-*/data/quantd.db "SELECT updated_ms, kind, block,
+# grp, layer, split, shard, worker_id FROM tasks ORDER BY updated_ms").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,7 +51,7 @@ stop_quantd() {
   fi
   quantd_pid=""
 }
-trap 'stop_quantd; rm -rf "$work"' EXIT
+trap 'stop_quantd; [ -n "${QUANT_BENCH_KEEP:-}" ] || rm -rf "$work"' EXIT
 
 calc() { awk "BEGIN {printf \"$1\", $2}"; }
 scrape() { curl -sf "http://127.0.0.1:$metrics_port/metrics" || true; }
@@ -162,4 +166,8 @@ if [ -n "${rounds_files:-}" ]; then
       "$(find "$rounds_files" -name "$pattern" | wc -l)" \
       "$(find "$rounds_files" -name "$pattern" -printf '%s\n' | awk '{s += $1} END {print s + 0}')"
   done
+fi
+if [ -n "${QUANT_BENCH_KEEP:-}" ]; then
+  echo
+  echo "== kept: $work"
 fi

@@ -195,9 +195,8 @@ class PosixFileSystem : public FileSystem {
 }  // namespace
 
 absl::StatusOr<FileIdentity> FileSystem::Identify(const std::string& path) {
-  return absl::UnimplementedError(
-      absl::StrCat("this file system cannot identify ", path,
-                   " without reading it"));
+  return absl::UnimplementedError(absl::StrCat(
+      "this file system cannot identify ", path, " without reading it"));
 }
 
 FileSystem* FileSystem::Default() {

@@ -233,8 +233,8 @@ absl::StatusOr<JobBlockWeights> LoadJobBlockWeights(const JobInputs& inputs,
           theirs.status().code(),
           absl::StrCat("gates.compare_to: ", theirs.status().message()));
     }
-    loaded.previous = PreviousLayersInSourceUnits(
-        loaded.weights, *theirs, !inputs.previous->used_awq);
+    loaded.previous = PreviousLayersInSourceUnits(loaded.weights, *theirs,
+                                                  !inputs.previous->used_awq);
   }
   return loaded;
 }

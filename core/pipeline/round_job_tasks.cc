@@ -231,8 +231,8 @@ class LoadedRoundBlock {
   // since. `after_last_reduce`: the deltas are checked against the block's
   // published layers.json (which records them), otherwise against the
   // coordinator's record of each.
-  absl::StatusOr<BlockRoundState> State(const BlockTaskInput& input,
-                                        int groups, bool after_last_reduce) {
+  absl::StatusOr<BlockRoundState> State(const BlockTaskInput& input, int groups,
+                                        bool after_last_reduce) {
     if (after_last_reduce && !BlockPublished(context_.work_dir, block_)) {
       return absl::FailedPreconditionError(
           absl::StrCat("block ", block_,
@@ -257,16 +257,15 @@ class LoadedRoundBlock {
               context_.file_system, context_.file_digests));
         } else {
           QUANT_ASSIGN_OR_RETURN(
-              digest, NeedRoundFile(context_, name,
-                                    absl::StrCat("block ", block_,
-                                                 "'s group ", groups)));
+              digest, NeedRoundFile(
+                          context_, name,
+                          absl::StrCat("block ", block_, "'s group ", groups)));
         }
         if (cache_ != nullptr && digest.empty()) {
           QUANT_ASSIGN_OR_RETURN(
-              digest,
-              Sha256FileWith(context_.file_digests,
-                             JoinPath(context_.work_dir, name),
-                             context_.file_system));
+              digest, Sha256FileWith(context_.file_digests,
+                                     JoinPath(context_.work_dir, name),
+                                     context_.file_system));
         }
         names[g].push_back(name);
         applied_.emplace_back(name, std::move(digest));
@@ -491,9 +490,8 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
       EmptyShardStatistics(input, state, calibration_shards + heldout_shards));
   for (size_t i = 0; i < read.size(); ++i) {
     const bool calibration = static_cast<int>(i) < calibration_shards;
-    const int shard =
-        calibration ? static_cast<int>(i)
-                    : static_cast<int>(i) - calibration_shards;
+    const int shard = calibration ? static_cast<int>(i)
+                                  : static_cast<int>(i) - calibration_shards;
     const std::string name =
         ShardStatisticsFile(block, group, calibration, shard);
     QUANT_RETURN_IF_ERROR(

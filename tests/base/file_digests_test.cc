@@ -30,16 +30,16 @@ TEST(FileDigestsTest, ReadsAFileOnceWhileItKeepsItsIdentity) {
   const std::string path = JoinPath(testing::MakeTempDir(), "f");
   ASSERT_TRUE(WriteFileAtomically(path, "first").ok());
   FileDigests digests(NotRacy());
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(Digest(digests, path), Sha256Hex("first"));
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(Digest(digests, path), Sha256Hex("first"));
   EXPECT_EQ(digests.files_read(), 1);
   // Replaced by a rename (as round files are published), the same size.
   ASSERT_TRUE(WriteFileAtomically(path, "other").ok());
   EXPECT_EQ(Digest(digests, path), Sha256Hex("other"));
   EXPECT_EQ(digests.files_read(), 2);
-  EXPECT_EQ(digests.Sha256File(path + ".gone", FileSystem::Default())
-                .status()
-                .code(),
-            absl::StatusCode::kNotFound);
+  EXPECT_EQ(
+      digests.Sha256File(path + ".gone", FileSystem::Default()).status().code(),
+      absl::StatusCode::kNotFound);
 }
 
 // Within one tick of the file system's clock an in-place rewrite of the

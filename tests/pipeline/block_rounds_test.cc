@@ -79,8 +79,8 @@ class BlockRoundsTest : public ::testing::Test {
     if (!through_files_) return gathered;
     // As between workers: each shard's file, read back into empty
     // statistics of the group (made all at once, as a reduce makes them).
-    auto empties = EmptyShardStatistics(input_, state,
-                                        static_cast<int>(gathered.size()));
+    auto empties =
+        EmptyShardStatistics(input_, state, static_cast<int>(gathered.size()));
     EXPECT_TRUE(empties.ok()) << empties.status();
     if (!empties.ok()) return {};
     for (size_t i = 0; i < gathered.size(); ++i) {
@@ -92,8 +92,7 @@ class BlockRoundsTest : public ::testing::Test {
       EXPECT_TRUE(written.ok()) << written;
       EXPECT_EQ(empties->size(), gathered.size());
       if (i >= empties->size()) return {};
-      const absl::Status read =
-          ReadShardStatistics(path, (*empties)[i].get());
+      const absl::Status read = ReadShardStatistics(path, (*empties)[i].get());
       EXPECT_TRUE(read.ok()) << read;
       file_bytes_ += static_cast<int64_t>(ReadOrEmpty(path).size());
       gathered[i] = std::move((*empties)[i]);

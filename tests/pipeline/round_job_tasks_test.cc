@@ -13,10 +13,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/directory_util.h"
+#include "core/base/file_digests.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/model/checkpoint.h"
-#include "core/base/file_digests.h"
 #include "core/pipeline/job_inputs_cache.h"
 #include "core/pipeline/job_tasks.h"
 #include "core/pipeline/round_block_cache.h"
@@ -244,24 +244,24 @@ TEST_F(RoundJobTasksTest, AKeptBlockIsNotUsedPastAChangedDelta) {
                                   Read(JoinPath(other.work_dir, group0)))
                   .ok());
   const int hits = round_blocks.hits();
-  auto cached = RunShardStatisticsJobTask(kept, 0, 2, true, 0, attempt,
-                                          TaskControl());
+  auto cached =
+      RunShardStatisticsJobTask(kept, 0, 2, true, 0, attempt, TaskControl());
   ASSERT_TRUE(cached.ok()) << cached.status();
   EXPECT_EQ(round_blocks.hits(), hits + 1);
   const std::string with_cache = Read(JoinPath(kept.work_dir, *cached));
   JobTaskContext plain = kept;
   plain.round_blocks = nullptr;
   plain.file_digests = nullptr;
-  auto uncached = RunShardStatisticsJobTask(plain, 0, 2, true, 0, attempt,
-                                            TaskControl());
+  auto uncached =
+      RunShardStatisticsJobTask(plain, 0, 2, true, 0, attempt, TaskControl());
   ASSERT_TRUE(uncached.ok()) << uncached.status();
   EXPECT_TRUE(with_cache == Read(JoinPath(kept.work_dir, *uncached)));
   // And the replaced delta did count: with the job's own, another file.
-  auto own = RunRoundReduceJobTask(plain, 0, 0, std::nullopt, attempt,
-                                   TaskControl());
+  auto own =
+      RunRoundReduceJobTask(plain, 0, 0, std::nullopt, attempt, TaskControl());
   ASSERT_TRUE(own.ok()) << own.status();
-  auto again = RunShardStatisticsJobTask(kept, 0, 2, true, 0, attempt,
-                                         TaskControl());
+  auto again =
+      RunShardStatisticsJobTask(kept, 0, 2, true, 0, attempt, TaskControl());
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_FALSE(with_cache == Read(JoinPath(kept.work_dir, *again)));
 }
