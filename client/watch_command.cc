@@ -122,6 +122,8 @@ class EventPrinter {
 
   void OnLayer(const v1::LayerAudit& layer) {
     // A stream resumed after a reconnect replays the job's layers.
+    // Shown once complete: the block's last reduce reports it again.
+    if (layer.heldout_pending()) return;
     if (!layers_shown_.insert(layer.name()).second) return;
     if (!header_shown_) {
       header_shown_ = true;

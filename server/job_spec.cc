@@ -51,6 +51,9 @@ std::string JobSpecToJson(const JobSpec& spec) {
                       {"heldout_shards", spec.rounds->heldout}};
     // Absent in a spec written before reduces were split by layer.
     if (spec.rounds->layer_reduces) json["rounds"]["layer_reduces"] = true;
+    // Absent in a spec written before reduces stopped waiting for the
+    // held-out shards.
+    if (spec.rounds->heldout_later) json["rounds"]["heldout_later"] = true;
   }
   if (spec.work.has_value()) {
     const auto flops = [](const TaskWork& task) {
@@ -208,10 +211,19 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
     QUANT_ASSIGN_OR_RETURN(
         const bool layer_reduces,
         fields::GetBoolOr(*rounds, "layer_reduces", false, "rounds"));
+    QUANT_ASSIGN_OR_RETURN(
+        const bool heldout_later,
+        fields::GetBoolOr(*rounds, "heldout_later", false, "rounds"));
+    if (heldout_later && heldout == 0) {
+      return absl::InvalidArgumentError(
+          "rounds.heldout_later: the plan has no held-out shards to audit "
+          "later");
+    }
     spec.rounds.emplace();
     spec.rounds->calibration = static_cast<int>(calibration);
     spec.rounds->heldout = static_cast<int>(heldout);
     spec.rounds->layer_reduces = layer_reduces;
+    spec.rounds->heldout_later = heldout_later;
   }
   if (auto previous = json.find("previous"); previous != json.end()) {
     QUANT_RETURN_IF_ERROR(fields::ExpectObject(*previous, "previous"));

@@ -157,6 +157,9 @@ absl::StatusOr<v1::Job> QuantServiceImpl::DoCreateJob(
   if (valid->spec.rounds.has_value() && !options_.round_layer_reduces) {
     valid->spec.rounds->layer_reduces = false;
   }
+  if (valid->spec.rounds.has_value() && !options_.round_heldout_later) {
+    valid->spec.rounds->heldout_later = false;
+  }
   absl::StatusOr<store::CreateJobResult> created = store_->CreateJob(
       request.request_id(), JobSpecToJson(valid->spec), valid->spec.labels);
   if (!created.ok()) return created.status();
@@ -195,6 +198,9 @@ absl::StatusOr<v1::JobEstimate> QuantServiceImpl::DoEstimateJob(
   if (!options_.round_tasks) valid->spec.rounds.reset();
   if (valid->spec.rounds.has_value() && !options_.round_layer_reduces) {
     valid->spec.rounds->layer_reduces = false;
+  }
+  if (valid->spec.rounds.has_value() && !options_.round_heldout_later) {
+    valid->spec.rounds->heldout_later = false;
   }
   const JobSpec& spec = valid->spec;
   v1::JobEstimate estimate;

@@ -40,6 +40,12 @@ struct QuantServiceOptions {
   // (RoundReducesByLayer); false: one reduce per group. The same bytes
   // either way. quantd's --round_layer_reduces.
   bool round_layer_reduces = true;
+  // With round_tasks: a GPTQ or RTN job's reduces wait for their round's
+  // calibration shards only, and a block's last reduce audits every layer
+  // on the held-out shards (RoundShardCounts::heldout_later); false: each
+  // reduce waits for both splits. The same bytes and layers.json either
+  // way. quantd's --round_heldout_later.
+  bool round_heldout_later = true;
   // Uploads are held in memory until stored, and every WatchJob stream
   // holds a thread: both are bounded (RESOURCE_EXHAUSTED beyond, naming the
   // flag). quantd's --max_concurrent_uploads and --max_watch_streams.

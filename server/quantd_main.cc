@@ -59,6 +59,13 @@ ABSL_FLAG(bool, round_layer_reduces, true,
           "layers (q, k, v; gate, up) are reduced one task per layer, side by "
           "side, instead of one reduce per group (AWQ's groups always are: "
           "their layers share one input scale). The same bytes either way.");
+ABSL_FLAG(bool, round_heldout_later, true,
+          "With --round_tasks: a GPTQ or RTN job's reduces wait for their "
+          "round's calibration shards only, and a block's last reduce audits "
+          "every layer on the held-out shards, so the held-out shards run "
+          "beside the reduces instead of before them. The same bytes and "
+          "layers.json either way (AWQ's reduces always wait: their audit "
+          "needs the group's input scale).");
 ABSL_FLAG(int, max_concurrent_uploads, 4,
           "Calibration uploads received at once (each is held in memory, up "
           "to --max_upload_mb); more are refused with RESOURCE_EXHAUSTED.");
@@ -134,6 +141,7 @@ int main(int argc, char** argv) {
   options.max_upload_bytes = max_upload_mb << 20;
   options.round_tasks = absl::GetFlag(FLAGS_round_tasks);
   options.round_layer_reduces = absl::GetFlag(FLAGS_round_layer_reduces);
+  options.round_heldout_later = absl::GetFlag(FLAGS_round_heldout_later);
   for (const auto& [flag, value, target] :
        {std::make_tuple("--max_concurrent_uploads",
                         absl::GetFlag(FLAGS_max_concurrent_uploads),

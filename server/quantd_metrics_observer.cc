@@ -59,6 +59,8 @@ void QuantdMetricsObserver::OnTaskFailed(const store::Task& task,
 void QuantdMetricsObserver::OnLayerFinished(const std::string& job_id,
                                             const v1::LayerAudit& layer) {
   if (!layer.packed()) return;  // Kept layers have no error to show.
+  // Shown once its audit is complete (the block's last reduce reports it).
+  if (layer.heldout_pending()) return;
   metrics::LayerResult result;
   result.name = layer.name();
   result.type = layer.type();

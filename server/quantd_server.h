@@ -48,6 +48,7 @@ struct QuantdOptions {
   int64_t max_upload_bytes = int64_t{64} << 20;
   bool round_tasks = false;         // QuantServiceOptions::round_tasks.
   bool round_layer_reduces = true;  // QuantServiceOptions' too.
+  bool round_heldout_later = true;  // QuantServiceOptions' too.
   // Bounds on server state (quant_service.h, worker_service.h).
   int max_concurrent_uploads = 4;
   int max_watch_streams = 256;

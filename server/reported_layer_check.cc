@@ -65,7 +65,7 @@ bool InBlockGroup(absl::string_view type, int group) {
 }  // namespace
 
 absl::Status CheckReportedLayer(const v1::LayerAudit& layer,
-                                const store::Task& task) {
+                                const store::Task& task, bool audits_block) {
   if (task.kind != store::TaskKind::kBlock &&
       task.kind != store::TaskKind::kReduce) {
     return Bad("name", absl::StrCat("a ", store::TaskKindName(task.kind),
@@ -87,7 +87,15 @@ absl::Status CheckReportedLayer(const v1::LayerAudit& layer,
   if (!known && task.kind == store::TaskKind::kBlock) {
     known = IsExpertLayer(layer.name(), layer.type(), prefix);
   }
-  if (known && task.kind == store::TaskKind::kReduce &&
+  if (layer.heldout_pending() && task.kind != store::TaskKind::kReduce) {
+    return Bad("heldout_pending",
+               "only a round's reduce leaves a layer's held-out audit for "
+               "later");
+  }
+  const bool audited_here =
+      audits_block && task.kind == store::TaskKind::kReduce &&
+      task.group == 3 && task.layer.empty() && !layer.heldout_pending();
+  if (known && task.kind == store::TaskKind::kReduce && !audited_here &&
       !InBlockGroup(layer.type(), task.group)) {
     return Bad("name", absl::StrCat("\"", layer.name().substr(0, 80),
                                     "\" is not in the layer group ", task.group,

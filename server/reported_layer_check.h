@@ -18,9 +18,14 @@ namespace quant::server {
 // (".mlp.experts.E.down_proj", ".block_sparse_moe.experts.E.w2", `type` the
 // part it plays: gate_proj, up_proj, down_proj); every number finite (gains may
 // be +inf: a method error of zero) and the errors non-negative; bits in
-// 0..16; short strings. InvalidArgument naming the field otherwise.
+// 0..16; short strings. A reduce reports its own group's (or layer's)
+// rows; a pending row (heldout_pending) only a reduce. `audits_block`: the
+// task is a block's last reduce in a job whose reduces left the held-out
+// audits to it (spec rounds.heldout_later), which also reports the block's
+// other layers, complete. InvalidArgument naming the field otherwise.
 absl::Status CheckReportedLayer(const v1::LayerAudit& layer,
-                                const store::Task& task);
+                                const store::Task& task,
+                                bool audits_block = false);
 
 }  // namespace quant::server
 

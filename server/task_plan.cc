@@ -59,6 +59,8 @@ std::vector<store::TaskSpec> PlanRoundTasks(int num_blocks,
   for (int block = 0; block < num_blocks; ++block) {
     // The previous group's reduces (one per layer when split by layer).
     std::vector<int> reduces;
+    // The block's held-out statistics, when its last reduce audits them.
+    std::vector<int> heldout_statistics;
     for (int group = 0; group < kBlockRoundGroups; ++group) {
       std::vector<int> statistics;
       for (const auto& [split, count] : splits) {
@@ -69,9 +71,18 @@ std::vector<store::TaskSpec> PlanRoundTasks(int num_blocks,
           } else if (block > 0) {
             deps.push_back(outputs.at({split, s}));
           }
-          statistics.push_back(add(store::TaskKind::kShardStats, block, group,
-                                   split, s, std::move(deps)));
+          const int task = add(store::TaskKind::kShardStats, block, group,
+                               split, s, std::move(deps));
+          if (shards.heldout_later && split == store::TaskSplit::kHeldout) {
+            heldout_statistics.push_back(task);
+          } else {
+            statistics.push_back(task);
+          }
         }
+      }
+      if (group + 1 == kBlockRoundGroups) {
+        statistics.insert(statistics.end(), heldout_statistics.begin(),
+                          heldout_statistics.end());
       }
       reduces.clear();
       for (const std::optional<LayerType>& layer :

@@ -27,7 +27,10 @@ std::vector<store::TaskSpec> PlanJobTasks(int num_blocks,
 // only the same shard's output of block b-1; for g > 0 the reduces of
 // g-1), then reduce(b, g), which needs all of them: one per layer of a
 // group of several when shards.layer_reduces (RoundGroupReduces), side by
-// side. Then shard_output(b, split, s) per shard, after the last reduce
+// side. With shards.heldout_later a reduce needs only its round's
+// calibration shards, and the block's last reduce, which audits every
+// layer on the held-out split, also every round's held-out shards. Then
+// shard_output(b, split, s) per shard, after the last reduce
 // (none for the last block: nothing reads its leaving states). Finalize
 // needs every block's last reduce.
 std::vector<store::TaskSpec> PlanRoundTasks(int num_blocks,

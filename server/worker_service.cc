@@ -317,6 +317,8 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
   out.set_layer(task.layer);
   out.set_round_layer_reduces(spec->rounds.has_value() &&
                               spec->rounds->layer_reduces);
+  out.set_round_heldout_later(spec->rounds.has_value() &&
+                              spec->rounds->heldout_later);
   out.set_attempt(task.attempts);
   // Resolved at submit, under an allowed root: workers need not resolve
   // URIs or know the roots.
@@ -453,12 +455,22 @@ absl::StatusOr<v1::HeartbeatResponse> WorkerServiceImpl::DoHeartbeat(
   // Every reported row must be one the task can produce; a row already
   // recorded for this lease (a beat resent after a lost answer) is dropped.
   std::vector<const v1::LayerAudit*> new_layers;
+  // A block's last reduce reports the block's other layers too when the
+  // job's reduces left the held-out audits to it.
+  bool audits_block = false;
+  if (leased.kind == store::TaskKind::kReduce && leased.group == 3 &&
+      !progress.finished_layers().empty()) {
+    QUANT_ASSIGN_OR_RETURN(const store::Job job,
+                           lifecycle_->store().GetJob(leased.job_id));
+    QUANT_ASSIGN_OR_RETURN(const JobSpec spec, JobSpecFromJson(job.spec_json));
+    audits_block = spec.rounds.has_value() && spec.rounds->heldout_later;
+  }
   {
     MutexLock lock(&mu_);
     std::set<std::string>& seen = lease_layers_[request.lease_id()];
     std::set<std::string> in_this_beat;
     for (const v1::LayerAudit& layer : progress.finished_layers()) {
-      QUANT_RETURN_IF_ERROR(CheckReportedLayer(layer, leased));
+      QUANT_RETURN_IF_ERROR(CheckReportedLayer(layer, leased, audits_block));
       if (seen.count(layer.name()) == 0 &&
           in_this_beat.insert(layer.name()).second) {
         new_layers.push_back(&layer);
@@ -484,6 +496,10 @@ absl::StatusOr<v1::HeartbeatResponse> WorkerServiceImpl::DoHeartbeat(
   const std::string& job_id = beat->task.job_id;
   if (!beat->job_cancelled) {
     for (const v1::LayerAudit* layer : new_layers) {
+      // A pending row (a reduce that left the held-out audit to the block's
+      // last reduce) moves the progress only: the job's events and metrics
+      // get the layer once, complete.
+      if (layer->heldout_pending()) continue;
       if (absl::Status s =
               AppendLayerEvent(lifecycle_->store(), job_id, *layer);
           !s.ok()) {

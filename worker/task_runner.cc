@@ -133,6 +133,7 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   context.round_blocks = limits.round_blocks;
   context.file_digests = limits.file_digests;
   context.round_layer_reduces = task.round_layer_reduces();
+  context.round_heldout_later = task.round_heldout_later();
   absl::StatusOr<std::string> path =
       FileUriPath(task.checkpoint_uri(), "checkpoint_uri");
   if (!path.ok()) return path.status();
@@ -187,14 +188,22 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
   TaskControl control;
   control.cancelled = cancelled;
   control.on_stage = sink.on_stage;
-  control.on_layer = [&](const LayerResult& layer) {
+  // A layer's audit row to the sink; false (the error kept) when it does
+  // not convert.
+  auto report = [&](const LayerResult& layer) {
     absl::StatusOr<v1::LayerAudit> audit = AuditProto(layer);
     if (!audit.ok()) {
       layer_error.Update(audit.status());
-      return;
+      return false;
     }
     if (sink.on_layer) sink.on_layer(*audit);
-    if (sink.on_core_work) {
+    return true;
+  };
+  // A layer another task quantized, its audit completed here: its work is
+  // that task's.
+  control.on_audited = [&](const LayerResult& layer) { report(layer); };
+  control.on_layer = [&](const LayerResult& layer) {
+    if (report(layer) && sink.on_core_work) {
       sink.on_core_work(layer.choices.hessian_flops,
                         layer.choices.hessian_seconds, layer.choices.gptq_flops,
                         layer.choices.gptq_seconds);

@@ -253,7 +253,8 @@ absl::StatusOr<Plan> PlanRounds(const JobShape& shape) {
   std::vector<int> last_reduces;
   for (int b = 0; b < shape.blocks; ++b) {
     std::vector<int> previous_reduces;
-    double deltas_before = 0.0;  // Deltas of rounds 0..g-1.
+    double deltas_before = 0.0;      // Deltas of rounds 0..g-1.
+    std::vector<int> heldout_stats;  // With heldout_later: the last reduce's.
     for (int g = 0; g < kGroups; ++g) {
       std::vector<int> stats;
       double triangles = 0.0;
@@ -284,9 +285,16 @@ absl::StatusOr<Plan> PlanRounds(const JobShape& shape) {
           task.bytes_written = TriangleBytes(costs.k[g]) *
                                (split == 0 && shape.damp_auto ? 3.0 : 1.0);
           triangles += task.bytes_written;
-          stats.push_back(static_cast<int>(plan.tasks.size()));
+          if (shape.heldout_later && split == 1) {
+            heldout_stats.push_back(static_cast<int>(plan.tasks.size()));
+          } else {
+            stats.push_back(static_cast<int>(plan.tasks.size()));
+          }
           plan.tasks.push_back(std::move(task));
         }
+      }
+      if (g == kGroups - 1) {
+        stats.insert(stats.end(), heldout_stats.begin(), heldout_stats.end());
       }
       previous_reduces.clear();
       const int layers = static_cast<int>(costs.groups[g].size());

@@ -55,6 +55,12 @@ struct JobShape {
   // layer, side by side (a GPTQ job's plan, RoundGroupReduces); false: one
   // reduce per group, as before.
   bool layer_reduces = true;
+  // A reduce waits for its round's calibration shards only, and the
+  // block's last reduce for every round's held-out shards too (a GPTQ
+  // job's plan, RoundShardCounts::heldout_later; the held-out audit's
+  // work stays counted in each reduce, a small part of it); false: each
+  // reduce waits for both splits, as before.
+  bool heldout_later = true;
   // Bytes per weight of the checkpoint, read by every task that runs the
   // block (each loads the block's input weights); 0 leaves them out.
   double checkpoint_bytes_per_weight = 2.0;

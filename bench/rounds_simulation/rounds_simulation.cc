@@ -373,6 +373,7 @@ void CheckOneBlock(Checker* check) {
   shape.blocks = 1;
   shape.calibration_sequences = 16;
   shape.heldout_sequences = 16;
+  shape.heldout_later = false;  // Each round waits for both shards.
   Resources r = SmallResources();
   r.storage_bytes_per_second = 0.0;
   absl::StatusOr<Plan> plan = PlanRounds(shape);
@@ -405,6 +406,43 @@ void CheckOneBlock(Checker* check) {
       "1 block, 1+1 shards, 2 workers: sum over rounds of "
       "max(shards) + the reduces on 2 workers, + finalize",
       run->wall_seconds, expected);
+}
+
+// Held-out audits in the block's last reduce: a reduce waits for its
+// calibration shards only, the last one for every round's held-out shards
+// too; the same tasks, and on 2 workers no later than waiting for both.
+void CheckHeldoutLater(Checker* check) {
+  JobShape shape = SmallJob();
+  shape.blocks = 2;
+  Resources r = SmallResources();
+  r.storage_bytes_per_second = 0.0;
+  double wall[2] = {0.0, 0.0};
+  for (const bool later : {false, true}) {
+    shape.heldout_later = later;
+    absl::StatusOr<Plan> plan = PlanRounds(shape);
+    if (!plan.ok()) return check->Fail("PlanRounds", plan.status());
+    int last_reduce_heldout = 0;
+    int other_reduce_heldout = 0;
+    for (const PlannedTask& task : plan->tasks) {
+      if (task.kind != TaskKind::kReduce || task.block != 0) continue;
+      for (const int dep : task.deps) {
+        const PlannedTask& from = plan->tasks[dep];
+        if (from.kind != TaskKind::kShardStats || from.calibration) continue;
+        (task.group == 3 ? last_reduce_heldout : other_reduce_heldout) += 1;
+      }
+    }
+    const std::string name = later ? "held-out later" : "held-out first";
+    // SmallJob: 2 held-out shards; 6 reduces before the last.
+    check->Near(name + ": held-out shards the last reduce waits for",
+                last_reduce_heldout, later ? 8 : 2);
+    check->Near(name + ": held-out shards the other reduces wait for",
+                other_reduce_heldout, later ? 0 : 12);
+    absl::StatusOr<SimulationResult> two = Simulate(*plan, r, 2);
+    if (!two.ok()) return check->Fail(name, two.status());
+    wall[later] = two->wall_seconds;
+  }
+  check->AtLeast("held-out later, 2 workers: no later than held-out first",
+                 wall[0], wall[1]);
 }
 
 // Two independent tasks on shared storage as fast as a link (1 GB/s),
@@ -464,6 +502,7 @@ absl::Status SelfCheck(std::FILE* out) {
   Checker check(out);
   CheckModelJobs(&check);
   CheckOneBlock(&check);
+  CheckHeldoutLater(&check);
   CheckShardStash(&check);
   CheckContention(&check);
   CheckShardBytes(&check);

@@ -62,6 +62,11 @@ ABSL_FLAG(bool, layer_reduces, true,
           "Groups of several layers (q, k, v; gate, up) are reduced one task "
           "per layer, side by side, as quantd plans a GPTQ job; false: one "
           "reduce per group.");
+ABSL_FLAG(
+    bool, heldout_later, true,
+    "Reduces wait for their round's calibration shards only; the "
+    "block's last reduce also for every round's held-out shards (quantd's "
+    "--round_heldout_later). false: each reduce waits for both splits.");
 ABSL_FLAG(int, group_size, 128, "GPTQ group size (scales and zeros).");
 ABSL_FLAG(int, bits, 4, "GPTQ bits (the packed block's size).");
 ABSL_FLAG(double, checkpoint_bytes_per_weight, 2.0,
@@ -100,6 +105,7 @@ absl::StatusOr<SimulationOptions> OptionsFromFlags() {
   shape.damp_auto = absl::GetFlag(FLAGS_damp_auto);
   shape.shard_stash = absl::GetFlag(FLAGS_shard_stash);
   shape.layer_reduces = absl::GetFlag(FLAGS_layer_reduces);
+  shape.heldout_later = absl::GetFlag(FLAGS_heldout_later);
   shape.checkpoint_bytes_per_weight =
       absl::GetFlag(FLAGS_checkpoint_bytes_per_weight);
   shape.finalize_seconds = absl::GetFlag(FLAGS_finalize_s);

@@ -92,6 +92,7 @@ json LayerResultToJson(const LayerResult& layer) {
   j["weight_mse"] = a.method_weight_mse;
   j["rtn_weight_mse"] = a.rtn_weight_mse;
   j["gain_cal"] = a.gain_calibration;
+  if (a.heldout_pending) j["heldout_pending"] = true;
   j["gain_heldout"] = a.gain_heldout;
   j["flattery"] = a.flattery;
   j["bits_per_weight"] = a.bits_per_weight;

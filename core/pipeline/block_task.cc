@@ -121,7 +121,8 @@ class BlockRunner {
       bool calibration, int64_t first_token);
   absl::Status Reduce(
       const std::vector<const GroupActivationStatistics*>& shards,
-      std::optional<LayerType> only);
+      std::optional<LayerType> only, bool heldout_later);
+  absl::Status AuditHeldout(const std::vector<HessianAccumulator>& heldout);
   absl::StatusOr<std::unique_ptr<GroupActivationStatistics>> EmptyShard();
   absl::Status WriteShard(HiddenStateSink* sink) const {
     return round_stash_ != nullptr ? WriteStashedShard(sink)
@@ -168,7 +169,10 @@ class BlockRunner {
     // Set when `layers` is not empty.
     std::optional<GroupActivationStatistics> statistics;
   };
-  GroupPlan PlanGroup(const std::vector<LayerType>& types) const;
+  // `with_statistics` false: the plan's layers only (statistics of K x K
+  // are allocated eagerly).
+  GroupPlan PlanGroup(const std::vector<LayerType>& types,
+                      bool with_statistics = true) const;
   // Adds the real-token rows of a chunk's group input to the plan's
   // statistics (nothing when it quantizes no layer).
   static absl::Status AddRows(GroupPlan& plan, const RowMatrixF& rows,
@@ -522,7 +526,7 @@ absl::Status BlockRunner::CheckCancelled(const std::string& before) const {
 }
 
 BlockRunner::GroupPlan BlockRunner::PlanGroup(
-    const std::vector<LayerType>& types) const {
+    const std::vector<LayerType>& types, bool with_statistics) const {
   GroupPlan plan;
   plan.types = types;
   plan.group = Result(types[0])->input_group;
@@ -541,7 +545,7 @@ BlockRunner::GroupPlan BlockRunner::PlanGroup(
   plan.options.awq_fold_available =
       plan.group != InputGroup::kAttnOut ||
       config_.num_key_value_heads == config_.num_attention_heads;
-  if (!plan.layers.empty()) {
+  if (with_statistics && !plan.layers.empty()) {
     plan.statistics.emplace(plan.layers[0].weight.cols(), plan.layers,
                             plan.options);
   }
@@ -1224,13 +1228,24 @@ BlockRunner::EmptyShard() {
 
 absl::Status BlockRunner::Reduce(
     const std::vector<const GroupActivationStatistics*>& shards,
-    std::optional<LayerType> only) {
+    std::optional<LayerType> only, bool heldout_later) {
   if (groups_done_ < 0 || groups_done_ >= kBlockRoundGroups) {
     return absl::FailedPreconditionError(absl::StrCat(
         "block ", input_.weights.block, ": no layer group left to reduce (",
         groups_done_, " done)"));
   }
   GroupPlan plan = PlanGroup(DenseGroups()[groups_done_]);
+  plan.options.audit_heldout = !heldout_later;
+  if (heldout_later) {
+    for (const GroupLayerInput& layer : plan.layers) {
+      if (layer.settings.method == QuantMethod::kAwq) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "block ", input_.weights.block, ": ", layer.name,
+            " uses AWQ, whose audit needs its group's input scale: its "
+            "reduce waits for the held-out shards"));
+      }
+    }
+  }
   if (only.has_value()) {
     const std::vector<LayerType>& types = plan.types;
     if (std::find(types.begin(), types.end(), *only) == types.end()) {
@@ -1275,6 +1290,34 @@ absl::Status BlockRunner::Reduce(
   QUANT_ASSIGN_OR_RETURN(QuantizedGroup quantized, QuantizeLayers(plan));
   QUANT_RETURN_IF_ERROR(ApplyGroup(plan, std::move(quantized)));
   ++groups_done_;
+  return absl::OkStatus();
+}
+
+absl::Status BlockRunner::AuditHeldout(
+    const std::vector<HessianAccumulator>& heldout) {
+  if (groups_done_ != kBlockRoundGroups) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("block ", input_.weights.block,
+                     ": the held-out audit comes after the ", kBlockRoundGroups,
+                     " layer groups are reduced, ", groups_done_, " are"));
+  }
+  if (heldout.size() != static_cast<size_t>(kBlockRoundGroups)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "block ", input_.weights.block, ": held-out statistics for ",
+        heldout.size(), " layer groups, the block has ", kBlockRoundGroups));
+  }
+  for (int g = 0; g < kBlockRoundGroups; ++g) {
+    // The group's layers as its reduce planned them, less any the format
+    // could not hold (not quantized, nothing to audit).
+    const GroupPlan plan = PlanGroup(DenseGroups()[g], false);
+    std::vector<PendingHeldoutAudit> pending;
+    for (const LayerType type : plan.quantized_types) {
+      LayerResult* result = Result(type);
+      pending.push_back({&result->layer, &result->audit, &result->choices});
+    }
+    QUANT_RETURN_IF_ERROR(
+        AuditGroupHeldout(plan.layers, pending, heldout[g], pool_));
+  }
   return absl::OkStatus();
 }
 
@@ -1530,11 +1573,33 @@ absl::Status ReduceBlockRound(
     const BlockTaskInput& input,
     const std::vector<const GroupActivationStatistics*>& shards,
     BlockRoundState* state, std::optional<LayerType> layer) {
+  RoundReduceOptions options;
+  options.layer = layer;
+  return ReduceBlockRound(input, shards, state, options);
+}
+
+absl::Status ReduceBlockRound(
+    const BlockTaskInput& input,
+    const std::vector<const GroupActivationStatistics*>& shards,
+    BlockRoundState* state, const RoundReduceOptions& options) {
   QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
   ThreadPool pool(input.threads);
   BlockRunner runner(input, NoProgress(), &pool);
   runner.Restore(*state);
-  QUANT_RETURN_IF_ERROR(runner.Reduce(shards, layer));
+  QUANT_RETURN_IF_ERROR(
+      runner.Reduce(shards, options.layer, options.heldout_later));
+  *state = std::move(runner).Save();
+  return absl::OkStatus();
+}
+
+absl::Status AuditBlockRoundsHeldout(
+    const BlockTaskInput& input, const std::vector<HessianAccumulator>& heldout,
+    BlockRoundState* state) {
+  QUANT_RETURN_IF_ERROR(CheckTaskInput(input));
+  ThreadPool pool(input.threads);
+  BlockRunner runner(input, NoProgress(), &pool);
+  runner.Restore(*state);
+  QUANT_RETURN_IF_ERROR(runner.AuditHeldout(heldout));
   *state = std::move(runner).Save();
   return absl::OkStatus();
 }

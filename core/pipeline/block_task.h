@@ -231,6 +231,32 @@ absl::Status ReduceBlockRound(
     const std::vector<const GroupActivationStatistics*>& shards,
     BlockRoundState* state, std::optional<LayerType> layer = std::nullopt);
 
+// How a round's reduce runs.
+struct RoundReduceOptions {
+  // Only this layer of the group (above).
+  std::optional<LayerType> layer;
+  // The shards are the calibration split's only: the reduce quantizes (no
+  // method reads the held-out split) and leaves its audits' held-out part
+  // pending (LayerAudit::heldout_pending) for AuditBlockRoundsHeldout, so
+  // the next round need not wait for the held-out shards
+  // (docs/DATA_PARALLEL.md). FailedPrecondition for a group with an AWQ
+  // layer, whose audit needs the group's input scale.
+  bool heldout_later = false;
+};
+absl::Status ReduceBlockRound(
+    const BlockTaskInput& input,
+    const std::vector<const GroupActivationStatistics*>& shards,
+    BlockRoundState* state, const RoundReduceOptions& options);
+
+// After the block's last reduce, the held-out part of the audits that
+// reduces with heldout_later left pending. `heldout[g]`: layer group g's
+// held-out sums, its held-out shards' added in shard order
+// (HessianAccumulator::Merge onto an empty one). The audits then equal
+// those of reduces given the held-out shards too.
+absl::Status AuditBlockRoundsHeldout(
+    const BlockTaskInput& input, const std::vector<HessianAccumulator>& heldout,
+    BlockRoundState* state);
+
 // Whether a job's reduces are split by layer: no layer may use AWQ (the
 // recipe's method is not awq and no override sets it). Decided from the
 // recipe alone, as the coordinator plans.

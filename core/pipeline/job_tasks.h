@@ -87,6 +87,10 @@ struct JobTaskContext {
   // at a time (RoundGroupReduces; the coordinator's plan says so): where
   // the round tasks find each group's deltas.
   bool round_layer_reduces = false;
+  // A job run as rounds whose reduces wait for the calibration shards only
+  // (RoundShardCounts::heldout_later; the coordinator's plan says so): its
+  // last reduce of a block audits the held-out split for every group.
+  bool round_heldout_later = false;
   // Where round tasks keep the job's opened inputs for the process's next
   // task of the same job (not owned); null: each task opens them.
   JobInputsCache* inputs_cache = nullptr;
@@ -121,6 +125,10 @@ struct JobTaskContext {
 struct TaskControl {
   std::function<void(const std::string&)> on_stage;
   std::function<void(const LayerResult&)> on_layer;
+  // A layer quantized by an earlier task whose audit this task completed
+  // (the held-out part a block's last reduce measures, round_job_tasks.h):
+  // reported again, its quantization's work not counted again.
+  std::function<void(const LayerResult&)> on_audited;
   // Checked between layer groups; set: the task returns Cancelled.
   const std::atomic<bool>* cancelled = nullptr;
   // Whether a block task reports its two steps ("computing the hidden

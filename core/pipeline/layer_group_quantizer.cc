@@ -67,7 +67,8 @@ struct GroupStatistics {
 // Both splits' Hessians finished side by side (memory-bound copies of
 // K x K matrices, worth two threads when K is in the thousands).
 absl::StatusOr<GroupStatistics> FinishStatistics(
-    const GroupActivationStatistics& accumulated, ThreadPool* pool) {
+    const GroupActivationStatistics& accumulated, ThreadPool* pool,
+    bool heldout) {
   if (accumulated.has_open_shard()) {
     return absl::FailedPreconditionError(
         "activation statistics read with a shard still open (CloseShards)");
@@ -91,7 +92,7 @@ absl::StatusOr<GroupStatistics> FinishStatistics(
       if (evaluators[0].ok()) {
         stats.diagnostics = DiagnoseHessian(*evaluators[0]);
       }
-    } else {
+    } else if (heldout) {
       evaluators[1] = accumulated.heldout_rows() != nullptr
                           ? OutputErrorEvaluator::FromActivations(
                                 *accumulated.heldout_rows())
@@ -101,9 +102,11 @@ absl::StatusOr<GroupStatistics> FinishStatistics(
     }
   });
   QUANT_RETURN_IF_ERROR(evaluators[0].status());
-  QUANT_RETURN_IF_ERROR(evaluators[1].status());
   stats.calibration.emplace(*std::move(evaluators[0]));
-  stats.heldout.emplace(*std::move(evaluators[1]));
+  if (heldout) {
+    QUANT_RETURN_IF_ERROR(evaluators[1].status());
+    stats.heldout.emplace(*std::move(evaluators[1]));
+  }
   return stats;
 }
 
@@ -266,7 +269,14 @@ absl::Status QuantizeAwqLayers(const std::vector<GroupLayerInput>& layers,
   return absl::OkStatus();
 }
 
-// Audits one quantized layer of the group against RTN on both splits.
+// One layer's share of a split's Hessian: 2·T·K² over the group's layers.
+double HessianShareFlops(int64_t tokens, int64_t k, size_t layers) {
+  return 2.0 * static_cast<double>(tokens) * static_cast<double>(k) *
+         static_cast<double>(k) / static_cast<double>(layers);
+}
+
+// Audits one quantized layer of the group against RTN on both splits (the
+// calibration split only when stats has no held-out evaluator).
 absl::Status AuditGroupLayer(const GroupLayerInput& input,
                              const GroupStatistics& stats, double seconds,
                              const QuantizedGroup& group, ThreadPool* pool,
@@ -285,13 +295,17 @@ absl::Status AuditGroupLayer(const GroupLayerInput& input,
                               ? ConstRowMatrixRef(effective)
                               : ConstRowMatrixRef(out->layer.dequantized),
                           &*stats.calibration,
-                          &*stats.heldout,
+                          stats.heldout.has_value() ? &*stats.heldout : nullptr,
                           out->choices.damp_used,
                           out->choices.damp_retries,
                           &stats.diagnostics,
                           pool,
                           input.previous};
-  QUANT_ASSIGN_OR_RETURN(out->audit, AuditLayer(audit));
+  if (stats.heldout.has_value()) {
+    QUANT_ASSIGN_OR_RETURN(out->audit, AuditLayer(audit));
+  } else {
+    QUANT_ASSIGN_OR_RETURN(out->audit, AuditLayerCalibration(audit));
+  }
   out->audit.seconds = seconds;
   return absl::OkStatus();
 }
@@ -548,8 +562,9 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
     }
   }
   const auto start = std::chrono::steady_clock::now();
-  QUANT_ASSIGN_OR_RETURN(GroupStatistics stats,
-                         FinishStatistics(statistics, options.pool));
+  QUANT_ASSIGN_OR_RETURN(
+      GroupStatistics stats,
+      FinishStatistics(statistics, options.pool, options.audit_heldout));
   const double statistics_seconds = statistics.seconds() + SecondsSince(start);
 
   group.layers.resize(layers.size());
@@ -609,14 +624,16 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
     for (int i : awq_indices) seconds[i] += each;
   }
 
-  // Both splits' Hessians, shared evenly by the group's layers.
-  const double tokens = static_cast<double>(statistics.calibration_tokens() +
-                                            statistics.heldout_tokens());
+  // Both splits' Hessians, shared evenly by the group's layers (the
+  // held-out one's share added by AuditGroupHeldout when it comes later).
   for (size_t i = 0; i < layers.size(); ++i) {
     MethodChoices& choices = group.layers[i].choices;
-    choices.hessian_flops = 2.0 * tokens * static_cast<double>(k) *
-                            static_cast<double>(k) /
-                            static_cast<double>(layers.size());
+    choices.hessian_flops =
+        HessianShareFlops(statistics.calibration_tokens(), k, layers.size());
+    if (options.audit_heldout) {
+      choices.hessian_flops +=
+          HessianShareFlops(statistics.heldout_tokens(), k, layers.size());
+    }
     choices.hessian_seconds =
         statistics_seconds / static_cast<double>(layers.size());
   }
@@ -631,6 +648,64 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
     QUANT_RETURN_IF_ERROR(status);
   }
   return group;
+}
+
+absl::Status AuditGroupHeldout(const std::vector<GroupLayerInput>& layers,
+                               const std::vector<PendingHeldoutAudit>& pending,
+                               const HessianAccumulator& heldout,
+                               ThreadPool* pool) {
+  if (pending.size() != layers.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("held-out audit: ", layers.size(), " layers but ",
+                     pending.size(), " results"));
+  }
+  if (layers.empty()) return absl::OkStatus();
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const PendingHeldoutAudit& p = pending[i];
+    if (layers[i].settings.method == QuantMethod::kAwq) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          layers[i].name,
+          ": an AWQ layer is audited in its reduce, with its group's input "
+          "scale"));
+    }
+    if (p.layer == nullptr || p.choices == nullptr || p.audit == nullptr ||
+        !p.audit->heldout_pending) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          layers[i].name, ": its audit has no held-out part left to measure"));
+    }
+    if (heldout.k() != layers[i].weight.cols()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          layers[i].name, ": weight has ", layers[i].weight.cols(),
+          " input columns but the held-out statistics have ", heldout.k()));
+    }
+  }
+  QUANT_ASSIGN_OR_RETURN(const OutputErrorEvaluator evaluator,
+                         OutputErrorEvaluator::FromHessian(
+                             heldout.Finish(), heldout.token_count()));
+  std::vector<absl::Status> status(layers.size());
+  ParallelFor(pool, static_cast<int64_t>(layers.size()), [&](int64_t i) {
+    const GroupLayerInput& input = layers[i];
+    const PendingHeldoutAudit& p = pending[i];
+    const AuditInputs in{input.name,
+                         QuantMethodName(input.settings.method),
+                         p.layer->grid,
+                         input.weight,
+                         p.layer->dequantized,
+                         nullptr,
+                         &evaluator,
+                         0.0,
+                         0,
+                         nullptr,
+                         pool,
+                         input.previous};
+    status[i] = AddHeldoutAudit(in, AuditOptions(), p.audit);
+  });
+  for (const absl::Status& s : status) QUANT_RETURN_IF_ERROR(s);
+  for (const PendingHeldoutAudit& p : pending) {
+    p.choices->hessian_flops +=
+        HessianShareFlops(heldout.token_count(), heldout.k(), layers.size());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace quant

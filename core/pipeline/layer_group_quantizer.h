@@ -53,6 +53,12 @@ struct GroupQuantizeOptions {
   // Spreads the Hessian tiles and the group's layers over its threads;
   // inline when null. The results do not depend on it. Not owned.
   ThreadPool* pool = nullptr;
+  // False: the audits measure the calibration split only and are left
+  // pending (LayerAudit::heldout_pending), the statistics' held-out part
+  // unread; AuditGroupHeldout measures the rest once the held-out
+  // statistics are gathered (a round's reduce that does not wait for the
+  // held-out shards, docs/DATA_PARALLEL.md).
+  bool audit_heldout = true;
 };
 
 // What the method chose for one layer, for the audit.
@@ -214,6 +220,25 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
     const std::vector<GroupLayerInput>& layers,
     const GroupActivationStatistics& statistics,
     const GroupQuantizeOptions& options);
+
+// A layer whose audit's held-out part is left to measure (below).
+struct PendingHeldoutAudit {
+  const QuantizedLayer* layer = nullptr;  // Its grid and dequantized weights.
+  LayerAudit* audit = nullptr;            // Completed in place.
+  MethodChoices* choices = nullptr;       // Gets the held-out Hessian's flops.
+};
+
+// The held-out part of the audits a QuantizeLayerGroup with
+// options.audit_heldout false left pending. `layers` as given to it (the
+// quantized ones), `pending[i]` layers[i]'s result, `heldout` the group's
+// held-out sums (the shards' in shard order). The audits then equal what
+// QuantizeLayerGroup gives with the held-out statistics at hand.
+// FailedPrecondition for an AWQ layer (its dequantized weights are in s's
+// units) or an audit not pending; InvalidArgument for sizes that disagree.
+absl::Status AuditGroupHeldout(const std::vector<GroupLayerInput>& layers,
+                               const std::vector<PendingHeldoutAudit>& pending,
+                               const HessianAccumulator& heldout,
+                               ThreadPool* pool);
 
 }  // namespace quant
 

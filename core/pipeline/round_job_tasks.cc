@@ -295,6 +295,15 @@ class LoadedRoundBlock {
     return state;
   }
 
+  // The sha256 State() checked `name` to have, when it hashed it: what the
+  // state was built from. Empty otherwise.
+  std::string AppliedDigest(const std::string& name) const {
+    for (const auto& [applied, digest] : applied_) {
+      if (applied == name) return digest;
+    }
+    return "";
+  }
+
   // Gives the block back to the cache: `input`'s weights and `state`, the
   // one State() returned (or a copy of it taken before changing it).
   void Keep(BlockTaskInput input, BlockRoundState state) {
@@ -396,6 +405,7 @@ RoundShardCounts PlanRoundShardCounts(const Recipe& recipe) {
           ? shards(c.heldout_samples > 0 ? c.heldout_samples : c.samples)
           : 0;
   counts.layer_reduces = RoundReducesByLayer(recipe);
+  counts.heldout_later = counts.heldout > 0 && RoundReducesByLayer(recipe);
   return counts;
 }
 
@@ -449,6 +459,46 @@ absl::StatusOr<std::string> RunShardStatisticsJobTask(
   return name;
 }
 
+// Each layer group's held-out sums for the block's last reduce (`state`
+// after it): the held-out shards' statistics of the group's round, added
+// in shard order (as a reduce given them adds them). A group with no
+// quantized layer (its round published no statistics, or the format held
+// none of its layers) gets empty sums.
+absl::StatusOr<std::vector<HessianAccumulator>> ReadHeldoutSums(
+    const JobTaskContext& context, const JobInputs& inputs,
+    const BlockRoundState& state, int block) {
+  const int shards =
+      static_cast<int>(Shards(inputs, /*calibration=*/false).size());
+  std::vector<HessianAccumulator> sums;
+  for (int g = 0; g < kBlockRoundGroups; ++g) {
+    const std::vector<LayerType> types = BlockRoundGroupTypes(g);
+    int64_t k = 0;
+    for (const LayerResult& layer : state.layers) {
+      if (layer.quantized &&
+          std::find(types.begin(), types.end(), layer.type) != types.end()) {
+        k = layer.layer.dequantized.cols();
+      }
+    }
+    HessianAccumulator& sum = sums.emplace_back(k);
+    if (k == 0) continue;
+    for (int shard = 0; shard < shards; ++shard) {
+      const std::string name =
+          ShardStatisticsFile(block, g, /*calibration=*/false, shard);
+      QUANT_RETURN_IF_ERROR(
+          NeedRoundFile(context, name,
+                        absl::StrCat("block ", block, "'s held-out audit"))
+              .status());
+      QUANT_ASSIGN_OR_RETURN(ShardSums read,
+                             ReadShardSums(JoinPath(context.work_dir, name), k,
+                                           context.file_system));
+      if (read.heldout.token_count() > 0) {
+        QUANT_RETURN_IF_ERROR(sum.Merge(read.heldout));
+      }
+    }
+  }
+  return sums;
+}
+
 absl::StatusOr<std::string> RunRoundReduceJobTask(
     const JobTaskContext& context, int block, int group,
     std::optional<LayerType> layer, const std::string& attempt_dir,
@@ -484,7 +534,9 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
   const int calibration_shards =
       static_cast<int>(Shards(inputs, /*calibration=*/true).size());
   const int heldout_shards =
-      static_cast<int>(Shards(inputs, /*calibration=*/false).size());
+      context.round_heldout_later
+          ? 0
+          : static_cast<int>(Shards(inputs, /*calibration=*/false).size());
   QUANT_ASSIGN_OR_RETURN(
       std::vector<std::unique_ptr<GroupActivationStatistics>> read,
       EmptyShardStatistics(input, state, calibration_shards + heldout_shards));
@@ -505,15 +557,22 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
   std::vector<const GroupActivationStatistics*> shards;
   for (const auto& s : read) shards.push_back(s.get());
   BlockRoundState before = state;
-  QUANT_RETURN_IF_ERROR(ReduceBlockRound(input, shards, &state, layer));
-  if (control.on_layer) {
-    const std::vector<LayerType> types = layer.has_value()
-                                             ? std::vector<LayerType>{*layer}
-                                             : BlockRoundGroupTypes(group);
-    for (const LayerResult& layer : state.layers) {
-      if (std::find(types.begin(), types.end(), layer.type) != types.end()) {
-        control.on_layer(layer);
-      }
+  RoundReduceOptions reduce;
+  reduce.layer = layer;
+  reduce.heldout_later = context.round_heldout_later;
+  QUANT_RETURN_IF_ERROR(ReduceBlockRound(input, shards, &state, reduce));
+  const std::vector<LayerType> types = layer.has_value()
+                                           ? std::vector<LayerType>{*layer}
+                                           : BlockRoundGroupTypes(group);
+  auto in_this_reduce = [&types](const LayerResult& result) {
+    return std::find(types.begin(), types.end(), result.type) != types.end();
+  };
+  const bool audits_block =
+      context.round_heldout_later && group + 1 == kBlockRoundGroups;
+  // The last reduce reports its layers once their audits are complete.
+  if (control.on_layer && !audits_block) {
+    for (const LayerResult& result : state.layers) {
+      if (in_this_reduce(result)) control.on_layer(result);
     }
   }
   QUANT_ASSIGN_OR_RETURN(const BlockRoundDelta delta,
@@ -529,18 +588,36 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
   }
 
   // The last reduce: the block's output, recording every delta's sha256
-  // for the shard-output tasks (checked above, or just written).
+  // for the shard-output tasks: those the state was built from as checked
+  // then (not hashed again), the one just written hashed.
   std::map<std::string, std::string> delta_sha256;
   for (int g = 0; g < kBlockRoundGroups; ++g) {
     for (const std::optional<LayerType>& part :
          RoundGroupReduces(g, context.round_layer_reduces)) {
-      QUANT_ASSIGN_OR_RETURN(
-          std::string digest,
-          Sha256FileWith(
-              context.file_digests,
-              JoinPath(context.work_dir, RoundDeltaFile(block, g, part)),
-              context.file_system));
+      const std::string file = RoundDeltaFile(block, g, part);
+      std::string digest = loaded.AppliedDigest(file);
+      if (digest.empty()) {
+        QUANT_ASSIGN_OR_RETURN(digest,
+                               Sha256FileWith(context.file_digests,
+                                              JoinPath(context.work_dir, file),
+                                              context.file_system));
+      }
       delta_sha256[RoundDeltaSuffix(g, part)] = std::move(digest);
+    }
+  }
+  if (context.round_heldout_later) {
+    Stage(control, absl::StrCat("block ", block,
+                                ": auditing every layer on the held-out "
+                                "shards"));
+    QUANT_ASSIGN_OR_RETURN(const std::vector<HessianAccumulator> heldout,
+                           ReadHeldoutSums(context, inputs, state, block));
+    QUANT_RETURN_IF_ERROR(AuditBlockRoundsHeldout(input, heldout, &state));
+    for (const LayerResult& result : state.layers) {
+      if (in_this_reduce(result)) {
+        if (control.on_layer) control.on_layer(result);
+      } else if (result.quantized && control.on_audited) {
+        control.on_audited(result);
+      }
     }
   }
   QUANT_ASSIGN_OR_RETURN(BlockTaskOutput output,

@@ -38,6 +38,12 @@ struct RoundShardCounts {
   // time, side by side (RoundReducesByLayer: no AWQ layer). A plan made
   // before this existed reduces each group whole.
   bool layer_reduces = false;
+  // A round's reduce waits for its calibration shards only, and the
+  // block's last reduce audits every layer on the held-out shards of every
+  // round (RoundReduceOptions::heldout_later): no AWQ layer (its audit
+  // needs its group's input scale) and a held-out split. A plan made
+  // before this existed has each reduce wait for both splits.
+  bool heldout_later = false;
 };
 RoundShardCounts PlanRoundShardCounts(const Recipe& recipe);
 
@@ -58,7 +64,8 @@ absl::StatusOr<std::string> RunShardStatisticsJobTask(
     int shard, const std::string& attempt_dir, const TaskControl& control);
 
 // Adds every shard's statistics of group `group` (calibration shards, then
-// held-out ones, each in shard order), quantizes the group (or, with
+// held-out ones, each in shard order; only the calibration shards when the
+// context's round_heldout_later), quantizes the group (or, with
 // `layer`, that layer of it: a job whose context says its reduces are split
 // by layer, RoundGroupReduces) and publishes RoundDeltaFile(block, group,
 // layer); reports the layers it quantized through control.on_layer.
@@ -66,7 +73,9 @@ absl::StatusOr<std::string> RunShardStatisticsJobTask(
 // job. The last group's reduce (down_proj's, always whole) also publishes
 // the block's output (its tensors and layers.json, which records every
 // delta's sha256) and returns layers.json's name; the others return the
-// delta's.
+// delta's. With round_heldout_later, the last reduce first reads the
+// held-out shards of every group's round and completes the audits
+// (AuditBlockRoundsHeldout), so layers.json is what it is without.
 absl::StatusOr<std::string> RunRoundReduceJobTask(
     const JobTaskContext& context, int block, int group,
     std::optional<LayerType> layer, const std::string& attempt_dir,

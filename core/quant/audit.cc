@@ -145,25 +145,72 @@ HessianDiagnostics DiagnoseHessian(const RowMatrixF& h, int64_t tokens) {
   return d;
 }
 
-absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& in,
-                                      const AuditOptions& options) {
-  if (in.calibration == nullptr || in.heldout == nullptr) {
+namespace {
+
+// The checks both parts share; `heldout` says whether the held-out
+// evaluator is needed.
+absl::Status CheckAuditInputs(const AuditInputs& in, bool calibration,
+                              bool heldout) {
+  if ((calibration && in.calibration == nullptr) ||
+      (heldout && in.heldout == nullptr)) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "audit of layer '", in.layer,
-        "': calibration and held-out activations are both required"));
+        "audit of layer '", in.layer, "': ",
+        calibration && heldout ? "calibration and held-out activations are "
+                                 "both required"
+        : calibration          ? "calibration activations are required"
+                               : "held-out activations are required"));
   }
   QUANT_RETURN_IF_ERROR(ValidateGridSpec(in.grid));
   QUANT_RETURN_IF_ERROR(CheckFiniteWeights(in.weights, in.layer));
   const int64_t k = in.weights.cols();
   if (in.quantized.rows() != in.weights.rows() || in.quantized.cols() != k ||
-      in.calibration->k() != k || in.heldout->k() != k) {
+      (calibration && in.calibration->k() != k) ||
+      (heldout && in.heldout->k() != k)) {
     return absl::InvalidArgumentError(absl::StrCat(
         "audit of layer '", in.layer, "': shapes disagree (W ",
         in.weights.rows(), "x", k, ", Q ", in.quantized.rows(), "x",
-        in.quantized.cols(), ", calibration K ", in.calibration->k(),
-        ", held-out K ", in.heldout->k(), ")"));
+        in.quantized.cols(),
+        calibration ? absl::StrCat(", calibration K ", in.calibration->k())
+                    : std::string(),
+        heldout ? absl::StrCat(", held-out K ", in.heldout->k())
+                : std::string(),
+        ")"));
   }
-  const QuantizedLayer rtn = QuantizeRtnUnchecked(in.weights, in.grid);
+  if (heldout && in.previous != nullptr &&
+      (in.previous->rows() != in.weights.rows() || in.previous->cols() != k)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "audit of layer '", in.layer, "': the previous release's layer is ",
+        in.previous->rows(), "x", in.previous->cols(), ", W is ",
+        in.weights.rows(), "x", k));
+  }
+  return absl::OkStatus();
+}
+
+void AddHeldoutChecked(const AuditInputs& in, const AuditOptions& options,
+                       const QuantizedLayer& rtn, LayerAudit* a) {
+  const SplitPair heldout =
+      Errors(*in.heldout, in.weights, in.quantized, rtn.dequantized, in.pool);
+  if (in.previous != nullptr) {
+    a->previous_heldout =
+        FromSquares(heldout.reference_squares,
+                    in.heldout->SquaredError(in.weights, *in.previous, in.pool),
+                    heldout.count);
+  }
+  a->method_heldout = heldout.method;
+  a->rtn_heldout = heldout.rtn;
+  a->gain_heldout =
+      Ratio(a->rtn_heldout.output_mse, a->method_heldout.output_mse);
+  a->flattery = Ratio(a->gain_calibration, a->gain_heldout);
+  a->worse_than_rtn_heldout =
+      a->method_heldout.output_mse > a->rtn_heldout.output_mse;
+  a->overfit = a->flattery > options.overfit_flattery;
+  a->heldout_pending = false;
+}
+
+LayerAudit CalibrationChecked(const AuditInputs& in,
+                              const AuditOptions& options,
+                              const QuantizedLayer& rtn) {
+  const int64_t k = in.weights.cols();
 
   LayerAudit a;
   a.layer = in.layer;
@@ -171,30 +218,12 @@ absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& in,
   a.grid = in.grid;
   const SplitPair calibration = Errors(*in.calibration, in.weights,
                                        in.quantized, rtn.dequantized, in.pool);
-  const SplitPair heldout =
-      Errors(*in.heldout, in.weights, in.quantized, rtn.dequantized, in.pool);
-  if (in.previous != nullptr) {
-    if (in.previous->rows() != in.weights.rows() || in.previous->cols() != k) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "audit of layer '", in.layer, "': the previous release's layer is ",
-          in.previous->rows(), "x", in.previous->cols(), ", W is ",
-          in.weights.rows(), "x", k));
-    }
-    a.previous_heldout =
-        FromSquares(heldout.reference_squares,
-                    in.heldout->SquaredError(in.weights, *in.previous, in.pool),
-                    heldout.count);
-  }
   a.method_calibration = calibration.method;
   a.rtn_calibration = calibration.rtn;
-  a.method_heldout = heldout.method;
-  a.rtn_heldout = heldout.rtn;
   a.method_weight_mse = WeightMse(in.weights, in.quantized);
   a.rtn_weight_mse = WeightMse(in.weights, rtn.dequantized);
   a.gain_calibration =
       Ratio(a.rtn_calibration.output_mse, a.method_calibration.output_mse);
-  a.gain_heldout = Ratio(a.rtn_heldout.output_mse, a.method_heldout.output_mse);
-  a.flattery = Ratio(a.gain_calibration, a.gain_heldout);
   a.bits_per_weight =
       BitsPerWeight(in.grid, k, options.scale_bits,
                     options.zero_bits < 0 ? in.grid.bits : options.zero_bits);
@@ -204,11 +233,45 @@ absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& in,
                                 : DiagnoseHessian(*in.calibration);
   d.damp_used = in.damp_used;
   d.damp_retries = in.damp_retries;
-
-  a.worse_than_rtn_heldout =
-      a.method_heldout.output_mse > a.rtn_heldout.output_mse;
-  a.overfit = a.flattery > options.overfit_flattery;
   a.rank_deficient = d.tokens < k;
+  a.heldout_pending = true;
+  return a;
+}
+
+}  // namespace
+
+absl::StatusOr<LayerAudit> AuditLayerCalibration(const AuditInputs& in,
+                                                 const AuditOptions& options) {
+  QUANT_RETURN_IF_ERROR(CheckAuditInputs(in, /*calibration=*/true,
+                                         /*heldout=*/false));
+  return CalibrationChecked(in, options,
+                            QuantizeRtnUnchecked(in.weights, in.grid));
+}
+
+absl::Status AddHeldoutAudit(const AuditInputs& in, const AuditOptions& options,
+                             LayerAudit* audit) {
+  QUANT_RETURN_IF_ERROR(CheckAuditInputs(in, /*calibration=*/false,
+                                         /*heldout=*/true));
+  if (!audit->heldout_pending || audit->layer != in.layer) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "audit of layer '", in.layer, "': ",
+        audit->heldout_pending
+            ? absl::StrCat("the calibration part is of layer '", audit->layer,
+                           "'")
+            : std::string("its held-out part is already measured")));
+  }
+  const QuantizedLayer rtn = QuantizeRtnUnchecked(in.weights, in.grid);
+  AddHeldoutChecked(in, options, rtn, audit);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& in,
+                                      const AuditOptions& options) {
+  QUANT_RETURN_IF_ERROR(CheckAuditInputs(in, /*calibration=*/true,
+                                         /*heldout=*/true));
+  const QuantizedLayer rtn = QuantizeRtnUnchecked(in.weights, in.grid);
+  LayerAudit a = CalibrationChecked(in, options, rtn);
+  AddHeldoutChecked(in, options, rtn, &a);
   return a;
 }
 

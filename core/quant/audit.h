@@ -64,6 +64,9 @@ struct LayerAudit {
   bool overfit = false;         // flattery > AuditOptions::overfit_flattery
   bool rank_deficient = false;  // T < K
   bool outlier = false;         // set by MarkOutliers across layers
+  // Only the calibration part is measured so far (AuditLayerCalibration);
+  // AddHeldoutAudit measures the rest.
+  bool heldout_pending = false;
 };
 
 struct AuditOptions {
@@ -106,6 +109,17 @@ HessianDiagnostics DiagnoseHessian(const RowMatrixF& h, int64_t tokens);
 // evaluators, non-finite weights (naming the layer).
 absl::StatusOr<LayerAudit> AuditLayer(const AuditInputs& inputs,
                                       const AuditOptions& options = {});
+
+// AuditLayer in two parts, for a caller that has the held-out activations
+// only later (a round's reduce, docs/DATA_PARALLEL.md): the calibration
+// part (inputs.heldout is not read; the result has heldout_pending set),
+// then the held-out part (inputs.calibration is not read), which gives the
+// result AuditLayer gives for the same inputs. FailedPrecondition when
+// `audit` is not a pending audit of inputs.layer.
+absl::StatusOr<LayerAudit> AuditLayerCalibration(
+    const AuditInputs& inputs, const AuditOptions& options = {});
+absl::Status AddHeldoutAudit(const AuditInputs& inputs,
+                             const AuditOptions& options, LayerAudit* audit);
 
 // The layer type in a name: the part after its last '.'
 // ("model.layers.3.mlp.up_proj"

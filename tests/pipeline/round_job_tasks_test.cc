@@ -8,6 +8,7 @@
 // nothing.
 #include "core/pipeline/round_job_tasks.h"
 
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -52,14 +53,16 @@ class RoundJobTasksTest : public testing::SharedModelTest {
 
   // Shards in reverse order, the first calibration shard and each reduce
   // run twice (retried tasks), a group's layer reduces last layer first;
-  // every task in its own attempt area.
+  // every task in its own attempt area. With round_heldout_later a group's
+  // held-out shards run after its reduces, which must not need them.
   void RunBlockAsRounds(const JobTaskContext& context, int block) {
     const RoundShardCounts counts = PlanRoundShardCounts(context.recipe);
     auto attempt = [&] {
       return absl::StrCat(context.work_dir, "-attempt-", ++attempts_);
     };
-    auto each_shard = [&](const std::function<void(bool, int)>& run) {
-      for (const bool calibration : {false, true}) {
+    auto each_shard = [&](const std::function<void(bool, int)>& run,
+                          std::vector<bool> splits = {false, true}) {
+      for (const bool calibration : splits) {
         const int shards = calibration ? counts.calibration : counts.heldout;
         for (int s = shards; s-- > 0;) {
           run(calibration, s);
@@ -67,12 +70,20 @@ class RoundJobTasksTest : public testing::SharedModelTest {
         }
       }
     };
+    const std::vector<bool> before_reduce =
+        context.round_heldout_later ? std::vector<bool>{true}
+                                    : std::vector<bool>{false, true};
     for (int g = 0; g < kBlockRoundGroups; ++g) {
-      each_shard([&](bool calibration, int s) {
+      auto statistics = [&](bool calibration, int s) {
         auto name = RunShardStatisticsJobTask(context, block, g, calibration, s,
                                               attempt(), TaskControl());
         ASSERT_TRUE(name.ok()) << name.status();
-      });
+      };
+      each_shard(statistics, before_reduce);
+      // The block's last reduce audits every group's held-out split.
+      if (context.round_heldout_later && g + 1 == kBlockRoundGroups) {
+        each_shard(statistics, {false});
+      }
       std::vector<std::optional<LayerType>> reduces =
           RoundGroupReduces(g, context.round_layer_reduces);
       std::reverse(reduces.begin(), reduces.end());
@@ -82,6 +93,9 @@ class RoundJobTasksTest : public testing::SharedModelTest {
                                             TaskControl());
           ASSERT_TRUE(name.ok()) << name.status();
         }
+      }
+      if (context.round_heldout_later && g + 1 < kBlockRoundGroups) {
+        each_shard(statistics, {false});
       }
     }
     each_shard([&](bool calibration, int s) {
@@ -140,7 +154,9 @@ TEST_F(RoundJobTasksTest, RoundsPublishTheBlockTasksBytes) {
   fixed_damp.act_order = true;
   // As a worker runs them: the job's inputs opened once for all its tasks;
   // the first and last recipe also keep the block between its tasks and
-  // remember the files' digests, as a worker does.
+  // remember the files' digests, as a worker does. The first one's reduces
+  // wait for the calibration shards only, the block's last reduce auditing
+  // every layer on the held-out shards (the same layers.json).
   JobInputsCache cache;
   RoundBlockCache round_blocks;
   FileDigests file_digests;
@@ -165,6 +181,7 @@ TEST_F(RoundJobTasksTest, RoundsPublishTheBlockTasksBytes) {
     }
     const int hits_before = round_blocks.hits();
     rounds.round_layer_reduces = counts.layer_reduces;
+    rounds.round_heldout_later = jobs == 0;
     const std::string expected = BlockTaskRun(blocks);
     ASSERT_FALSE(expected.empty());
     for (int b = 0; b < blocks_; ++b) {
@@ -182,6 +199,24 @@ TEST_F(RoundJobTasksTest, RoundsPublishTheBlockTasksBytes) {
           rounds.work_dir, BlockOutputPrefix("", b) + ".cal.safetensors")));
       auto published = VerifyPublishedBlock(rounds.work_dir, b);
       ASSERT_TRUE(published.ok()) << published.status();
+      // The held-out audit needs every group's held-out shards: one gone,
+      // the last reduce waits for it.
+      if (rounds.round_heldout_later && b == 0) {
+        const std::string shard = JoinPath(
+            rounds.work_dir, ShardStatisticsFile(b, 1, /*calibration=*/false,
+                                                 /*shard=*/0));
+        const std::string kept = Read(shard);
+        ASSERT_EQ(std::remove(shard.c_str()), 0);
+        auto waits = RunRoundReduceJobTask(
+            rounds, b, kBlockRoundGroups - 1, std::nullopt,
+            absl::StrCat(rounds.work_dir, "-attempt-audit"), TaskControl());
+        EXPECT_EQ(waits.status().code(), absl::StatusCode::kFailedPrecondition)
+            << waits.status();
+        EXPECT_NE(waits.status().message().find("held-out audit"),
+                  std::string::npos)
+            << waits.status();
+        ASSERT_TRUE(WriteFileAtomically(shard, kept).ok());
+      }
       // A layer's delta is checked too: changed, the block is refused.
       if (counts.layer_reduces && b == 0) {
         const std::string delta =

@@ -3,6 +3,8 @@
 #include "core/quant/audit.h"
 
 #include <cmath>
+#include <tuple>
+#include <vector>
 
 #include "core/quant/gptq.h"
 #include "core/quant/rtn.h"
@@ -107,6 +109,98 @@ TEST(AuditTest, GptqAuditGainsFlagsAndDiagnostics) {
   EXPECT_DOUBLE_EQ(self->gain_heldout, 1.0);
   EXPECT_DOUBLE_EQ(self->flattery, 1.0);
   EXPECT_FALSE(self->worse_than_rtn_heldout);
+}
+
+// The audit in two parts (a round's reduce, then the block's held-out
+// audit) gives AuditLayer's result; the held-out part is measured once,
+// for the layer it was started for, and each part needs only its split.
+TEST(AuditTest, CalibrationThenHeldoutPartEqualsTheWholeAudit) {
+  const int64_t k = 64;
+  const RowMatrixF w = RandomNormal(32, k, 5, 0.1f);
+  const RowMatrixF x_cal = CorrelatedActivations(300, k, 6);
+  const RowMatrixF x_held = CorrelatedActivations(500, k, 7);
+  const RowMatrixF h = GramOf(x_cal);
+  GptqOptions o;
+  o.grid = {GridKind::kAsym, 4, 32};
+  auto g = QuantizeGptq(w, h, o);
+  ASSERT_TRUE(g.ok());
+  auto cal = OutputErrorEvaluator::FromHessian(h, 300);
+  auto held = OutputErrorEvaluator::FromHessian(GramOf(x_held), 500);
+  ASSERT_TRUE(cal.ok() && held.ok());
+  const RowMatrixF previous = RandomNormal(32, k, 8, 0.1f);
+  AuditInputs in{"blk.0.q",
+                 "gptq",
+                 o.grid,
+                 w,
+                 g->layer.dequantized,
+                 &*cal,
+                 &*held,
+                 g->damp_used,
+                 g->damp_retries,
+                 nullptr,
+                 nullptr,
+                 &previous};
+  auto whole = AuditLayer(in);
+  ASSERT_TRUE(whole.ok()) << whole.status();
+  EXPECT_FALSE(whole->heldout_pending);
+
+  AuditInputs calibration_only = in;
+  calibration_only.heldout = nullptr;
+  auto part = AuditLayerCalibration(calibration_only);
+  ASSERT_TRUE(part.ok()) << part.status();
+  EXPECT_TRUE(part->heldout_pending);
+  EXPECT_EQ(part->gain_calibration, whole->gain_calibration);
+  EXPECT_EQ(part->method_heldout.output_mse, 0.0);
+  EXPECT_FALSE(part->previous_heldout.has_value());
+
+  AuditInputs heldout_only = in;
+  heldout_only.calibration = nullptr;
+  heldout_only.damp_used = 0.0;  // Not read by the held-out part.
+  AuditInputs wrong_layer = heldout_only;
+  wrong_layer.layer = "blk.0.k";
+  LayerAudit kept = *part;
+  absl::Status other = AddHeldoutAudit(wrong_layer, {}, &kept);
+  EXPECT_EQ(other.code(), absl::StatusCode::kFailedPrecondition) << other;
+  EXPECT_TRUE(kept.heldout_pending) << "a refused part changes nothing";
+  ASSERT_TRUE(AddHeldoutAudit(heldout_only, {}, &*part).ok());
+  EXPECT_FALSE(part->heldout_pending);
+  for (const auto& [name, got, want] :
+       std::vector<std::tuple<const char*, double, double>>{
+           {"method_heldout", part->method_heldout.output_mse,
+            whole->method_heldout.output_mse},
+           {"method_heldout rel", part->method_heldout.relative_error,
+            whole->method_heldout.relative_error},
+           {"rtn_heldout", part->rtn_heldout.output_mse,
+            whole->rtn_heldout.output_mse},
+           {"gain_heldout", part->gain_heldout, whole->gain_heldout},
+           {"flattery", part->flattery, whole->flattery},
+           {"previous", part->previous_heldout->output_mse,
+            whole->previous_heldout->output_mse},
+           {"gain_calibration", part->gain_calibration,
+            whole->gain_calibration},
+           {"rtn_weight_mse", part->rtn_weight_mse, whole->rtn_weight_mse},
+           {"rho_rms", part->hessian.rho_rms, whole->hessian.rho_rms},
+           {"damp_used", part->hessian.damp_used, whole->hessian.damp_used}}) {
+    EXPECT_EQ(got, want) << name;
+  }
+  EXPECT_EQ(part->overfit, whole->overfit);
+  EXPECT_EQ(part->worse_than_rtn_heldout, whole->worse_than_rtn_heldout);
+  EXPECT_EQ(part->rank_deficient, whole->rank_deficient);
+
+  absl::Status twice = AddHeldoutAudit(heldout_only, {}, &*part);
+  EXPECT_EQ(twice.code(), absl::StatusCode::kFailedPrecondition) << twice;
+  AuditInputs no_heldout = heldout_only;
+  no_heldout.heldout = nullptr;
+  kept = LayerAudit();
+  kept.layer = "blk.0.q";
+  kept.heldout_pending = true;
+  absl::Status missing = AddHeldoutAudit(no_heldout, {}, &kept);
+  EXPECT_EQ(missing.code(), absl::StatusCode::kInvalidArgument) << missing;
+  EXPECT_NE(missing.message().find("held-out activations are required"),
+            std::string::npos)
+      << missing;
+  EXPECT_FALSE(AuditLayerCalibration(heldout_only).ok())
+      << "the calibration part needs the calibration split";
 }
 
 TEST(AuditTest, MissingInputsAndShapeMismatchAreErrors) {

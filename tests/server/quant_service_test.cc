@@ -301,11 +301,12 @@ TEST_F(QuantServiceTest, CreateJobRecordsAQueuedJobWithItsPlan) {
   EXPECT_GT(job.create_time().seconds(), 0);
 
   // The plan: a sequential dense job's blocks as rounds (8 sequences: one
-  // shard per split), then finalize after every block's last reduce.
+  // shard per split; GPTQ: reduces a layer at a time, waiting for the
+  // calibration shard only), then finalize after every block's last reduce.
   auto tasks = server_->store().ListTasks(job.id());
   ASSERT_TRUE(tasks.ok()) << tasks.status();
   const std::vector<store::TaskSpec> planned =
-      server::PlanRoundTasks(5, RoundShardCounts{1, 1, true});
+      server::PlanRoundTasks(5, RoundShardCounts{1, 1, true, true});
   ASSERT_EQ(tasks->size(), planned.size());
   for (size_t i = 0; i < planned.size(); ++i) {
     EXPECT_EQ((*tasks)[i].kind, planned[i].kind);

@@ -28,6 +28,7 @@
 #include "server/data_dir_lock.h"
 #include "server/job_spec.h"
 #include "server/listen_address.h"
+#include "server/reported_layer_check.h"
 #include "server/store/sqlite_job_store.h"
 #include "server/task_plan.h"
 #include "server/uri_policy.h"
@@ -534,6 +535,118 @@ TEST(TaskPlanTest, GroupsOfSeveralLayersReduceALayerAtATime) {
   EXPECT_FALSE(parsed->rounds->layer_reduces);
   old["rounds"]["layer_reduces"] = "yes";
   EXPECT_FALSE(JobSpecFromJson(old.dump()).ok());
+}
+
+TEST(TaskPlanTest, ReducesWaitForTheCalibrationShardsOnly) {
+  // Held-out audits in the block's last reduce: the same tasks, other
+  // dependencies.
+  const RoundShardCounts counts{2, 1, /*layer_reduces=*/true,
+                                /*heldout_later=*/true};
+  const std::vector<store::TaskSpec> plan = PlanRoundTasks(2, counts);
+  ASSERT_EQ(plan.size(),
+            PlanRoundTasks(2, RoundShardCounts{2, 1, true}).size());
+  using store::TaskKind;
+  using store::TaskSplit;
+  std::map<std::pair<int, int>, std::vector<int>> reduces;  // (block, group)
+  std::map<int, std::vector<int>> heldout;                  // block
+  std::map<std::pair<int, int>, std::vector<int>> calibration;
+  for (const store::TaskSpec& t : plan) {
+    if (t.kind == TaskKind::kReduce)
+      reduces[{t.block, t.group}].push_back(t.index);
+    if (t.kind == TaskKind::kShardStats && t.split == TaskSplit::kHeldout) {
+      heldout[t.block].push_back(t.index);
+    }
+    if (t.kind == TaskKind::kShardStats && t.split == TaskSplit::kCalibration) {
+      calibration[{t.block, t.group}].push_back(t.index);
+    }
+  }
+  for (const store::TaskSpec& t : plan) {
+    if (t.kind == TaskKind::kReduce && t.group < 3) {
+      // Its round's calibration shards, nothing held out.
+      EXPECT_EQ(t.depends_on, calibration[std::make_pair(t.block, t.group)])
+          << store::DescribeTaskWork(t.kind, t.block, t.group, t.split,
+                                     t.shard);
+    }
+    if (t.kind == TaskKind::kReduce && t.group == 3) {
+      // Its calibration shards, then every round's held-out shard.
+      std::vector<int> want = calibration[std::make_pair(t.block, 3)];
+      want.insert(want.end(), heldout[t.block].begin(), heldout[t.block].end());
+      EXPECT_EQ(t.depends_on, want);
+      EXPECT_EQ(heldout[t.block].size(), 4u);
+    }
+    // A held-out shard still starts from the round before it.
+    if (t.kind == TaskKind::kShardStats && t.split == TaskSplit::kHeldout &&
+        t.group > 0) {
+      EXPECT_EQ(t.depends_on, reduces[std::make_pair(t.block, t.group - 1)]);
+    }
+  }
+  // The spec keeps the choice; one from before it waits for both splits;
+  // one without held-out shards cannot have it.
+  JobSpec spec;
+  spec.num_blocks = 2;
+  spec.rounds = counts;
+  auto parsed = JobSpecFromJson(JobSpecToJson(spec));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_TRUE(parsed->rounds->heldout_later);
+  nlohmann::json old = nlohmann::json::parse(JobSpecToJson(spec));
+  old["rounds"].erase("heldout_later");
+  parsed = JobSpecFromJson(old.dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_FALSE(parsed->rounds->heldout_later);
+  old["rounds"]["heldout_later"] = true;
+  old["rounds"]["heldout_shards"] = 0;
+  auto none = JobSpecFromJson(old.dump());
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find("rounds.heldout_later"),
+            std::string::npos)
+      << none.status();
+  // Decided from the recipe: GPTQ with a held-out split, not AWQ.
+  Recipe recipe;
+  recipe.method = QuantMethod::kGptq;
+  recipe.calibration.samples = 32;
+  recipe.calibration.heldout_fraction = 0.1;
+  EXPECT_TRUE(PlanRoundShardCounts(recipe).heldout_later);
+  recipe.method = QuantMethod::kAwq;
+  EXPECT_FALSE(PlanRoundShardCounts(recipe).heldout_later);
+}
+
+// Which rows a reduce may report: its own group's, pending or not; the
+// block's other layers only from the last reduce of a job that left the
+// held-out audits to it, and only complete; a pending row only from a
+// reduce.
+TEST(ReportedLayerCheckTest, TheLastReduceReportsTheBlocksAuditedLayers) {
+  store::Task reduce;
+  reduce.kind = store::TaskKind::kReduce;
+  reduce.block = 2;
+  reduce.group = 3;
+  v1::LayerAudit down;
+  down.set_name("model.layers.2.mlp.down_proj");
+  down.set_type("down_proj");
+  v1::LayerAudit q;
+  q.set_name("model.layers.2.self_attn.q_proj");
+  q.set_type("q_proj");
+  EXPECT_TRUE(CheckReportedLayer(down, reduce).ok());
+  EXPECT_FALSE(CheckReportedLayer(q, reduce).ok());
+  EXPECT_TRUE(CheckReportedLayer(q, reduce, /*audits_block=*/true).ok());
+  q.set_heldout_pending(true);
+  absl::Status pending = CheckReportedLayer(q, reduce, true);
+  EXPECT_EQ(pending.code(), absl::StatusCode::kInvalidArgument) << pending;
+  // Another group's reduce reports its own layers only, pending or not.
+  reduce.group = 0;
+  reduce.layer = "q_proj";
+  EXPECT_TRUE(CheckReportedLayer(q, reduce, true).ok());
+  EXPECT_FALSE(CheckReportedLayer(down, reduce, true).ok());
+  // A block task never leaves an audit pending.
+  store::Task block;
+  block.kind = store::TaskKind::kBlock;
+  block.block = 2;
+  absl::Status from_block = CheckReportedLayer(q, block);
+  EXPECT_EQ(from_block.code(), absl::StatusCode::kInvalidArgument)
+      << from_block;
+  EXPECT_NE(from_block.message().find("heldout_pending"), std::string::npos)
+      << from_block;
+  q.set_heldout_pending(false);
+  EXPECT_TRUE(CheckReportedLayer(q, block).ok());
 }
 
 TEST(FileArtifactStoreTest, ContentAddressedAndBounded) {

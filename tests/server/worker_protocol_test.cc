@@ -352,6 +352,9 @@ TEST_F(WorkerProtocolTest, RoundTasksCarryTheirShardAndTheFilesTheyRead) {
   // and reports q_proj only.
   EXPECT_EQ(reduce.task().layer(), "q_proj");
   EXPECT_TRUE(reduce.task().round_layer_reduces());
+  // It needed the calibration shard only; the block's last reduce audits
+  // the held-out split.
+  EXPECT_TRUE(reduce.task().round_heldout_later());
   layer->set_name("model.layers.0.self_attn.k_proj");
   layer->set_type("k_proj");
   const grpc::Status other_layer =
