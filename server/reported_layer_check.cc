@@ -8,6 +8,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/strings/strip.h"
 #include "core/model/linear_layers.h"
+#include "core/pipeline/block_task.h"
 
 namespace quant::server {
 namespace {
@@ -92,9 +93,10 @@ absl::Status CheckReportedLayer(const v1::LayerAudit& layer,
                "only a round's reduce leaves a layer's held-out audit for "
                "later");
   }
-  const bool audited_here =
-      audits_block && task.kind == store::TaskKind::kReduce &&
-      task.group == 3 && task.layer.empty() && !layer.heldout_pending();
+  const bool audited_here = audits_block &&
+                            task.kind == store::TaskKind::kReduce &&
+                            task.group == kBlockRoundGroups - 1 &&
+                            task.layer.empty() && !layer.heldout_pending();
   if (known && task.kind == store::TaskKind::kReduce && !audited_here &&
       !InBlockGroup(layer.type(), task.group)) {
     return Bad("name", absl::StrCat("\"", layer.name().substr(0, 80),

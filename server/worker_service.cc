@@ -18,6 +18,7 @@
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/kernels/isa.h"
+#include "core/pipeline/block_task.h"
 #include "core/pipeline/task_io.h"
 #include "google/protobuf/util/time_util.h"
 #include "server/grpc_status.h"
@@ -458,7 +459,8 @@ absl::StatusOr<v1::HeartbeatResponse> WorkerServiceImpl::DoHeartbeat(
   // A block's last reduce reports the block's other layers too when the
   // job's reduces left the held-out audits to it.
   bool audits_block = false;
-  if (leased.kind == store::TaskKind::kReduce && leased.group == 3 &&
+  if (leased.kind == store::TaskKind::kReduce &&
+      leased.group == kBlockRoundGroups - 1 &&
       !progress.finished_layers().empty()) {
     QUANT_ASSIGN_OR_RETURN(const store::Job job,
                            lifecycle_->store().GetJob(leased.job_id));

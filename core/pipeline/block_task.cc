@@ -10,6 +10,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "core/base/file_util.h"
 #include "core/base/status_macros.h"
 #include "core/base/thread_pool.h"
@@ -1226,6 +1227,23 @@ BlockRunner::EmptyShard() {
       std::move(*plan.statistics));
 }
 
+namespace {
+
+// FailedPrecondition naming the first AWQ layer of `layers`, for a reduce
+// that cannot give AWQ what it needs (`why`).
+absl::Status RefuseAwq(int block, const std::vector<GroupLayerInput>& layers,
+                       absl::string_view why) {
+  for (const GroupLayerInput& layer : layers) {
+    if (layer.settings.method == QuantMethod::kAwq) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("block ", block, ": ", layer.name, " uses AWQ, ", why));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status BlockRunner::Reduce(
     const std::vector<const GroupActivationStatistics*>& shards,
     std::optional<LayerType> only, bool heldout_later) {
@@ -1237,14 +1255,10 @@ absl::Status BlockRunner::Reduce(
   GroupPlan plan = PlanGroup(DenseGroups()[groups_done_]);
   plan.options.audit_heldout = !heldout_later;
   if (heldout_later) {
-    for (const GroupLayerInput& layer : plan.layers) {
-      if (layer.settings.method == QuantMethod::kAwq) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "block ", input_.weights.block, ": ", layer.name,
-            " uses AWQ, whose audit needs its group's input scale: its "
-            "reduce waits for the held-out shards"));
-      }
-    }
+    QUANT_RETURN_IF_ERROR(RefuseAwq(
+        input_.weights.block, plan.layers,
+        "whose audit needs its group's input scale: its reduce waits for the "
+        "held-out shards"));
   }
   if (only.has_value()) {
     const std::vector<LayerType>& types = plan.types;
@@ -1253,14 +1267,10 @@ absl::Status BlockRunner::Reduce(
           "block ", input_.weights.block, ": ", LayerTypeName(*only),
           " is not in layer group ", groups_done_));
     }
-    for (const GroupLayerInput& layer : plan.layers) {
-      if (layer.settings.method == QuantMethod::kAwq) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "block ", input_.weights.block, ": ", layer.name,
-            " uses AWQ, whose input scale is shared by its group and folded "
-            "into the op before it: the group is reduced whole"));
-      }
-    }
+    QUANT_RETURN_IF_ERROR(RefuseAwq(
+        input_.weights.block, plan.layers,
+        "whose input scale is shared by its group and folded into the op "
+        "before it: the group is reduced whole"));
   }
   if (plan.statistics.has_value()) {
     for (const GroupActivationStatistics* shard : shards) {
@@ -1602,6 +1612,22 @@ absl::Status AuditBlockRoundsHeldout(
   QUANT_RETURN_IF_ERROR(runner.AuditHeldout(heldout));
   *state = std::move(runner).Save();
   return absl::OkStatus();
+}
+
+std::vector<int64_t> BlockRoundsHeldoutColumns(const BlockRoundState& state) {
+  std::vector<int64_t> columns;
+  for (int g = 0; g < kBlockRoundGroups; ++g) {
+    const std::vector<LayerType> types = BlockRoundGroupTypes(g);
+    int64_t k = 0;
+    for (const LayerResult& layer : state.layers) {
+      if (layer.quantized &&
+          std::find(types.begin(), types.end(), layer.type) != types.end()) {
+        k = layer.layer.dequantized.cols();
+      }
+    }
+    columns.push_back(k);
+  }
+  return columns;
 }
 
 absl::Status WriteShardOutput(const BlockTaskInput& input,

@@ -257,6 +257,11 @@ absl::Status AuditBlockRoundsHeldout(
     const BlockTaskInput& input, const std::vector<HessianAccumulator>& heldout,
     BlockRoundState* state);
 
+// The size of the held-out sums AuditBlockRoundsHeldout needs for each
+// layer group of `state` (the group's quantized layers' input columns): 0
+// for a group with no quantized layer, which has nothing to audit.
+std::vector<int64_t> BlockRoundsHeldoutColumns(const BlockRoundState& state);
+
 // Whether a job's reduces are split by layer: no layer may use AWQ (the
 // recipe's method is not awq and no override sets it). Decided from the
 // recipe alone, as the coordinator plans.

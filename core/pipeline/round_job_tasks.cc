@@ -469,16 +469,10 @@ absl::StatusOr<std::vector<HessianAccumulator>> ReadHeldoutSums(
     const BlockRoundState& state, int block) {
   const int shards =
       static_cast<int>(Shards(inputs, /*calibration=*/false).size());
+  const std::vector<int64_t> columns = BlockRoundsHeldoutColumns(state);
   std::vector<HessianAccumulator> sums;
   for (int g = 0; g < kBlockRoundGroups; ++g) {
-    const std::vector<LayerType> types = BlockRoundGroupTypes(g);
-    int64_t k = 0;
-    for (const LayerResult& layer : state.layers) {
-      if (layer.quantized &&
-          std::find(types.begin(), types.end(), layer.type) != types.end()) {
-        k = layer.layer.dequantized.cols();
-      }
-    }
+    const int64_t k = columns[g];
     HessianAccumulator& sum = sums.emplace_back(k);
     if (k == 0) continue;
     for (int shard = 0; shard < shards; ++shard) {

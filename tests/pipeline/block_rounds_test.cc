@@ -164,6 +164,16 @@ class BlockRoundsTest : public ::testing::Test {
       for (const LayerResult& layer : state.layers) {
         EXPECT_EQ(layer.audit.heldout_pending, layer.quantized) << layer.name;
       }
+      // The sizes the job's last reduce reads the held-out sums at: the
+      // group's, or 0 where the format held none of its layers.
+      const std::vector<int64_t> columns = BlockRoundsHeldoutColumns(state);
+      EXPECT_EQ(columns.size(), heldout_sums.size());
+      for (size_t g = 0; g < columns.size() && g < heldout_sums.size(); ++g) {
+        if (columns[g] != 0) {
+          EXPECT_EQ(columns[g], heldout_sums[g].k()) << g;
+        }
+      }
+      EXPECT_NE(columns[0], 0);
       QUANT_RETURN_IF_ERROR(
           AuditBlockRoundsHeldout(input_, heldout_sums, &state));
     }
