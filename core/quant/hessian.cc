@@ -11,13 +11,31 @@
 namespace quant {
 namespace {
 
+// Whether every value of `batch` is finite, its rows checked in ranges
+// spread over `pool`: a single-threaded pass over each batch kept the other
+// threads waiting (docs/PERFORMANCE.md, "Where the second thread waits").
+bool AllFinite(const ConstRowMatrixRef& batch, ThreadPool* pool) {
+  const int64_t threads = pool == nullptr ? 1 : pool->threads();
+  const int64_t parts =
+      std::max<int64_t>(1, std::min<int64_t>(batch.rows(), 4 * threads));
+  if (parts == 1) return batch.allFinite();
+  std::vector<char> finite(static_cast<size_t>(parts), 0);
+  ParallelFor(pool, parts, [&](int64_t part) {
+    const int64_t begin = batch.rows() * part / parts;
+    const int64_t end = batch.rows() * (part + 1) / parts;
+    finite[part] = batch.middleRows(begin, end - begin).allFinite() ? 1 : 0;
+  });
+  return std::all_of(finite.begin(), finite.end(),
+                     [](char ok) { return ok != 0; });
+}
+
 absl::Status CheckBatch(const ConstRowMatrixRef& batch, int64_t k,
-                        const char* what) {
+                        const char* what, ThreadPool* pool = nullptr) {
   if (batch.cols() != k) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": batch has ", batch.cols(), " columns, expected K = ", k));
   }
-  if (!batch.allFinite()) {
+  if (!AllFinite(batch, pool)) {
     return absl::InvalidArgumentError(
         absl::StrCat(what, ": batch has non-finite activations"));
   }
@@ -31,11 +49,17 @@ HessianAccumulator::HessianAccumulator(int64_t k)
 
 absl::Status HessianAccumulator::Add(const ConstRowMatrixRef& batch,
                                      ThreadPool* pool) {
-  if (absl::Status s = CheckBatch(batch, k_, "HessianAccumulator::Add");
+  if (absl::Status s = CheckBatch(batch, k_, "HessianAccumulator::Add", pool);
       !s.ok()) {
     return s;
   }
-  if (batch.rows() == 0) return absl::OkStatus();
+  AddChecked(batch, pool);
+  return absl::OkStatus();
+}
+
+void HessianAccumulator::AddChecked(const ConstRowMatrixRef& batch,
+                                    ThreadPool* pool) {
+  if (batch.rows() == 0) return;
   // A row-major [t, K] block is a column-major [K, t] matrix with outer
   // stride = the row stride: Xᵀ without a copy.
   Eigen::Map<const Eigen::MatrixXf, 0, Eigen::OuterStride<>> xt(
@@ -64,7 +88,6 @@ absl::Status HessianAccumulator::Add(const ConstRowMatrixRef& batch,
     }
   });
   tokens_ += batch.rows();
-  return absl::OkStatus();
 }
 
 absl::Status HessianAccumulator::Merge(const HessianAccumulator& other) {
@@ -141,7 +164,7 @@ absl::Status SplitHessianAccumulator::Merge(
 absl::Status SplitHessianAccumulator::Add(const ConstRowMatrixRef& batch,
                                           ThreadPool* pool) {
   if (absl::Status s =
-          CheckBatch(batch, train_.k(), "SplitHessianAccumulator::Add");
+          CheckBatch(batch, train_.k(), "SplitHessianAccumulator::Add", pool);
       !s.ok()) {
     return s;
   }
@@ -152,15 +175,17 @@ absl::Status SplitHessianAccumulator::Add(const ConstRowMatrixRef& batch,
         std::floor(static_cast<double>(seen_) * fraction_);
     (to_validation ? validation_rows : train_rows).push_back(r);
   }
+  // The batch was checked whole above.
   auto add_rows = [&batch, pool](const std::vector<int64_t>& rows,
-                                 HessianAccumulator* acc) -> absl::Status {
-    if (rows.empty()) return absl::OkStatus();
+                                 HessianAccumulator* acc) {
+    if (rows.empty()) return;
     RowMatrixF part(static_cast<int64_t>(rows.size()), batch.cols());
     for (size_t i = 0; i < rows.size(); ++i) part.row(i) = batch.row(rows[i]);
-    return acc->Add(part, pool);
+    acc->AddChecked(part, pool);
   };
-  if (absl::Status s = add_rows(train_rows, &train_); !s.ok()) return s;
-  return add_rows(validation_rows, &validation_);
+  add_rows(train_rows, &train_);
+  add_rows(validation_rows, &validation_);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<SplitHessianAccumulator> SplitHessianAccumulator::FromParts(

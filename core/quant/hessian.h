@@ -51,6 +51,10 @@ class HessianAccumulator {
   int64_t token_count() const { return tokens_; }
 
  private:
+  friend class SplitHessianAccumulator;
+  // Add without its checks, for a batch already checked.
+  void AddChecked(const ConstRowMatrixRef& batch, ThreadPool* pool);
+
   int64_t k_;
   int64_t tokens_ = 0;
   // Column-major so that XᵀX of a row-major batch is a rank update of the

@@ -1,6 +1,10 @@
 // Hessian and activation-statistic accumulation in batches.
 #include "core/quant/hessian.h"
 
+#include <cmath>
+#include <cstdint>
+
+#include "core/base/thread_pool.h"
 #include "gtest/gtest.h"
 #include "tests/quant/random_data.h"
 
@@ -75,6 +79,28 @@ TEST(HessianTest, RejectsWrongWidthAndNonFinite) {
   bad(1, 1) = std::nanf("");
   EXPECT_FALSE(acc.Add(bad).ok());
   EXPECT_EQ(acc.token_count(), 0);
+}
+
+// The check is spread over a pool in row ranges: a bad value in any range
+// (first row, last row, between) is found, and nothing is added.
+TEST(HessianTest, PoolFindsANonFiniteValueInEveryRowRange) {
+  ThreadPool pool(2);
+  const RowMatrixF good = testing::RandomNormal(37, 8, 2);
+  for (const int64_t row : {int64_t{0}, int64_t{9}, int64_t{18}, int64_t{36}}) {
+    for (const float value : {std::nanf(""), INFINITY, -INFINITY}) {
+      RowMatrixF bad = good;
+      bad(row, 3) = value;
+      HessianAccumulator acc(8);
+      EXPECT_FALSE(acc.Add(bad, &pool).ok()) << row;
+      EXPECT_EQ(acc.token_count(), 0);
+      SplitHessianAccumulator split(8, 0.25);
+      EXPECT_FALSE(split.Add(bad, &pool).ok()) << row;
+      EXPECT_EQ(split.next_token(), 0);
+    }
+  }
+  HessianAccumulator acc(8);
+  ASSERT_TRUE(acc.Add(good, &pool).ok());
+  EXPECT_EQ(acc.token_count(), 37);
 }
 
 TEST(ActivationStatsTest, MeanAbsolutePerChannel) {
