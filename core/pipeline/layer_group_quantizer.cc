@@ -4,6 +4,7 @@
 #include <chrono>
 #include <utility>
 
+#include "absl/functional/function_ref.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/quant/awq.h"
@@ -63,6 +64,22 @@ struct GroupStatistics {
   Eigen::VectorXf mean_abs;
   HessianDiagnostics diagnostics;  // of the calibration H, for every layer
 };
+
+// Runs audit(i) for each of a group's `layers`: side by side when they
+// divide evenly among the pool's threads, otherwise one after another, each
+// spreading its error tiles over the pool (three layers on two threads kept
+// one thread idle for a whole layer's audit). A layer's tiles are the same
+// either way, so are its results.
+void ForEachLayerAudit(ThreadPool* pool, size_t layers,
+                       absl::FunctionRef<void(int64_t)> audit) {
+  const int64_t threads = pool == nullptr ? 1 : pool->threads();
+  const int64_t count = static_cast<int64_t>(layers);
+  if (count % threads == 0) {
+    ParallelFor(pool, count, audit);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) audit(i);
+}
 
 // Both splits' Hessians finished side by side (memory-bound copies of
 // K x K matrices, worth two threads when K is in the thousands).
@@ -638,12 +655,10 @@ absl::StatusOr<QuantizedGroup> QuantizeLayerGroup(
         statistics_seconds / static_cast<double>(layers.size());
   }
   std::vector<absl::Status> audit_status(layers.size());
-  ParallelFor(
-      options.pool, static_cast<int64_t>(layers.size()), [&](int64_t i) {
-        // A group of one layer spreads its error tiles instead.
-        audit_status[i] = AuditGroupLayer(layers[i], stats, seconds[i], group,
-                                          options.pool, &group.layers[i]);
-      });
+  ForEachLayerAudit(options.pool, layers.size(), [&](int64_t i) {
+    audit_status[i] = AuditGroupLayer(layers[i], stats, seconds[i], group,
+                                      options.pool, &group.layers[i]);
+  });
   for (const absl::Status& status : audit_status) {
     QUANT_RETURN_IF_ERROR(status);
   }
@@ -683,7 +698,7 @@ absl::Status AuditGroupHeldout(const std::vector<GroupLayerInput>& layers,
                          OutputErrorEvaluator::FromHessian(
                              heldout.Finish(), heldout.token_count()));
   std::vector<absl::Status> status(layers.size());
-  ParallelFor(pool, static_cast<int64_t>(layers.size()), [&](int64_t i) {
+  ForEachLayerAudit(pool, layers.size(), [&](int64_t i) {
     const GroupLayerInput& input = layers[i];
     const PendingHeldoutAudit& p = pending[i];
     const AuditInputs in{input.name,
