@@ -26,7 +26,7 @@ void LogSoftmax(const Eigen::Ref<const Eigen::RowVectorXf>& logits,
 
 }  // namespace
 
-absl::Status NextTokenMetricsAccumulator::Add(
+absl::StatusOr<std::vector<NextTokenScore>> ScoreNextTokens(
     const ConstRowMatrixRef& reference_logits,
     const ConstRowMatrixRef& quantized_logits,
     absl::Span<const int32_t> targets) {
@@ -40,6 +40,7 @@ absl::Status NextTokenMetricsAccumulator::Add(
                      "] with ", targets.size(), " targets do not match"));
   }
   const int64_t vocab = reference_logits.cols();
+  std::vector<NextTokenScore> scores(targets.size());
   std::vector<double> ref_logp, quant_logp;
   for (Eigen::Index r = 0; r < reference_logits.rows(); ++r) {
     const int32_t target = targets[r];
@@ -58,13 +59,37 @@ absl::Status NextTokenMetricsAccumulator::Add(
     Eigen::Index ref_top, quant_top;
     reference_logits.row(r).maxCoeff(&ref_top);
     quantized_logits.row(r).maxCoeff(&quant_top);
-    ++tokens_;
-    agreements_ += ref_top == quant_top ? 1 : 0;
-    reference_nll_sum_ -= ref_logp[target];
-    quantized_nll_sum_ -= quant_logp[target];
-    kl_sum_ += kl;
+    NextTokenScore& score = scores[r];
+    score.scored = true;
+    score.agrees = ref_top == quant_top;
+    score.reference_nll = -ref_logp[target];
+    score.quantized_nll = -quant_logp[target];
+    score.kl = kl;
   }
+  return scores;
+}
+
+absl::Status NextTokenMetricsAccumulator::Add(
+    const ConstRowMatrixRef& reference_logits,
+    const ConstRowMatrixRef& quantized_logits,
+    absl::Span<const int32_t> targets) {
+  absl::StatusOr<std::vector<NextTokenScore>> scores =
+      ScoreNextTokens(reference_logits, quantized_logits, targets);
+  if (!scores.ok()) return scores.status();
+  AddScores(*scores);
   return absl::OkStatus();
+}
+
+void NextTokenMetricsAccumulator::AddScores(
+    absl::Span<const NextTokenScore> scores) {
+  for (const NextTokenScore& score : scores) {
+    if (!score.scored) continue;
+    ++tokens_;
+    agreements_ += score.agrees ? 1 : 0;
+    reference_nll_sum_ += score.reference_nll;
+    quantized_nll_sum_ += score.quantized_nll;
+    kl_sum_ += score.kl;
+  }
 }
 
 NextTokenMetrics NextTokenMetricsAccumulator::Result() const {

@@ -6,8 +6,10 @@
 #define QUANT_CORE_EVAL_NEXT_TOKEN_METRICS_H_
 
 #include <cstdint>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/types/span.h"
 #include "core/quant/matrix_types.h"
 
@@ -24,14 +26,35 @@ struct NextTokenMetrics {
   double top1_agreement = 0;  // Fraction of positions with equal argmax.
 };
 
+// One row's terms, which NextTokenMetricsAccumulator sums.
+struct NextTokenScore {
+  bool scored = false;  // False for a row with a negative target.
+  bool agrees = false;  // Equal argmax.
+  double reference_nll = 0;
+  double quantized_nll = 0;
+  double kl = 0;
+};
+
+// Scores rows of logits [rows, vocab] against `targets` (the next token of
+// each row; negative = do not score this row): the log-softmaxes, KL and
+// argmaxes, most of the metrics' work at a real vocabulary, so callers
+// spread row ranges over threads and add the scores in row order.
+// InvalidArgument for mismatched shapes or a target outside the vocabulary.
+absl::StatusOr<std::vector<NextTokenScore>> ScoreNextTokens(
+    const ConstRowMatrixRef& reference_logits,
+    const ConstRowMatrixRef& quantized_logits,
+    absl::Span<const int32_t> targets);
+
 class NextTokenMetricsAccumulator {
  public:
-  // Scores rows of logits [rows, vocab] against `targets` (the next token of
-  // each row; negative = do not score this row). Without a quantized model,
-  // pass the reference logits twice.
+  // ScoreNextTokens, then AddScores. Without a quantized model, pass the
+  // reference logits twice.
   absl::Status Add(const ConstRowMatrixRef& reference_logits,
                    const ConstRowMatrixRef& quantized_logits,
                    absl::Span<const int32_t> targets);
+  // Adds rows' scores in order (the sums are in double, in the order rows
+  // are added: the same rows in the same order give the same result).
+  void AddScores(absl::Span<const NextTokenScore> scores);
 
   NextTokenMetrics Result() const;
 

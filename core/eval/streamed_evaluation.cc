@@ -2,6 +2,7 @@
 // streamed_evaluation.h.
 #include "core/eval/streamed_evaluation.h"
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 #include <vector>
@@ -12,6 +13,65 @@
 #include "core/forward/streamed_model.h"
 
 namespace quant {
+
+namespace {
+
+// Rows of a batch whose logits are computed and scored together: the logits
+// of a whole batch, [rows, vocab], are too large to hold several of.
+constexpr int64_t kLogitRowTile = 256;
+
+// One batch's logits and next-token scores for the reference and every
+// model, row tiles spread over `pool`: at a real vocabulary the logits'
+// GEMM and the log-softmaxes are a large part of the gates' work. The tiles
+// are fixed and their scores added in row order, so the metrics are the
+// same on any thread count.
+absl::Status ScoreBatch(
+    const StreamedModel& reference,
+    const std::vector<std::unique_ptr<StreamedModel>>& models,
+    const RowMatrixF& reference_hidden,
+    const std::vector<const RowMatrixF*>& hidden,
+    absl::Span<const int32_t> targets, ThreadPool* pool,
+    std::vector<NextTokenMetricsAccumulator>* metrics) {
+  const int64_t rows = reference_hidden.rows();
+  for (const RowMatrixF* h : hidden) {
+    if (h->rows() != rows) {
+      return absl::InternalError(
+          absl::StrCat("evaluation batch: ", h->rows(),
+                       " hidden rows, the reference has ", rows));
+    }
+  }
+  if (static_cast<int64_t>(targets.size()) != rows) {
+    return absl::InternalError(absl::StrCat(
+        "evaluation batch: ", targets.size(), " targets for ", rows, " rows"));
+  }
+  const int64_t tiles = (rows + kLogitRowTile - 1) / kLogitRowTile;
+  // scores[tile][model]
+  std::vector<std::vector<absl::StatusOr<std::vector<NextTokenScore>>>> scores(
+      static_cast<size_t>(tiles));
+  ParallelFor(pool, tiles, [&](int64_t t) {
+    const int64_t first = t * kLogitRowTile;
+    const int64_t count = std::min(kLogitRowTile, rows - first);
+    const RowMatrixF reference_logits =
+        reference.Logits(reference_hidden.middleRows(first, count));
+    for (size_t m = 0; m < models.size(); ++m) {
+      const RowMatrixF logits =
+          models[m]->Logits(hidden[m]->middleRows(first, count));
+      scores[t].push_back(ScoreNextTokens(reference_logits, logits,
+                                          targets.subspan(first, count)));
+    }
+  });
+  for (const auto& tile : scores) {
+    for (const auto& model : tile) QUANT_RETURN_IF_ERROR(model.status());
+  }
+  for (const auto& tile : scores) {
+    for (size_t m = 0; m < models.size(); ++m) {
+      (*metrics)[m].AddScores(*tile[m]);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<NextTokenMetrics> EvaluateCheckpoints(
     const Checkpoint& model, const Checkpoint& reference,
@@ -74,16 +134,14 @@ absl::StatusOr<std::vector<NextTokenMetrics>> EvaluateCheckpointsTogether(
                              model->FinalHidden(inputs, options.pool));
       hidden.push_back(std::move(model_hidden));
     }
-    // The logits one batch at a time: each is [rows, vocab], too large to
-    // hold several of (and a few percent of the work).
     for (size_t i = start; i < end; ++i) {
-      const RowMatrixF reference_logits =
-          unquantized->Logits(reference_hidden[i - start]);
-      for (size_t m = 0; m < streamed.size(); ++m) {
-        const RowMatrixF logits = streamed[m]->Logits(hidden[m][i - start]);
-        QUANT_RETURN_IF_ERROR(
-            metrics[m].Add(reference_logits, logits, batches[i].targets));
+      std::vector<const RowMatrixF*> model_hidden;
+      for (const std::vector<RowMatrixF>& h : hidden) {
+        model_hidden.push_back(&h[i - start]);
       }
+      QUANT_RETURN_IF_ERROR(
+          ScoreBatch(*unquantized, streamed, reference_hidden[i - start],
+                     model_hidden, batches[i].targets, options.pool, &metrics));
     }
     reported = batches[end - 1].windows_done;
     if (options.progress) options.progress(reported, total);

@@ -1,7 +1,10 @@
 // Tests for the end-to-end gate metrics.
 #include "core/eval/next_token_metrics.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -61,6 +64,39 @@ TEST(NextTokenMetricsTest, BadShapesAndTargetsAreErrors) {
   const absl::Status status = acc.Add(a, a, {0, 3});
   EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(status.message().find("target id 3"), std::string::npos);
+}
+
+// What the streamed evaluation does with a batch: rows scored in ranges
+// (on any threads), the scores added in row order, give Add's numbers
+// exactly; a bad target scores nothing.
+TEST(NextTokenMetricsTest, ScoresAddedInRowOrderEqualAdd) {
+  const RowMatrixF reference = RowMatrixF::Random(37, 13) * 3.0f;
+  const RowMatrixF quantized = reference + RowMatrixF::Random(37, 13) * 0.5f;
+  std::vector<int32_t> targets;
+  for (int r = 0; r < 37; ++r) targets.push_back(r % 5 == 2 ? -1 : r % 13);
+  NextTokenMetricsAccumulator whole;
+  ASSERT_TRUE(whole.Add(reference, quantized, targets).ok());
+  NextTokenMetricsAccumulator ranges;
+  for (int first = 0; first < 37; first += 8) {
+    const int count = std::min(8, 37 - first);
+    absl::StatusOr<std::vector<NextTokenScore>> scores = ScoreNextTokens(
+        reference.middleRows(first, count), quantized.middleRows(first, count),
+        absl::MakeConstSpan(targets).subspan(first, count));
+    ASSERT_TRUE(scores.ok()) << scores.status();
+    ranges.AddScores(*scores);
+  }
+  const NextTokenMetrics a = whole.Result(), b = ranges.Result();
+  EXPECT_EQ(a.tokens, 30);
+  EXPECT_EQ(b.tokens, a.tokens);
+  EXPECT_EQ(b.reference_nll, a.reference_nll);
+  EXPECT_EQ(b.quantized_nll, a.quantized_nll);
+  EXPECT_EQ(b.mean_kl, a.mean_kl);
+  EXPECT_EQ(b.top1_agreement, a.top1_agreement);
+
+  targets[20] = 13;  // Outside the vocabulary, after scorable rows.
+  NextTokenMetricsAccumulator bad;
+  EXPECT_FALSE(bad.Add(reference, quantized, targets).ok());
+  EXPECT_EQ(bad.Result().tokens, 0);
 }
 
 }  // namespace
