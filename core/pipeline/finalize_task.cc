@@ -303,8 +303,8 @@ json SplitJson(const CalibrationSplit& split) {
   return result;
 }
 
-absl::StatusOr<json> SourceFingerprint(const Checkpoint& source,
-                                       FileSystem* fs) {
+absl::StatusOr<json> SourceFingerprint(const Checkpoint& source, FileSystem* fs,
+                                       ThreadPool* pool) {
   std::vector<std::string> names;
   for (const auto& file : source.tensors().files()) {
     names.push_back(std::filesystem::path(file->path()).filename().string());
@@ -314,7 +314,7 @@ absl::StatusOr<json> SourceFingerprint(const Checkpoint& source,
   }
   std::sort(names.begin(), names.end());
   QUANT_ASSIGN_OR_RETURN(json files,
-                         FingerprintFiles(source.directory(), names, fs));
+                         FingerprintFiles(source.directory(), names, fs, pool));
   std::error_code error;
   const std::string absolute =
       std::filesystem::absolute(source.directory(), error).string();
@@ -351,15 +351,19 @@ absl::StatusOr<json> FileEntry(const std::string& dir, const std::string& name,
 
 absl::StatusOr<json> FingerprintFiles(const std::string& dir,
                                       const std::vector<std::string>& names,
-                                      FileSystem* fs) {
+                                      FileSystem* fs, ThreadPool* pool) {
   std::vector<std::string> sorted = names;
   std::sort(sorted.begin(), sorted.end());
+  std::vector<absl::StatusOr<json>> entries(sorted.size(),
+                                            absl::UnknownError("not hashed"));
+  ParallelFor(pool, static_cast<int64_t>(sorted.size()),
+              [&](int64_t i) { entries[i] = FileEntry(dir, sorted[i], fs); });
   json files = json::array();
   std::string lines;
-  for (const std::string& name : sorted) {
-    QUANT_ASSIGN_OR_RETURN(json entry, FileEntry(dir, name, fs));
-    absl::StrAppend(&lines, name, " ", entry.at("sha256").get<std::string>(),
-                    "\n");
+  for (size_t i = 0; i < sorted.size(); ++i) {
+    QUANT_ASSIGN_OR_RETURN(json entry, std::move(entries[i]));
+    absl::StrAppend(&lines, sorted[i], " ",
+                    entry.at("sha256").get<std::string>(), "\n");
     files.push_back(std::move(entry));
   }
   return json{{"fingerprint", Sha256Hex(lines)}, {"files", std::move(files)}};
@@ -519,8 +523,10 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
                                             output.audit.dump(2) + "\n", fs));
   files.push_back("audit.json");
 
-  QUANT_ASSIGN_OR_RETURN(json source, SourceFingerprint(*input.source, fs));
-  QUANT_ASSIGN_OR_RETURN(json outputs, FingerprintFiles(temp, files, fs));
+  QUANT_ASSIGN_OR_RETURN(json source,
+                         SourceFingerprint(*input.source, fs, &eval_pool));
+  QUANT_ASSIGN_OR_RETURN(json outputs,
+                         FingerprintFiles(temp, files, fs, &eval_pool));
   output.manifest = {
       {"format_version", 1},
       {"tool", ToolVersion()},

@@ -26,6 +26,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/base/file_system.h"
+#include "core/base/thread_pool.h"
 #include "core/calib/calibration_split.h"
 #include "core/eval/streamed_evaluation.h"
 #include "core/eval/task_file.h"
@@ -101,10 +102,11 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(
 
 // sha256 of each file (name, bytes, sha256) and a fingerprint over them:
 // sha256 of "<name> <sha256>\n" lines in name order.
-// The files are read through `fs`.
+// The files are read through `fs`, hashed side by side on `pool` when
+// given (the other threads otherwise wait for one thread's hashing).
 absl::StatusOr<nlohmann::json> FingerprintFiles(
     const std::string& dir, const std::vector<std::string>& names,
-    FileSystem* fs = FileSystem::Default());
+    FileSystem* fs = FileSystem::Default(), ThreadPool* pool = nullptr);
 
 // Checks that `manifest` (manifest.json's parsed content, named by `path` in
 // errors) was written for job `job_id` with `recipe`: its "job" section

@@ -325,8 +325,8 @@ absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
   }
   QUANT_ASSIGN_OR_RETURN(BlockTaskOutput output,
                          RunBlockTask(input, control.on_layer));
-  QUANT_RETURN_IF_ERROR(
-      WriteBlockOutput(attempt_dir, output, context.file_system));
+  QUANT_RETURN_IF_ERROR(WriteBlockOutput(
+      attempt_dir, output, context.file_system, {}, context.threads));
   return PublishBlockOutput(attempt_dir, context.work_dir, block,
                             context.file_system);
 }

@@ -616,8 +616,8 @@ absl::StatusOr<std::string> RunRoundReduceJobTask(
   }
   QUANT_ASSIGN_OR_RETURN(BlockTaskOutput output,
                          FinishBlockRounds(input, std::move(state)));
-  QUANT_RETURN_IF_ERROR(
-      WriteBlockOutput(attempt_dir, output, context.file_system, delta_sha256));
+  QUANT_RETURN_IF_ERROR(WriteBlockOutput(
+      attempt_dir, output, context.file_system, delta_sha256, context.threads));
   QUANT_RETURN_IF_ERROR(PublishBlockOutput(attempt_dir, context.work_dir, block,
                                            context.file_system,
                                            /*leaving_states=*/false));

@@ -1,6 +1,7 @@
 // Task files: hidden states, block outputs and exact layer-result JSON.
 #include "core/pipeline/task_io.h"
 
+#include <algorithm>
 #include <iterator>
 #include <optional>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
 #include "core/base/strict_json.h"
+#include "core/base/thread_pool.h"
 #include "core/io/safetensors.h"
 #include "core/kernels/dispatch.h"
 #include "core/quant/grid.h"
@@ -505,7 +507,7 @@ std::string ShardOutputFile(int block, bool calibration, int shard) {
 
 absl::Status WriteBlockOutput(
     const std::string& dir, const BlockTaskOutput& output, FileSystem* fs,
-    const std::map<std::string, std::string>& round_delta_sha256) {
+    const std::map<std::string, std::string>& round_delta_sha256, int threads) {
   const std::string prefix = BlockOutputPrefix(dir, output.block);
   QUANT_RETURN_IF_ERROR(WriteSafetensors(
       prefix + ".safetensors", AsTensorsToWrite(output.tensors), {}, fs));
@@ -525,11 +527,22 @@ absl::Status WriteBlockOutput(
   // What a later task reads is checked against these: a file changed on
   // disk between tasks must not reach a published checkpoint.
   json sha256 = json::object();
+  std::vector<const char*> present;
   for (const char* suffix : kHashedSuffixes) {
-    const std::string path = prefix + suffix;
-    if (!FileExists(path)) continue;
-    QUANT_ASSIGN_OR_RETURN(std::string digest, Sha256File(path, fs));
-    sha256[suffix] = std::move(digest);
+    if (FileExists(prefix + suffix)) present.push_back(suffix);
+  }
+  std::vector<absl::StatusOr<std::string>> digests(
+      present.size(), absl::UnknownError("not hashed"));
+  {
+    // One thread each, at most the task's: the files are of similar size.
+    ThreadPool pool(std::min(threads, static_cast<int>(present.size())));
+    ParallelFor(&pool, static_cast<int64_t>(present.size()), [&](int64_t i) {
+      digests[i] = Sha256File(prefix + present[i], fs);
+    });
+  }
+  for (size_t i = 0; i < present.size(); ++i) {
+    QUANT_ASSIGN_OR_RETURN(std::string digest, std::move(digests[i]));
+    sha256[present[i]] = std::move(digest);
   }
   for (const auto& [suffix, digest] : round_delta_sha256) {
     sha256[suffix] = digest;

@@ -82,11 +82,12 @@ std::string RoundDeltaSuffix(int group,
 // has written them to <dir>/block-NNNNN.{cal,heldout}.safetensors itself).
 // `round_delta_sha256` (a block run as rounds): each delta's sha256 by its
 // RoundDeltaSuffix, recorded in layers.json for the tasks that read them
-// later.
+// later. The files are hashed side by side on up to `threads` threads.
 absl::Status WriteBlockOutput(
     const std::string& dir, const BlockTaskOutput& output,
     FileSystem* fs = FileSystem::Default(),
-    const std::map<std::string, std::string>& round_delta_sha256 = {});
+    const std::map<std::string, std::string>& round_delta_sha256 = {},
+    int threads = 1);
 
 // Moves block `block`'s files from `attempt_dir` into `work_dir` by rename
 // (both on one file system), the layer results last: a reader that finds

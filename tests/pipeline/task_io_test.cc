@@ -3,10 +3,14 @@
 #include "core/pipeline/task_io.h"
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
+#include "core/base/thread_pool.h"
+#include "core/pipeline/finalize_task.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/pipeline/pipeline_fixture.h"
@@ -40,6 +44,32 @@ TEST(TaskIoTest, HiddenStatesRoundTripExactly) {
   EXPECT_FALSE(ReadHiddenStates(path).ok());
 }
 
+// The manifest's file entries: the same whether hashed on a pool or not,
+// in name order; a missing file is an error naming it.
+TEST(FingerprintFilesTest, PoolGivesTheSameEntries) {
+  const std::string dir = testing::MakeTempDir();
+  std::vector<std::string> names;
+  for (int i = 0; i < 5; ++i) {
+    names.push_back(absl::StrCat("f", 4 - i, ".bin"));
+    ASSERT_TRUE(WriteFileAtomically(JoinPath(dir, names.back()),
+                                    std::string(1000 * (i + 1), 'a' + i))
+                    .ok());
+  }
+  auto alone = FingerprintFiles(dir, names);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  ThreadPool pool(3);
+  auto spread = FingerprintFiles(dir, names, FileSystem::Default(), &pool);
+  ASSERT_TRUE(spread.ok()) << spread.status();
+  EXPECT_EQ(*alone, *spread);
+  ASSERT_EQ(spread->at("files").size(), 5u);
+  EXPECT_EQ(spread->at("files")[0].at("name"), "f0.bin");
+  EXPECT_EQ(spread->at("files")[0].at("bytes"), 5000);
+  names.push_back("missing.bin");
+  auto missing = FingerprintFiles(dir, names, FileSystem::Default(), &pool);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_THAT(missing.status().message(), HasSubstr("missing.bin"));
+}
+
 class BlockOutputTest : public ::testing::Test {
  protected:
   void SetUp() override { QUANT_REQUIRE_SHARED(testing::Stories260KDir()); }
@@ -58,6 +88,29 @@ TEST_F(BlockOutputTest, BlockOutputsRoundTripExactly) {
 
   const std::string dir = testing::MakeTempDir();
   ASSERT_TRUE(WriteBlockOutput(dir, *output).ok());
+  {
+    // Hashed on three threads: the same layers.json, each recorded sha256
+    // the file's own.
+    const std::string dir3 = testing::MakeTempDir();
+    ASSERT_TRUE(
+        WriteBlockOutput(dir3, *output, FileSystem::Default(), {}, 3).ok());
+    auto one = ReadFileToString(BlockOutputPrefix(dir, 0) + ".layers.json");
+    auto three = ReadFileToString(BlockOutputPrefix(dir3, 0) + ".layers.json");
+    ASSERT_TRUE(one.ok() && three.ok());
+    EXPECT_EQ(*one, *three);
+    const nlohmann::json doc = nlohmann::json::parse(*three);
+    int hashed = 0;
+    for (const char* suffix :
+         {".safetensors", ".cal.safetensors", ".heldout.safetensors"}) {
+      const std::string path = BlockOutputPrefix(dir3, 0) + suffix;
+      if (!FileExists(path)) continue;
+      auto sha = Sha256File(path);
+      ASSERT_TRUE(sha.ok());
+      EXPECT_EQ(doc.at("sha256").at(suffix).get<std::string>(), *sha) << suffix;
+      ++hashed;
+    }
+    EXPECT_GE(hashed, 2);
+  }
   auto stored = ReadBlockOutput(dir, 0);
   ASSERT_TRUE(stored.ok()) << stored.status();
   ASSERT_EQ(stored->tensors.size(), output->tensors.size());
