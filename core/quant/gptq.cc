@@ -152,7 +152,7 @@ absl::StatusOr<std::vector<GptqResult>> QuantizeGptqLayers(
     LayerSweep& sweep = sweeps[l];
     results[l].layer =
         AssembleGptqLayer(factor.order, grid, options.static_groups,
-                          sweep.codes, sweep.scales, sweep.zeros);
+                          sweep.codes, sweep.scales, sweep.zeros, options.pool);
     results[l].damp_used = factor.damp_used;
     results[l].damp_retries = factor.damp_retries;
     results[l].dead_columns = static_cast<int64_t>(factor.dead.size());

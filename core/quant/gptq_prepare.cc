@@ -1,7 +1,6 @@
 // GPTQ's setup (dead columns, act-order, damping, factor U) and assembly.
 #include "core/quant/gptq_prepare.h"
 
-#include <Eigen/Cholesky>
 #include <algorithm>
 #include <numeric>
 #include <type_traits>
@@ -9,36 +8,44 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/quant/cholesky.h"
 #include "core/quant/layer_checks.h"
 
 namespace quant {
 namespace {
 
-// dst = src across storage orders, tile by tile so both sides stay in cache.
+// Copies and permutations of whole layers run in strips of this many rows or
+// columns over the pool: done on one thread they left the others waiting
+// between GPTQ's parallel parts (docs/PERFORMANCE.md).
+constexpr int64_t kCopyStrip = 64;
+
+int64_t Strips(int64_t count) { return (count + kCopyStrip - 1) / kCopyStrip; }
+
+// dst = src across storage orders, tile by tile so both sides stay in cache,
+// a strip of rows per pool iteration.
 template <typename Src, typename Dst>
-void CopyTiled(const Src& src, Dst* dst) {
-  constexpr int64_t kTile = 64;
+void CopyTiled(const Src& src, Dst* dst, ThreadPool* pool) {
   const int64_t n = src.rows();
   const int64_t k = src.cols();
   dst->resize(n, k);
-  for (int64_t r0 = 0; r0 < n; r0 += kTile) {
-    const int64_t rows = std::min(kTile, n - r0);
-    for (int64_t c0 = 0; c0 < k; c0 += kTile) {
-      const int64_t cols = std::min(kTile, k - c0);
+  ParallelFor(pool, Strips(n), [&](int64_t strip) {
+    const int64_t r0 = strip * kCopyStrip;
+    const int64_t rows = std::min(kCopyStrip, n - r0);
+    for (int64_t c0 = 0; c0 < k; c0 += kCopyStrip) {
+      const int64_t cols = std::min(kCopyStrip, k - c0);
       dst->block(r0, c0, rows, cols) = src.block(r0, c0, rows, cols);
     }
-  }
+  });
 }
 
 // Cholesky of J (H + damping·I) J into `l`, in Scalar precision.
 template <typename Scalar>
-bool FactorReversed(const Eigen::MatrixXf& h, double damping,
+bool FactorReversed(const Eigen::MatrixXf& h, double damping, ThreadPool* pool,
                     Eigen::MatrixXf* l) {
   using Matrix = Eigen::Matrix<Scalar, Eigen::Dynamic, Eigen::Dynamic>;
   Matrix reversed = h.reverse().template cast<Scalar>();
   reversed.diagonal().array() += static_cast<Scalar>(damping);
-  Eigen::LLT<Eigen::Ref<Matrix>> llt(reversed);  // in place
-  if (llt.info() != Eigen::Success) return false;
+  if (!CholeskyLowerInPlace(&reversed, pool)) return false;
   const Eigen::Index n = reversed.rows();
   for (Eigen::Index c = 0; c < n; ++c) {
     if (!reversed.col(c).tail(n - c).allFinite()) return false;
@@ -71,12 +78,14 @@ void InvertLowerTriangularInPlace(Eigen::MatrixXf* l, ThreadPool* pool) {
             l->block(j + jb, j + c, rest, std::min(kGptqSolveTile, jb - c));
         a21 = l22_inverse.triangularView<Eigen::Lower>() * a21;
       });
+      // Tiles of kInverseBlock rows: with kGptqRowTile most block columns
+      // of a 1024-column layer had one tile, solved on one thread.
       const auto l11 = l->block(j, j, jb, jb);
-      const int64_t row_tiles = (rest + kGptqRowTile - 1) / kGptqRowTile;
+      const int64_t row_tiles = (rest + kInverseBlock - 1) / kInverseBlock;
       ParallelFor(pool, row_tiles, [&](int64_t tile) {
-        const int64_t r = tile * kGptqRowTile;
+        const int64_t r = tile * kInverseBlock;
         auto a21 =
-            l->block(j + jb + r, j, std::min(kGptqRowTile, rest - r), jb);
+            l->block(j + jb + r, j, std::min(kInverseBlock, rest - r), jb);
         l11.triangularView<Eigen::Lower>().solveInPlace<Eigen::OnTheRight>(a21);
         a21 = -a21;
       });
@@ -145,11 +154,14 @@ absl::StatusOr<GptqFactor> PrepareGptqFactor(const ConstRowMatrixRef& hessian,
   Eigen::MatrixXf hp;
   if (options.act_order) {
     hp.resize(k, k);
-    for (int64_t p = 0; p < k; ++p) {
-      const float* src = h.col(factor.order[p]).data();
-      float* dst = hp.col(p).data();
-      for (int64_t q = 0; q < k; ++q) dst[q] = src[factor.order[q]];
-    }
+    ParallelFor(options.pool, Strips(k), [&](int64_t strip) {
+      const int64_t end = std::min(k, (strip + 1) * kCopyStrip);
+      for (int64_t p = strip * kCopyStrip; p < end; ++p) {
+        const float* src = h.col(factor.order[p]).data();
+        float* dst = hp.col(p).data();
+        for (int64_t q = 0; q < k; ++q) dst[q] = src[factor.order[q]];
+      }
+    });
   } else {
     hp = std::move(h);
   }
@@ -162,8 +174,8 @@ absl::StatusOr<GptqFactor> PrepareGptqFactor(const ConstRowMatrixRef& hessian,
     const double added = damp * mean_diag;
     const bool factored =
         options.factor_in_double
-            ? FactorReversed<double>(hp, added, &factor.l_inverse)
-            : FactorReversed<float>(hp, added, &factor.l_inverse);
+            ? FactorReversed<double>(hp, added, options.pool, &factor.l_inverse)
+            : FactorReversed<float>(hp, added, options.pool, &factor.l_inverse);
     if (factored) break;
     if (attempt >= options.max_damp_retries) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -187,7 +199,7 @@ GptqWeights PrepareGptqWeights(const ConstRowMatrixRef& weights,
   GptqWeights out;
   // Column-major working copy, transposed tile by tile to stay in cache.
   Eigen::MatrixXf w_storage;
-  CopyTiled(weights, &w_storage);
+  CopyTiled(weights, &w_storage, options.pool);
   for (const int64_t c : factor.dead) w_storage.col(c).setZero();
 
   if (options.static_groups) {
@@ -196,22 +208,29 @@ GptqWeights PrepareGptqWeights(const ConstRowMatrixRef& weights,
     const int64_t gs = EffectiveGroupSize(grid, k);
     out.static_scales.resize(groups, n);
     out.static_zeros.resize(groups, n);
-    for (int64_t r = 0; r < n; ++r) {
-      for (int64_t g = 0; g < groups; ++g) {
-        const int64_t begin = g * gs;
-        const GroupParams p = ComputeGroupParams(
-            grid, w_storage.data() + begin * n + r, std::min(gs, k - begin), n);
-        out.static_scales(g, r) = p.scale;
-        out.static_zeros(g, r) = p.zero;
+    ParallelFor(options.pool, Strips(n), [&](int64_t strip) {
+      const int64_t end = std::min(n, (strip + 1) * kCopyStrip);
+      for (int64_t r = strip * kCopyStrip; r < end; ++r) {
+        for (int64_t g = 0; g < groups; ++g) {
+          const int64_t begin = g * gs;
+          const GroupParams p =
+              ComputeGroupParams(grid, w_storage.data() + begin * n + r,
+                                 std::min(gs, k - begin), n);
+          out.static_scales(g, r) = p.scale;
+          out.static_zeros(g, r) = p.zero;
+        }
       }
-    }
+    });
   }
 
   if (options.act_order) {
     out.w.resize(n, k);
-    for (int64_t p = 0; p < k; ++p) {
-      out.w.col(p) = w_storage.col(factor.order[p]);
-    }
+    ParallelFor(options.pool, Strips(k), [&](int64_t strip) {
+      const int64_t end = std::min(k, (strip + 1) * kCopyStrip);
+      for (int64_t p = strip * kCopyStrip; p < end; ++p) {
+        out.w.col(p) = w_storage.col(factor.order[p]);
+      }
+    });
   } else {
     out.w = std::move(w_storage);
   }
@@ -241,7 +260,7 @@ absl::StatusOr<GptqWorkspace> PrepareGptq(const ConstRowMatrixRef& weights,
 QuantizedLayer AssembleGptqLayer(
     const std::vector<int32_t>& order, const GridSpec& grid, bool static_groups,
     const Eigen::Matrix<uint8_t, Eigen::Dynamic, Eigen::Dynamic>& codes,
-    const RowMatrixF& scales, const RowMatrixF& zeros) {
+    const RowMatrixF& scales, const RowMatrixF& zeros, ThreadPool* pool) {
   const int64_t n = codes.rows();
   const int64_t k = codes.cols();
   const int64_t gs = EffectiveGroupSize(grid, k);
@@ -258,17 +277,21 @@ QuantizedLayer AssembleGptqLayer(
   // vectorizable dequantization), then one tiled transpose to row-major.
   Eigen::Matrix<uint8_t, Eigen::Dynamic, Eigen::Dynamic> storage_codes(n, k);
   Eigen::MatrixXf dequantized(n, k);
-  for (int64_t p = 0; p < k; ++p) {
-    const int32_t c = order[p];
-    const int32_t g = static_cast<int32_t>(static_groups ? c / gs : p / gs);
-    out.g_idx[c] = g;
-    storage_codes.col(c) = codes.col(p);
-    dequantized.col(c) =
-        scales.row(g).transpose().array() *
-        (codes.col(p).cast<float>().array() - zeros.row(g).transpose().array());
-  }
-  CopyTiled(storage_codes, &out.codes);
-  CopyTiled(dequantized, &out.dequantized);
+  // `order` is a permutation, so strips of positions write disjoint columns.
+  ParallelFor(pool, Strips(k), [&](int64_t strip) {
+    const int64_t end = std::min(k, (strip + 1) * kCopyStrip);
+    for (int64_t p = strip * kCopyStrip; p < end; ++p) {
+      const int32_t c = order[p];
+      const int32_t g = static_cast<int32_t>(static_groups ? c / gs : p / gs);
+      out.g_idx[c] = g;
+      storage_codes.col(c) = codes.col(p);
+      dequantized.col(c) = scales.row(g).transpose().array() *
+                           (codes.col(p).cast<float>().array() -
+                            zeros.row(g).transpose().array());
+    }
+  });
+  CopyTiled(storage_codes, &out.codes, pool);
+  CopyTiled(dequantized, &out.dequantized, pool);
   return out;
 }
 

@@ -82,7 +82,7 @@ void UpperFactorRows(const Eigen::MatrixXf& l_inverse, int64_t first,
 // trailing inverse is built first, then one block column of kInverseBlock
 // columns at a time from the right; each block column's triangular product
 // runs in fixed tiles of kGptqSolveTile columns and its solve in fixed
-// tiles of kGptqRowTile rows over `pool` (inline when null), so the result
+// tiles of kInverseBlock rows over `pool` (inline when null), so the result
 // is the same on any thread count.
 inline constexpr int64_t kInverseBlock = 128;
 void InvertLowerTriangularInPlace(Eigen::MatrixXf* l,
@@ -90,11 +90,13 @@ void InvertLowerTriangularInPlace(Eigen::MatrixXf* l,
 
 // Codes [N, K] and per-group parameters [groups, N], both in quantization
 // order (groups by position p / group_size, or static groups), turned into a
-// QuantizedLayer in storage order.
+// QuantizedLayer in storage order. Its copies run in strips over `pool`
+// (inline when null); the result is the same on any thread count.
 QuantizedLayer AssembleGptqLayer(
     const std::vector<int32_t>& order, const GridSpec& grid, bool static_groups,
     const Eigen::Matrix<uint8_t, Eigen::Dynamic, Eigen::Dynamic>& codes,
-    const RowMatrixF& scales, const RowMatrixF& zeros);
+    const RowMatrixF& scales, const RowMatrixF& zeros,
+    ThreadPool* pool = nullptr);
 
 }  // namespace quant
 
