@@ -31,7 +31,7 @@ absl::Status ScoreBatch(
     const RowMatrixF& reference_hidden,
     const std::vector<const RowMatrixF*>& hidden,
     absl::Span<const int32_t> targets, ThreadPool* pool,
-    std::vector<NextTokenMetricsAccumulator>* metrics) {
+    absl::FunctionRef<void(size_t, absl::Span<const NextTokenScore>)> sink) {
   const int64_t rows = reference_hidden.rows();
   for (const RowMatrixF* h : hidden) {
     if (h->rows() != rows) {
@@ -64,9 +64,7 @@ absl::Status ScoreBatch(
     for (const auto& model : tile) QUANT_RETURN_IF_ERROR(model.status());
   }
   for (const auto& tile : scores) {
-    for (size_t m = 0; m < models.size(); ++m) {
-      (*metrics)[m].AddScores(*tile[m]);
-    }
+    for (size_t m = 0; m < models.size(); ++m) sink(m, *tile[m]);
   }
   return absl::OkStatus();
 }
@@ -85,6 +83,32 @@ absl::StatusOr<NextTokenMetrics> EvaluateCheckpoints(
 absl::StatusOr<std::vector<NextTokenMetrics>> EvaluateCheckpointsTogether(
     const std::vector<const Checkpoint*>& models, const Checkpoint& reference,
     const TokenWindows& windows, const StreamedEvaluationOptions& options) {
+  std::vector<NextTokenMetricsAccumulator> metrics(models.size());
+  QUANT_RETURN_IF_ERROR(ScoreCheckpointBatches(
+      models, reference, windows, 0,
+      CountEvaluationBatches(windows, options.batch_windows), options,
+      [&](size_t model, absl::Span<const NextTokenScore> scores) {
+        metrics[model].AddScores(scores);
+      }));
+  std::vector<NextTokenMetrics> results;
+  for (NextTokenMetricsAccumulator& accumulator : metrics) {
+    results.push_back(accumulator.Result());
+  }
+  return results;
+}
+
+int64_t CountEvaluationBatches(const TokenWindows& windows, int batch_windows) {
+  if (batch_windows < 1) return 0;
+  int64_t scorable = 0;
+  for (const int length : windows.lengths) scorable += length >= 2 ? 1 : 0;
+  return (scorable + batch_windows - 1) / batch_windows;
+}
+
+absl::Status ScoreCheckpointBatches(
+    const std::vector<const Checkpoint*>& models, const Checkpoint& reference,
+    const TokenWindows& windows, int64_t first_batch, int64_t batch_count,
+    const StreamedEvaluationOptions& options,
+    absl::FunctionRef<void(size_t, absl::Span<const NextTokenScore>)> sink) {
   if (models.empty()) {
     return absl::InvalidArgumentError("no checkpoint to evaluate");
   }
@@ -104,15 +128,23 @@ absl::StatusOr<std::vector<NextTokenMetrics>> EvaluateCheckpointsTogether(
   }
   QUANT_ASSIGN_OR_RETURN(std::unique_ptr<StreamedModel> unquantized,
                          StreamedModel::Open(reference));
-  const std::vector<EvaluationBatch> batches =
+  std::vector<EvaluationBatch> batches =
       PlanEvaluationBatches(windows, options.batch_windows);
+  const int64_t planned = static_cast<int64_t>(batches.size());
+  if (first_batch < 0 || batch_count < 0 ||
+      first_batch + batch_count > planned) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "evaluation batches [", first_batch, ", ", first_batch + batch_count,
+        ") asked of ", planned, " batches"));
+  }
+  batches.erase(batches.begin() + first_batch + batch_count, batches.end());
+  batches.erase(batches.begin(), batches.begin() + first_batch);
   // Every model's hidden states for one batch.
   auto batch_bytes = [&](const EvaluationBatch& batch) {
     const int64_t rows = static_cast<int64_t>(batch.targets.size());
     return rows * hidden_widths * static_cast<int64_t>(sizeof(float));
   };
 
-  std::vector<NextTokenMetricsAccumulator> metrics(models.size());
   const int total = static_cast<int>(windows.sequences.size());
   int reported = 0;
   for (size_t start = 0; start < batches.size();) {
@@ -141,18 +173,17 @@ absl::StatusOr<std::vector<NextTokenMetrics>> EvaluateCheckpointsTogether(
       }
       QUANT_RETURN_IF_ERROR(
           ScoreBatch(*unquantized, streamed, reference_hidden[i - start],
-                     model_hidden, batches[i].targets, options.pool, &metrics));
+                     model_hidden, batches[i].targets, options.pool, sink));
     }
     reported = batches[end - 1].windows_done;
     if (options.progress) options.progress(reported, total);
     start = end;
   }
-  if (options.progress && reported < total) options.progress(total, total);
-  std::vector<NextTokenMetrics> results;
-  for (NextTokenMetricsAccumulator& accumulator : metrics) {
-    results.push_back(accumulator.Result());
+  if (options.progress && first_batch + batch_count == planned &&
+      reported < total) {
+    options.progress(total, total);
   }
-  return results;
+  return absl::OkStatus();
 }
 
 }  // namespace quant

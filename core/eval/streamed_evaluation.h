@@ -15,7 +15,9 @@
 #include <functional>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "core/base/thread_pool.h"
 #include "core/calib/calibration_split.h"
 #include "core/eval/next_token_metrics.h"
@@ -52,6 +54,25 @@ absl::StatusOr<NextTokenMetrics> EvaluateCheckpoints(
 absl::StatusOr<std::vector<NextTokenMetrics>> EvaluateCheckpointsTogether(
     const std::vector<const Checkpoint*>& models, const Checkpoint& reference,
     const TokenWindows& windows, const StreamedEvaluationOptions& options);
+
+// How many batches PlanEvaluationBatches cuts `windows` into (0 for
+// batch_windows < 1).
+int64_t CountEvaluationBatches(const TokenWindows& windows, int batch_windows);
+
+// What EvaluateCheckpointsTogether adds up, for batches [first_batch,
+// first_batch + batch_count) of PlanEvaluationBatches(windows,
+// options.batch_windows) only: each batch's row scores are handed to
+// `sink(model index, scores)` in batch order, then row order, model by
+// model. A batch's scores do not depend on which other batches run beside
+// it, so batch ranges can be scored apart (by different tasks) and their
+// scores added in batch order (evaluation_parts.h). Errors as
+// EvaluateCheckpointsTogether; a range outside the plan is InvalidArgument.
+// options.progress is called after each chunk with the windows behind it.
+absl::Status ScoreCheckpointBatches(
+    const std::vector<const Checkpoint*>& models, const Checkpoint& reference,
+    const TokenWindows& windows, int64_t first_batch, int64_t batch_count,
+    const StreamedEvaluationOptions& options,
+    absl::FunctionRef<void(size_t, absl::Span<const NextTokenScore>)> sink);
 
 }  // namespace quant
 

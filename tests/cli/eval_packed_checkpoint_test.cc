@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "core/base/file_util.h"
 #include "core/eval/evaluate.h"
+#include "core/eval/evaluation_parts.h"
 #include "core/eval/streamed_evaluation.h"
 #include "core/forward/llama_model.h"
 #include "core/io/safetensors.h"
@@ -244,10 +245,76 @@ class EvalPackedCheckpointTest : public ::testing::Test {
       EXPECT_EQ((*together)[1].quantized_nll, whole->reference_nll);
       EXPECT_EQ((*together)[1].ppl_ratio, 1.0);
       EXPECT_EQ((*together)[1].top1_agreement, 1.0);
+
+      ExpectPartsMergeToTheWhole(packed, windows, options, *together);
     }
     EXPECT_FALSE(EvaluateCheckpointsTogether({}, *source_checkpoint_, windows,
                                              StreamedEvaluationOptions())
                      .ok());
+  }
+
+  // The evaluation cut into parts scored apart (as tasks on different
+  // workers would score them), written, read back and merged in any order:
+  // the numbers of the whole, bit for bit. Gaps and overlaps are refused.
+  void ExpectPartsMergeToTheWhole(const Checkpoint& packed,
+                                  const TokenWindows& windows,
+                                  const StreamedEvaluationOptions& options,
+                                  const std::vector<NextTokenMetrics>& whole) {
+    ASSERT_EQ(CountEvaluationBatches(windows, options.batch_windows), 4);
+    const std::vector<const Checkpoint*> models = {&packed,
+                                                   source_checkpoint_.get()};
+    const std::string dir = ::quant::testing::MakeTempDir();
+    std::vector<EvaluationPart> parts;  // Batches [3, 4), [0, 1), [1, 3).
+    for (const auto& [first, count] :
+         std::vector<std::pair<int64_t, int64_t>>{{3, 1}, {0, 1}, {1, 2}}) {
+      absl::StatusOr<EvaluationPart> part = ScoreEvaluationPart(
+          models, *source_checkpoint_, windows, first, count, options);
+      ASSERT_TRUE(part.ok()) << part.status();
+      EXPECT_EQ(part->total_batches, 4);
+      const std::string path =
+          JoinPath(dir, absl::StrCat("part-", first, ".safetensors"));
+      ASSERT_TRUE(WriteEvaluationPart(path, *part).ok());
+      absl::StatusOr<EvaluationPart> read = ReadEvaluationPart(path);
+      ASSERT_TRUE(read.ok()) << read.status();
+      ASSERT_EQ(read->scores.size(), 2u);
+      EXPECT_EQ(read->scores[0].size(), part->scores[0].size());
+      EXPECT_GT(read->scores[0].size(), 0u);
+      parts.push_back(*std::move(read));
+    }
+    absl::StatusOr<std::vector<NextTokenMetrics>> merged =
+        MergeEvaluationParts(parts);
+    ASSERT_TRUE(merged.ok()) << merged.status();
+    ASSERT_EQ(merged->size(), whole.size());
+    for (size_t m = 0; m < whole.size(); ++m) {
+      SCOPED_TRACE(absl::StrCat("model ", m));
+      EXPECT_EQ((*merged)[m].tokens, whole[m].tokens);
+      EXPECT_EQ((*merged)[m].reference_nll, whole[m].reference_nll);
+      EXPECT_EQ((*merged)[m].quantized_nll, whole[m].quantized_nll);
+      EXPECT_EQ((*merged)[m].ppl_ratio, whole[m].ppl_ratio);
+      EXPECT_EQ((*merged)[m].mean_kl, whole[m].mean_kl);
+      EXPECT_EQ((*merged)[m].top1_agreement, whole[m].top1_agreement);
+    }
+    EXPECT_THAT(MergeEvaluationParts({parts[0], parts[2]}).status().message(),
+                HasSubstr("batches [0, 1) are missing"));
+    EXPECT_THAT(MergeEvaluationParts({parts[1], parts[2]}).status().message(),
+                HasSubstr("batches [3, 4) are missing"));
+    EXPECT_THAT(MergeEvaluationParts({parts[1], parts[1], parts[2], parts[0]})
+                    .status()
+                    .message(),
+                HasSubstr("batch 0 is in two parts"));
+    EXPECT_THAT(MergeEvaluationParts({}).status().message(),
+                HasSubstr("no evaluation parts"));
+    EXPECT_THAT(
+        ScoreEvaluationPart(models, *source_checkpoint_, windows, 3, 2, options)
+            .status()
+            .message(),
+        HasSubstr("batches [3, 5) asked of 4 batches"));
+    // A part of another model count is not merged with these.
+    EvaluationPart other = parts[1];
+    other.scores.pop_back();
+    EXPECT_THAT(
+        MergeEvaluationParts({other, parts[2], parts[0]}).status().message(),
+        HasSubstr("different evaluations"));
   }
 
   // `quantctl eval` of `dir` against the float model, as JSON and text.
