@@ -15,7 +15,9 @@
 // timed by the wall clock, with the speed-up in the last column ("thr"). (A
 // block task's other parallel work, chunks through the forward pass and a
 // group's layers side by side, is measured end to end by scripts/bench.sh
-// --threads.)
+// --threads.) GPTQ's factorization of a 2816 x 2816 Hessian (down_proj's
+// K in the 2-layer job) runs as Eigen's one-threaded LLT ("Cholesky/K/0")
+// beside the pooled CholeskyLowerInPlace on 1 and on every core.
 //
 // Default sizes fit a small CPU; `--large` adds 7B-shaped layers (4096 x
 // 4096, 11008 x 4096, 4096 x 11008) with 2048 and 8192 tokens, the
@@ -31,6 +33,8 @@
 // reference packer.
 #include <benchmark/benchmark.h>
 
+#include <Eigen/Cholesky>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -49,6 +53,7 @@
 #include "core/kernels/kernel_table.h"
 #include "core/pack/bit_packing.h"
 #include "core/quant/awq.h"
+#include "core/quant/cholesky.h"
 #include "core/quant/gptq.h"
 #include "core/quant/gptq_reference.h"
 #include "core/quant/hessian.h"
@@ -185,6 +190,33 @@ void BM_HessianAccumulateThreads(benchmark::State& state) {
   HessianAccumulateOn(state, static_cast<int>(state.range(2)));
   SetWallFlops(state, static_cast<double>(state.range(1)) * state.range(0) *
                           state.range(0));
+}
+
+// GPTQ's factorization of a damped K x K Hessian (T = 2K tokens), args {K,
+// threads}: threads 0 is Eigen's LLT (one thread), what PrepareGptqFactor
+// used before; otherwise CholeskyLowerInPlace on a pool of that many.
+void BM_Cholesky(benchmark::State& state) {
+  const int64_t k = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  HessianAccumulator acc(k);
+  if (!acc.Add(Activations(2 * k, k)).ok()) state.SkipWithError("Add failed");
+  Eigen::MatrixXf h = acc.Finish();
+  h.diagonal().array() += 0.01f * h.diagonal().mean();
+  ThreadPool pool(std::max(threads, 1));
+  for (auto _ : state) {
+    Eigen::MatrixXf a = h;
+    bool ok = true;
+    if (threads == 0) {
+      Eigen::LLT<Eigen::Ref<Eigen::MatrixXf>> llt(a);
+      ok = llt.info() == Eigen::Success;
+    } else {
+      ok = CholeskyLowerInPlace(&a, &pool);
+    }
+    if (!ok) state.SkipWithError("not positive definite");
+    benchmark::DoNotOptimize(a.data());
+  }
+  const double kd = static_cast<double>(k);
+  SetWallFlops(state, kd * kd * kd / 3.0);
 }
 
 // Blocked (or reference) GPTQ, its solves and later-column updates on a
@@ -388,6 +420,13 @@ void Register(bool large) {
   // Wall-clock time: CPU time of the main thread misses the others' work.
   std::vector<int> thread_counts = {1};
   if (AllThreads() > 1) thread_counts.push_back(AllThreads());
+  for (int threads : {0, 1, AllThreads()}) {
+    if (threads == 1 && AllThreads() == 1) continue;
+    benchmark::RegisterBenchmark("Cholesky", BM_Cholesky)
+        ->Args({2816, threads})
+        ->Unit(benchmark::kMillisecond)
+        ->UseRealTime();
+  }
   for (int threads : thread_counts) {
     benchmark::RegisterBenchmark("HessianAccumulateThreads",
                                  BM_HessianAccumulateThreads)
