@@ -3,7 +3,9 @@
 #include "core/quant/gptq.h"
 
 #include <Eigen/Cholesky>
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <ostream>
@@ -95,12 +97,32 @@ TEST_P(BlockedVsReferenceTest, AgreeWithinFloatTolerance) {
   ExpectConsistentGroups(ref->layer);
   EXPECT_EQ(fast->layer.g_idx, ref->layer.g_idx);
   EXPECT_EQ(fast->layer.order, ref->layer.order);
-  // The two differ only in summation order: on these inputs no rounding
-  // decision flips, so codes agree exactly and parameters to float rounding.
-  EXPECT_EQ(fast->layer.codes, ref->layer.codes);
+  // The two differ only in summation order, so a value within rounding of
+  // a grid boundary may round to the neighbouring code in one of them (the
+  // factor's own summation order decides which values those are:
+  // quant_cores_bench sees 0.05% of a 1024 x 1024 layer's codes differ). At
+  // most 1 code in 1000 may, by one step; every other code's weight and every
+  // group's parameters agree to float rounding.
+  ASSERT_EQ(fast->layer.codes.rows(), ref->layer.codes.rows());
+  ASSERT_EQ(fast->layer.codes.cols(), ref->layer.codes.cols());
+  int64_t flipped = 0;
+  for (int64_t r = 0; r < fast->layer.codes.rows(); ++r) {
+    for (int64_t c = 0; c < fast->layer.codes.cols(); ++c) {
+      const int a = fast->layer.codes(r, c);
+      const int b = ref->layer.codes(r, c);
+      if (a == b) {
+        EXPECT_NEAR(fast->layer.dequantized(r, c), ref->layer.dequantized(r, c),
+                    1e-5f * (1.0f + std::abs(ref->layer.dequantized(r, c))))
+            << "row " << r << " column " << c;
+        continue;
+      }
+      ++flipped;
+      EXPECT_EQ(std::abs(a - b), 1) << "row " << r << " column " << c;
+    }
+  }
+  EXPECT_LE(flipped, std::max<int64_t>(1, fast->layer.codes.size() / 1000));
   EXPECT_TRUE(fast->layer.scales.isApprox(ref->layer.scales, 1e-5f));
   EXPECT_EQ(fast->layer.zeros, ref->layer.zeros);
-  EXPECT_TRUE(fast->layer.dequantized.isApprox(ref->layer.dequantized, 1e-5f));
   auto eval = OutputErrorEvaluator::FromHessian(h, x.rows());
   ASSERT_TRUE(eval.ok());
   const double e_fast = eval->SquaredError(w, fast->layer.dequantized);
