@@ -477,7 +477,12 @@ void Worker::WatchRunningTask(RunningTask* running) {
     running->mu.Unlock();
     Beat(running);
     running->mu.Lock();
-    next_beat_ms = clock_->NowMs() + heartbeat_ms_.load();
+    // The next beat is due an interval after this one was sent, not after
+    // its answer came: a quantd slow to answer (a loaded host, a commit
+    // waiting on the disk) must not stretch the gaps between renewals
+    // towards the lease. A beat that took longer than an interval is
+    // followed by the next at once.
+    next_beat_ms = now_ms + heartbeat_ms_.load();
   }
   running->mu.Unlock();
 }

@@ -3,7 +3,8 @@
 // lease hands out, heartbeats turning into job events, cancellation,
 // refused late completions, failures, re-registration after a restart, the
 // two bearer tokens (plus TLS) on both services, and an in-process Worker
-// whose task hangs or runs past its time bound.
+// whose task hangs or runs past its time bound, or whose coordinator is
+// slow to answer heartbeats.
 #include <limits.h>
 #include <stdlib.h>
 
@@ -23,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "core/base/clock.h"
 #include "core/base/file_util.h"
 #include "core/base/mutex.h"
@@ -31,6 +33,8 @@
 #include "core/pipeline/task_io.h"
 #include "grpcpp/create_channel.h"
 #include "grpcpp/security/credentials.h"
+#include "grpcpp/security/server_credentials.h"
+#include "grpcpp/server_builder.h"
 #include "gtest/gtest.h"
 #include "quant/v1/service.grpc.pb.h"
 #include "quant/v1/worker.grpc.pb.h"
@@ -1198,6 +1202,141 @@ TEST_F(WorkerProtocolTest, RefusedHeartbeatFailsTheTaskWithItsReason) {
             std::string::npos)
       << now.error();
   EXPECT_EQ(now.error().find("lease"), std::string::npos) << now.error();
+}
+
+// A coordinator that hands out one task and answers each heartbeat only
+// after `answer_delay`, as a quantd on a loaded host whose store waits on
+// the disk. It records when each beat arrived.
+class SlowHeartbeatCoordinator final : public v1::WorkerService::Service {
+ public:
+  SlowHeartbeatCoordinator(int64_t interval_ms,
+                           std::chrono::milliseconds answer_delay)
+      : interval_ms_(interval_ms), answer_delay_(answer_delay) {}
+
+  grpc::Status RegisterWorker(grpc::ServerContext*,
+                              const v1::RegisterWorkerRequest*,
+                              v1::RegisterWorkerResponse* response) override {
+    response->set_worker_id("slow-beats-worker");
+    response->set_heartbeat_interval_ms(interval_ms_);
+    response->set_lease_duration_ms(3 * interval_ms_);
+    return grpc::Status::OK;
+  }
+  grpc::Status LeaseTask(grpc::ServerContext*,
+                         const v1::LeaseTaskRequest* request,
+                         v1::LeaseTaskResponse* response) override {
+    if (handed_out_.exchange(true)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(
+          std::min<int64_t>(request->wait_ms(), 200)));
+      return grpc::Status::OK;
+    }
+    response->set_lease_id("lease-1");
+    v1::Task* task = response->mutable_task();
+    task->set_job_id("job-slow-beats");
+    task->set_kind(v1::TASK_KIND_BLOCK);
+    task->set_attempt(1);
+    return grpc::Status::OK;
+  }
+  grpc::Status Heartbeat(grpc::ServerContext*, const v1::HeartbeatRequest*,
+                         v1::HeartbeatResponse*) override {
+    {
+      MutexLock lock(&mu_);
+      arrivals_.push_back(std::chrono::steady_clock::now());
+    }
+    std::this_thread::sleep_for(answer_delay_);
+    return grpc::Status::OK;
+  }
+  grpc::Status CompleteTask(grpc::ServerContext*,
+                            const v1::CompleteTaskRequest*,
+                            v1::CompleteTaskResponse*) override {
+    completed_.store(true);
+    return grpc::Status::OK;
+  }
+  grpc::Status FailTask(grpc::ServerContext*, const v1::FailTaskRequest*,
+                        v1::FailTaskResponse*) override {
+    return grpc::Status::OK;
+  }
+
+  // The gaps between consecutive beats' arrivals, in milliseconds.
+  std::vector<int64_t> GapsMs() {
+    MutexLock lock(&mu_);
+    std::vector<int64_t> gaps;
+    for (size_t i = 1; i < arrivals_.size(); ++i) {
+      gaps.push_back(std::chrono::duration_cast<std::chrono::milliseconds>(
+                         arrivals_[i] - arrivals_[i - 1])
+                         .count());
+    }
+    return gaps;
+  }
+  bool completed() const { return completed_.load(); }
+
+ private:
+  const int64_t interval_ms_;
+  const std::chrono::milliseconds answer_delay_;
+  std::atomic<bool> handed_out_{false};
+  std::atomic<bool> completed_{false};
+  Mutex mu_;
+  std::vector<std::chrono::steady_clock::time_point> arrivals_
+      ABSL_GUARDED_BY(mu_);
+};
+
+// A worker timed its next heartbeat from the moment the last one was
+// answered, so every second of a slow answer was added to the gap between
+// renewals: with quantd's interval of a third of the lease, an answer
+// slower than a third of the lease let the lease expire under a live
+// worker, and the task ran again (seen on a loaded CI host). Beats are now
+// due an interval after the last one was sent.
+TEST(WorkerHeartbeatTest, ASlowAnswerDoesNotDelayTheNextBeat) {
+  constexpr int64_t kIntervalMs = 600;
+  SlowHeartbeatCoordinator coordinator(kIntervalMs,
+                                       std::chrono::milliseconds(1000));
+  grpc::ServerBuilder builder;
+  int port = 0;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(),
+                           &port);
+  builder.RegisterService(&coordinator);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_NE(server, nullptr);
+  ASSERT_GT(port, 0);
+
+  worker::WorkerOptions options =
+      InProcessWorker(absl::StrCat("127.0.0.1:", port));
+  options.run_task =
+      [](const v1::Task&, const worker::TaskProgressSink&,
+         const std::atomic<bool>* cancelled,
+         const worker::TaskLimits&) -> absl::StatusOr<worker::TaskOutcome> {
+    const auto until =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(6500);
+    while (!cancelled->load() && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return worker::TaskOutcome{};
+  };
+  auto created = worker::Worker::Create(options);
+  ASSERT_TRUE(created.ok()) << created.status();
+  std::unique_ptr<worker::Worker> in_process = *std::move(created);
+  std::thread running([&] { (void)in_process->Run(); });
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!coordinator.completed() &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  in_process->RequestStop();
+  running.join();
+  server->Shutdown();
+  ASSERT_TRUE(coordinator.completed());
+
+  // Answered after 1000 ms, beats timed from the answer would arrive at
+  // least 1000 + 600 ms apart; timed from the send, about 1000 ms apart
+  // (the next is due before the answer comes). The median is judged, so
+  // one beat late on a loaded host does not decide it.
+  std::vector<int64_t> gaps = coordinator.GapsMs();
+  ASSERT_GE(gaps.size(), 3u);
+  std::sort(gaps.begin(), gaps.end());
+  const int64_t median = gaps[gaps.size() / 2];
+  EXPECT_LT(median, 1000 + kIntervalMs - 150)
+      << "gaps between beats (ms), sorted: " << absl::StrJoin(gaps, ", ");
+  EXPECT_GE(median, 1000 - 50);
 }
 
 TEST(WorkerOptionsTest, BoundsAreChecked) {
