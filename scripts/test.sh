@@ -53,14 +53,9 @@ case "$mode" in
              local_pipeline_test job_store_test"
     QUANT_TARGETS="$targets" bash scripts/build.sh tsan
     labels=$(echo $targets | tr ' ' '|')
-    # BlockedVsReferenceTest asserts that the blocked GPTQ and the plain
-    # reference round every code alike, which holds for the release
-    # compiler (GCC, run by the release and ASan stages); clang's -O1 code
-    # sums in another order and flips one rounding of 3440 in one case.
-    # It checks numerics on one thread, nothing TSan adds to.
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
       ctest --test-dir build-tsan --output-on-failure -j "$(nproc)" \
-        -L "^($labels)\$" -E 'BlockedVsReferenceTest'
+        -L "^($labels)\$"
     ;;
   --fuzz)
     seconds="${2:-30}"

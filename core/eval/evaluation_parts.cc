@@ -7,7 +7,6 @@
 #include <map>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
 #include "core/io/safetensors.h"
@@ -19,28 +18,6 @@ constexpr char kFormat[] = "quant-evaluation-part/1";
 
 std::string TensorName(size_t model, const char* what) {
   return absl::StrCat("model", model, ".", what);
-}
-
-template <typename T>
-absl::string_view Bytes(const std::vector<T>& v) {
-  return absl::string_view(reinterpret_cast<const char*>(v.data()),
-                           v.size() * sizeof(T));
-}
-
-absl::StatusOr<int64_t> CountField(const SafetensorsFile& file,
-                                   const std::string& path,
-                                   const std::string& name) {
-  auto it = file.metadata().find(name);
-  int64_t value = 0;
-  if (it == file.metadata().end() || !absl::SimpleAtoi(it->second, &value) ||
-      value < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": metadata ", name,
-        it == file.metadata().end()
-            ? " is missing"
-            : absl::StrCat(" = \"", it->second, "\" is not a count")));
-  }
-  return value;
 }
 
 // Tensor `name`: `dtype`, one dimension; its values copied out.
@@ -153,7 +130,7 @@ absl::Status WriteEvaluationPart(const std::string& path,
       values.reserve(scores.size());
       for (const NextTokenScore& s : scores) values.push_back(s.*field);
       tensors.push_back(
-          {TensorName(m, what), DType::kF64, {rows}, Bytes(values)});
+          {TensorName(m, what), DType::kF64, {rows}, VectorBytes(values)});
     };
     column("reference_nll", &NextTokenScore::reference_nll);
     column("quantized_nll", &NextTokenScore::quantized_nll);
@@ -162,7 +139,7 @@ absl::Status WriteEvaluationPart(const std::string& path,
     agree.reserve(scores.size());
     for (const NextTokenScore& s : scores) agree.push_back(s.agrees ? 1 : 0);
     tensors.push_back(
-        {TensorName(m, "agrees"), DType::kU8, {rows}, Bytes(agree)});
+        {TensorName(m, "agrees"), DType::kU8, {rows}, VectorBytes(agree)});
   }
   return WriteSafetensors(path, tensors, metadata, fs);
 }
@@ -181,14 +158,11 @@ absl::StatusOr<EvaluationPart> ReadEvaluationPart(const std::string& path,
                      ", \"", kFormat, "\" expected)"));
   }
   EvaluationPart part;
-  QUANT_ASSIGN_OR_RETURN(part.first_batch,
-                         CountField(*file, path, "first_batch"));
-  QUANT_ASSIGN_OR_RETURN(part.batch_count,
-                         CountField(*file, path, "batch_count"));
+  QUANT_ASSIGN_OR_RETURN(part.first_batch, file->MetadataCount("first_batch"));
+  QUANT_ASSIGN_OR_RETURN(part.batch_count, file->MetadataCount("batch_count"));
   QUANT_ASSIGN_OR_RETURN(part.total_batches,
-                         CountField(*file, path, "total_batches"));
-  QUANT_ASSIGN_OR_RETURN(const int64_t models,
-                         CountField(*file, path, "models"));
+                         file->MetadataCount("total_batches"));
+  QUANT_ASSIGN_OR_RETURN(const int64_t models, file->MetadataCount("models"));
   if (part.first_batch + part.batch_count > part.total_batches) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": batches [", part.first_batch, ", ",

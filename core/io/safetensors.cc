@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "core/base/status_macros.h"
@@ -343,6 +344,22 @@ absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(
 const TensorInfo* SafetensorsFile::Find(absl::string_view name) const {
   auto it = index_.find(name);
   return it == index_.end() ? nullptr : &header_.tensors[it->second];
+}
+
+absl::StatusOr<int64_t> SafetensorsFile::MetadataCount(
+    absl::string_view name) const {
+  auto it = header_.metadata.find(std::string(name));
+  if (it == header_.metadata.end()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path(), ": metadata ", name, " is missing"));
+  }
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(it->second, &value) || value < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path(), ": metadata ", name, " = \"", it->second,
+                     "\" is not a non-negative integer"));
+  }
+  return value;
 }
 
 absl::Span<const uint8_t> SafetensorsFile::RawBytes(

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -80,6 +81,10 @@ class SafetensorsFile {
   // nullptr when absent.
   const TensorInfo* Find(absl::string_view name) const;
 
+  // Metadata field `name` read as a non-negative integer. InvalidArgument
+  // names the file and the field when it is missing or not such a count.
+  absl::StatusOr<int64_t> MetadataCount(absl::string_view name) const;
+
   // The stored bytes of a tensor (valid while this object lives).
   absl::Span<const uint8_t> RawBytes(const TensorInfo& info) const;
 
@@ -98,6 +103,16 @@ class SafetensorsFile {
   SafetensorsHeader header_;
   std::map<std::string, size_t, std::less<>> index_;  // name -> tensors_ slot
 };
+
+// The bytes of `values` as stored (for TensorToWrite::data); valid while
+// `values` lives unchanged.
+template <typename T>
+absl::string_view VectorBytes(const std::vector<T>& values) {
+  static_assert(std::is_trivially_copyable<T>::value,
+                "tensor elements are stored as raw bytes");
+  return absl::string_view(reinterpret_cast<const char*>(values.data()),
+                           values.size() * sizeof(T));
+}
 
 // A tensor to write: raw little-endian bytes in `dtype`, C order.
 struct TensorToWrite {

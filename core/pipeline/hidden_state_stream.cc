@@ -3,9 +3,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
@@ -82,12 +82,12 @@ absl::StatusOr<std::unique_ptr<HiddenStateFile>> HiddenStateFile::Open(
   std::unique_ptr<HiddenStateFile> out(new HiddenStateFile());
   QUANT_ASSIGN_OR_RETURN(out->file_, SafetensorsFile::Open(path, {}, fs));
   const SafetensorsFile& file = *out->file_;
-  auto seq = file.metadata().find(kSeqLenKey);
-  if (seq == file.metadata().end() ||
-      !absl::SimpleAtoi(seq->second, &out->seq_len_) || out->seq_len_ <= 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": metadata seq_len is missing or not positive"));
+  QUANT_ASSIGN_OR_RETURN(const int64_t seq_len, file.MetadataCount(kSeqLenKey));
+  if (seq_len <= 0 || seq_len > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": metadata seq_len = ", seq_len, " is not a sequence length"));
   }
+  out->seq_len_ = static_cast<int>(seq_len);
   const TensorInfo* hidden = file.Find(kHiddenTensor);
   const TensorInfo* lengths = file.Find(kLengthsTensor);
   if (hidden == nullptr || hidden->dtype != DType::kF32 ||
@@ -191,9 +191,7 @@ absl::Status HiddenStateFileWriter::Append(const ConstRowMatrixRef& rows) {
 }
 
 absl::Status HiddenStateFileWriter::Finish() {
-  QUANT_RETURN_IF_ERROR(writer_->Append(
-      absl::string_view(reinterpret_cast<const char*>(lengths_.data()),
-                        sizeof(int32_t) * lengths_.size())));
+  QUANT_RETURN_IF_ERROR(writer_->Append(VectorBytes(lengths_)));
   return writer_->Commit();
 }
 

@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/base/status_macros.h"
@@ -18,28 +17,6 @@ namespace quant {
 namespace {
 
 constexpr char kFormat[] = "quant-shard-statistics/1";
-
-absl::string_view Bytes(const std::vector<float>& v) {
-  return absl::string_view(reinterpret_cast<const char*>(v.data()),
-                           v.size() * sizeof(float));
-}
-
-// The file's integer metadata field `name`.
-absl::StatusOr<int64_t> IntField(const SafetensorsFile& file,
-                                 const std::string& path,
-                                 const std::string& name) {
-  auto it = file.metadata().find(name);
-  int64_t value = 0;
-  if (it == file.metadata().end() || !absl::SimpleAtoi(it->second, &value) ||
-      value < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        path, ": metadata ", name,
-        it == file.metadata().end()
-            ? " is missing"
-            : absl::StrCat(" = \"", it->second, "\" is not a count")));
-  }
-  return value;
-}
 
 // Tensor `name` of `dtype` and `count` elements, copied out; nullopt when
 // the file does not have it.
@@ -130,7 +107,7 @@ absl::Status WriteShardSums(const std::string& path, const ShardSumsView& sums,
   for (const auto& [name, index] : names) {
     const std::vector<float>& t = triangles[index];
     tensors.push_back(
-        {name, DType::kF32, {static_cast<int64_t>(t.size())}, Bytes(t)});
+        {name, DType::kF32, {static_cast<int64_t>(t.size())}, VectorBytes(t)});
   }
   if (sums.mean_abs != nullptr) {
     const Eigen::VectorXd& sum_abs = sums.mean_abs->sum_abs();
@@ -154,15 +131,15 @@ absl::StatusOr<ShardSums> ReadShardSums(const std::string& path, int64_t k,
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": metadata format is not \"", kFormat, "\""));
   }
-  QUANT_ASSIGN_OR_RETURN(const int64_t stored_k, IntField(*file, path, "k"));
+  QUANT_ASSIGN_OR_RETURN(const int64_t stored_k, file->MetadataCount("k"));
   if (stored_k != k) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": metadata k = ", stored_k, " but the group's K is ", k));
   }
   QUANT_ASSIGN_OR_RETURN(const int64_t calibration_tokens,
-                         IntField(*file, path, "calibration_tokens"));
+                         file->MetadataCount("calibration_tokens"));
   QUANT_ASSIGN_OR_RETURN(const int64_t heldout_tokens,
-                         IntField(*file, path, "heldout_tokens"));
+                         file->MetadataCount("heldout_tokens"));
   QUANT_ASSIGN_OR_RETURN(
       HessianAccumulator calibration,
       ReadTriangle(*file, path, "calibration", k, calibration_tokens));
@@ -172,13 +149,13 @@ absl::StatusOr<ShardSums> ReadShardSums(const std::string& path, int64_t k,
   std::optional<SplitHessianAccumulator> split;
   if (file->metadata().count("split.first_token") != 0) {
     QUANT_ASSIGN_OR_RETURN(const int64_t first,
-                           IntField(*file, path, "split.first_token"));
+                           file->MetadataCount("split.first_token"));
     QUANT_ASSIGN_OR_RETURN(const int64_t next,
-                           IntField(*file, path, "split.next_token"));
+                           file->MetadataCount("split.next_token"));
     QUANT_ASSIGN_OR_RETURN(const int64_t train_tokens,
-                           IntField(*file, path, "split.train_tokens"));
+                           file->MetadataCount("split.train_tokens"));
     QUANT_ASSIGN_OR_RETURN(const int64_t validation_tokens,
-                           IntField(*file, path, "split.validation_tokens"));
+                           file->MetadataCount("split.validation_tokens"));
     const auto fraction_field =
         file->metadata().find("split.validation_fraction");
     double fraction = 0.0;
@@ -214,7 +191,7 @@ absl::StatusOr<ShardSums> ReadShardSums(const std::string& path, int64_t k,
       ReadValues<double>(*file, path, "mean_abs.sum", DType::kF64, k));
   if (sums.has_value()) {
     QUANT_ASSIGN_OR_RETURN(const int64_t tokens,
-                           IntField(*file, path, "mean_abs.tokens"));
+                           file->MetadataCount("mean_abs.tokens"));
     absl::StatusOr<ActivationStatsAccumulator> stats =
         ActivationStatsAccumulator::FromSums(
             tokens, Eigen::Map<const Eigen::VectorXd>(

@@ -167,7 +167,7 @@ TEST_F(EvaluationPartsTest, ReadRefusesWhatAPartCannotHold) {
       {"bad count",
        WriteRaw("count.safetensors", tensors(bytes(ones), bytes(agrees), 40),
                 bad_count),
-       "metadata models = \"-2\" is not a count"},
+       "metadata models = \"-2\" is not a non-negative integer"},
       {"missing model",
        WriteRaw("models.safetensors", tensors(bytes(ones), bytes(agrees), 40),
                 two_models),

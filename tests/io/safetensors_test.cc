@@ -251,6 +251,35 @@ TEST(SafetensorsTest, ReadFloatOfMissingTensorIsNotFound) {
   EXPECT_EQ(file->Find("nope"), nullptr);
 }
 
+TEST(SafetensorsTest, MetadataCountReadsNonNegativeIntegersNamingTheField) {
+  const std::vector<float> values = {1.0f, 2.0f};
+  std::unique_ptr<SafetensorsFile> file = WriteAndOpen(
+      {{"a", DType::kF32, {2}, VectorBytes(values)}}, {{"zero", "0"},
+                                                       {"big", "9000000000"},
+                                                       {"negative", "-3"},
+                                                       {"word", "seven"},
+                                                       {"fraction", "1.5"},
+                                                       {"empty", ""}});
+  ASSERT_NE(file, nullptr);
+  EXPECT_EQ(file->ReadFloat("a")->data, values);
+  EXPECT_EQ(file->MetadataCount("zero").value_or(-1), 0);
+  EXPECT_EQ(file->MetadataCount("big").value_or(-1), 9000000000);
+  for (const char* bad : {"negative", "word", "fraction", "empty"}) {
+    const absl::StatusOr<int64_t> count = file->MetadataCount(bad);
+    EXPECT_EQ(count.status().code(), absl::StatusCode::kInvalidArgument) << bad;
+    EXPECT_THAT(
+        count.status().message(),
+        HasSubstr(absl::StrCat("model.safetensors: metadata ", bad, " = \"")))
+        << count.status();
+    EXPECT_THAT(count.status().message(),
+                HasSubstr("is not a non-negative integer"));
+  }
+  const absl::StatusOr<int64_t> missing = file->MetadataCount("absent");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(missing.status().message(),
+              HasSubstr("model.safetensors: metadata absent is missing"));
+}
+
 TEST(SafetensorsTest, LimitsAreEnforced) {
   const std::string dir = testing::MakeTempDir();
   const std::string path = JoinPath(dir, "m.safetensors");

@@ -5,7 +5,9 @@
 #include "core/pipeline/hidden_state_stream.h"
 
 #include <filesystem>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/base/file_util.h"
@@ -100,6 +102,36 @@ TEST(HiddenStateStreamTest, StreamedFileEqualsTheWholeFileAndReadsBack) {
   auto outside = (*file)->Read({6, 2});
   EXPECT_EQ(outside.status().code(), absl::StatusCode::kOutOfRange);
   EXPECT_THAT(outside.status().message(), HasSubstr("[6, 8)"));
+}
+
+TEST(HiddenStateStreamTest, OpenRefusesABadSequenceLengthNamingTheField) {
+  const std::string dir = testing::MakeTempDir();
+  const std::vector<float> hidden(2 * 4 * 3, 0.5f);
+  const std::vector<int32_t> lengths = {4, 2};
+  const std::vector<TensorToWrite> tensors = {
+      {"hidden", DType::kF32, {8, 3}, VectorBytes(hidden)},
+      {"lengths", DType::kI32, {2}, VectorBytes(lengths)}};
+  const std::string good = dir + "/good.safetensors";
+  ASSERT_TRUE(WriteSafetensors(good, tensors, {{"seq_len", "4"}}).ok());
+  auto opened = HiddenStateFile::Open(good);
+  ASSERT_TRUE(opened.ok()) << opened.status();
+  EXPECT_EQ((*opened)->seq_len(), 4);
+  const std::vector<std::pair<std::map<std::string, std::string>, std::string>>
+      cases = {{{}, "metadata seq_len is missing"},
+               {{{"seq_len", "four"}}, "metadata seq_len = \"four\""},
+               {{{"seq_len", "-4"}}, "metadata seq_len = \"-4\""},
+               {{{"seq_len", "0"}}, "seq_len = 0 is not a sequence length"},
+               {{{"seq_len", "4294967296"}},
+                "seq_len = 4294967296 is not a sequence length"}};
+  for (const auto& [metadata, message] : cases) {
+    const std::string path = dir + "/bad.safetensors";
+    ASSERT_TRUE(WriteSafetensors(path, tensors, metadata).ok());
+    auto bad = HiddenStateFile::Open(path);
+    EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument)
+        << message;
+    EXPECT_THAT(bad.status().message(), HasSubstr("bad.safetensors"));
+    EXPECT_THAT(bad.status().message(), HasSubstr(message));
+  }
 }
 
 TEST(HiddenStateStreamTest, SinksRefuseWrongShapesAndShortWrites) {
