@@ -15,6 +15,7 @@
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
+#include "core/eval/evaluation_parts.h"
 #include "core/kernels/dispatch.h"
 #include "core/model/linear_layers.h"
 #include "core/pack/checkpoint_config.h"
@@ -369,60 +370,146 @@ absl::StatusOr<json> FingerprintFiles(const std::string& dir,
   return json{{"fingerprint", Sha256Hex(lines)}, {"files", std::move(files)}};
 }
 
-absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
-                                               const StageProgress& progress) {
+namespace {
+
+constexpr char kStagedFormat[] = "quant-staged-finalize/1";
+
+using Say = std::function<void(const std::string&)>;
+
+Say Sayer(const StageProgress& progress) {
+  return [progress](const std::string& what) {
+    if (progress) progress(what);
+  };
+}
+
+// What StageFinalize wrote, recorded beside the staged directory for the
+// steps after it (another task, maybe on another worker).
+struct StagedCheckpoint {
+  std::vector<std::string> files;  // In the staged directory.
+  int64_t tensor_bytes = 0;
+};
+
+std::string StagedRecordPath(const std::string& staged_dir) {
+  return absl::StrCat(staged_dir, ".staged.json");
+}
+
+absl::StatusOr<StagedCheckpoint> ReadStagedRecord(const std::string& staged_dir,
+                                                  FileSystem* fs) {
+  const std::string path = StagedRecordPath(staged_dir);
+  QUANT_ASSIGN_OR_RETURN(const std::string text,
+                         fs->ReadFile(path, size_t{1} << 20));
+  const json record = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  StagedCheckpoint staged;
+  const bool shaped = record.is_object() &&
+                      record.value("format", "") == kStagedFormat &&
+                      record.contains("files") && record["files"].is_array() &&
+                      record.contains("tensor_bytes") &&
+                      record["tensor_bytes"].is_number_integer() &&
+                      record["tensor_bytes"].get<int64_t>() >= 0;
+  if (shaped) {
+    for (const json& name : record["files"]) {
+      if (!name.is_string() || name.get<std::string>().empty() ||
+          name.get<std::string>().find('/') != std::string::npos) {
+        staged.files.clear();
+        break;
+      }
+      staged.files.push_back(name.get<std::string>());
+    }
+  }
+  if (!shaped || staged.files.empty()) {
+    return absl::DataLossError(absl::StrCat(
+        path, ": not a staged checkpoint's record (", kStagedFormat,
+        ": \"files\", a list of file names, and \"tensor_bytes\")"));
+  }
+  staged.tensor_bytes = record["tensor_bytes"].get<int64_t>();
+  return staged;
+}
+
+absl::Status CheckOutputFree(const std::string& out) {
+  if (FileExists(out) || IsDirectory(out)) {
+    return absl::AlreadyExistsError(
+        absl::StrCat("output ", out, " already exists; choose a new path"));
+  }
+  return absl::OkStatus();
+}
+
+// The previous release the gates compare with, when the recipe has one.
+// Checked before anything is written: one that is not what it claims
+// fails the task with nothing left behind.
+absl::StatusOr<std::optional<PreviousRelease>> OpenFinalizePrevious(
+    const FinalizeInput& input, const Say& say) {
+  const Recipe& recipe = *input.recipe;
+  if (recipe.gates.compare_to.empty()) {
+    return std::optional<PreviousRelease>();
+  }
+  if (input.previous_dir.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gates.compare_to: \"", recipe.gates.compare_to,
+                     "\" was not resolved to a directory for this run"));
+  }
+  say("checking the previous release");
+  QUANT_ASSIGN_OR_RETURN(
+      PreviousRelease previous,
+      OpenPreviousRelease(recipe.gates.compare_to, input.previous_dir,
+                          input.source->config(),
+                          {!input.previous_verified, input.file_system}));
+  return std::optional<PreviousRelease>(std::move(previous));
+}
+
+absl::StatusOr<std::optional<TaskGateInput>> FinalizeGateTasks(
+    const FinalizeInput& input) {
+  const Recipe& recipe = *input.recipe;
+  if (recipe.gates.tasks.empty()) return std::optional<TaskGateInput>();
+  if (input.tasks == nullptr || input.tokenizer == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gates.tasks: \"", recipe.gates.tasks,
+                     "\" was not loaded for this run"));
+  }
+  TaskGateInput tasks;
+  tasks.source = recipe.gates.tasks;
+  tasks.file = input.tasks;
+  tasks.tokenizer = input.tokenizer;
+  tasks.options.max_hidden_bytes = input.eval_max_hidden_bytes;
+  return std::optional<TaskGateInput>(std::move(tasks));
+}
+
+absl::Status CheckFinalizeInput(const FinalizeInput& input) {
+  if (input.file_system == nullptr) {
+    return absl::InvalidArgumentError("finalize: file_system is null");
+  }
   if (input.source == nullptr || input.recipe == nullptr ||
       input.split == nullptr) {
     return absl::InvalidArgumentError(
         "finalize: source, recipe and split are required");
   }
-  auto say = [&](const std::string& what) {
-    if (progress) progress(what);
-  };
-  const Recipe& recipe = *input.recipe;
-  const std::string out = input.out_dir;
-  if (FileExists(out) || IsDirectory(out)) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("output ", out, " already exists; choose a new path"));
-  }
-  FileSystem* const fs = input.file_system;
-  if (fs == nullptr) {
-    return absl::InvalidArgumentError("finalize: file_system is null");
-  }
-  // Checked before anything is written: a previous release that is not
-  // what it claims fails the task with nothing left behind.
-  std::optional<PreviousRelease> previous;
-  if (!recipe.gates.compare_to.empty()) {
-    if (input.previous_dir.empty()) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gates.compare_to: \"", recipe.gates.compare_to,
-                       "\" was not resolved to a directory for this run"));
-    }
-    say("checking the previous release");
-    QUANT_ASSIGN_OR_RETURN(
-        previous, OpenPreviousRelease(
-                      recipe.gates.compare_to, input.previous_dir,
-                      input.source->config(), {!input.previous_verified, fs}));
-  }
-  std::optional<TaskGateInput> tasks;
-  if (!recipe.gates.tasks.empty()) {
-    if (input.tasks == nullptr || input.tokenizer == nullptr) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("gates.tasks: \"", recipe.gates.tasks,
-                       "\" was not loaded for this run"));
-    }
-    tasks.emplace();
-    tasks->source = recipe.gates.tasks;
-    tasks->file = input.tasks;
-    tasks->tokenizer = input.tokenizer;
-    tasks->options.max_hidden_bytes = input.eval_max_hidden_bytes;
-  }
-  const std::string temp = absl::StrCat(out, ".partial-", ::getpid());
-  QUANT_RETURN_IF_ERROR(RemoveTree(temp, fs));
-  QUANT_RETURN_IF_ERROR(MakeDirectory(temp, fs));
-  // Removed on every way out unless the result was renamed into place.
-  absl::Cleanup remove_temp = [&] { fs->RemoveTree(temp).IgnoreError(); };
+  return absl::OkStatus();
+}
 
+StreamedEvaluationOptions FinalizeEvaluationOptions(const FinalizeInput& input,
+                                                    ThreadPool* pool) {
+  StreamedEvaluationOptions options;
+  options.batch_windows = input.eval_batch_windows;
+  options.max_hidden_bytes = input.eval_max_hidden_bytes;
+  options.pool = pool;
+  return options;
+}
+
+absl::StatusOr<std::unique_ptr<Checkpoint>> OpenStaged(const std::string& dir,
+                                                       FileSystem* fs) {
+  CheckpointOptions open_options;
+  open_options.allow_packed = true;
+  open_options.file_system = fs;
+  return Checkpoint::Open(dir, open_options);
+}
+
+// The packed checkpoint's files (tensors, config, the format's own config,
+// the tokenizer's files) written into `dir`, which exists and is empty.
+absl::StatusOr<StagedCheckpoint> WriteStagedFiles(FinalizeInput& input,
+                                                  const std::string& dir,
+                                                  const Say& say) {
+  const Recipe& recipe = *input.recipe;
+  FileSystem* const fs = input.file_system;
+  StagedCheckpoint staged;
   say("writing tensors");
   QUANT_ASSIGN_OR_RETURN(std::vector<PackedTensor> tensors,
                          OuterTensors(*input.source, true));
@@ -434,11 +521,10 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
                          OuterTensors(*input.source, false));
   for (PackedTensor& t : tail) tensors.push_back(std::move(t));
   QUANT_ASSIGN_OR_RETURN(
-      const int64_t tensor_bytes,
+      staged.tensor_bytes,
       CheckOutputSize(*input.source, recipe, input.layers, tensors));
   QUANT_ASSIGN_OR_RETURN(
-      std::vector<std::string> files,
-      WriteModelTensors(temp, tensors, input.max_shard_bytes, fs));
+      staged.files, WriteModelTensors(dir, tensors, input.max_shard_bytes, fs));
   tensors.clear();
 
   QUANT_ASSIGN_OR_RETURN(
@@ -452,22 +538,35 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
       std::string config,
       WithQuantizationConfig(source_config, format.quantization_config));
   QUANT_RETURN_IF_ERROR(
-      WriteFileAtomically(JoinPath(temp, "config.json"), config, fs));
-  files.push_back("config.json");
+      WriteFileAtomically(JoinPath(dir, "config.json"), config, fs));
+  staged.files.push_back("config.json");
   if (format.quantize_config_file.has_value()) {
     QUANT_RETURN_IF_ERROR(
-        WriteFileAtomically(JoinPath(temp, "quantize_config.json"),
+        WriteFileAtomically(JoinPath(dir, "quantize_config.json"),
                             format.quantize_config_file->dump(2) + "\n", fs));
-    files.push_back("quantize_config.json");
+    staged.files.push_back("quantize_config.json");
   }
   for (const std::string& name : TokenizerFileNames()) {
     const std::string from = JoinPath(input.tokenizer_dir, name);
     if (!FileExists(from)) continue;
-    QUANT_RETURN_IF_ERROR(CopyFile(from, JoinPath(temp, name), fs));
-    files.push_back(name);
+    QUANT_RETURN_IF_ERROR(CopyFile(from, JoinPath(dir, name), fs));
+    staged.files.push_back(name);
   }
+  return staged;
+}
 
-  // Whether vLLM and transformers would load what was just written (the
+// From the held-out evaluation's metrics on: the runtime checks and the
+// other gates, audit.json, the report and manifest.json written into the
+// staged `dir`, which is then renamed to input.out_dir.
+absl::StatusOr<FinalizeOutput> CompleteStaged(
+    FinalizeInput& input, const std::string& dir, StagedCheckpoint staged,
+    const std::vector<NextTokenMetrics>& scored,
+    const PreviousRelease* previous, const TaskGateInput* tasks,
+    ThreadPool* pool, const Say& say) {
+  const Recipe& recipe = *input.recipe;
+  FileSystem* const fs = input.file_system;
+  std::vector<std::string>& files = staged.files;
+  // Whether vLLM and transformers would load what was written (the
   // headers only: cheap next to the gates).
   say("checking that vLLM and transformers would load it");
   std::vector<RuntimeCheck> runtime_checks;
@@ -477,32 +576,21 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
     check_options.runtime = runtime;
     QUANT_ASSIGN_OR_RETURN(
         RuntimeCheck check,
-        CheckCheckpointRuntimeConformance(temp, check_options, fs));
+        CheckCheckpointRuntimeConformance(dir, check_options, fs));
     runtime_checks.push_back(std::move(check));
   }
 
-  // The gates run on the checkpoint as a runtime would read it.
-  say(absl::StrCat("evaluating gates on the packed checkpoint",
-                   previous.has_value() ? " and the previous release" : "",
-                   tasks.has_value() ? ", with the task file" : ""));
-  CheckpointOptions open_options;
-  open_options.allow_packed = true;
-  open_options.file_system = fs;
-  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> packed,
-                         Checkpoint::Open(temp, open_options));
   FinalizeOutput output;
-  StreamedEvaluationOptions eval_options;
-  eval_options.batch_windows = input.eval_batch_windows;
-  eval_options.max_hidden_bytes = input.eval_max_hidden_bytes;
-  ThreadPool eval_pool(input.threads);
-  eval_options.pool = &eval_pool;
-  QUANT_ASSIGN_OR_RETURN(
-      output.gates,
-      EvaluateGates(*packed, *input.source, input.split->heldout, recipe.gates,
-                    eval_options, previous.has_value() ? &*previous : nullptr,
-                    tasks.has_value() ? &*tasks : nullptr));
-  packed.reset();
-  previous.reset();
+  {
+    // The gates read the checkpoint as a runtime would read it.
+    QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> packed,
+                           OpenStaged(dir, fs));
+    QUANT_ASSIGN_OR_RETURN(
+        output.gates,
+        EvaluateGatesOnScores(scored, *packed, *input.source, recipe.gates,
+                              FinalizeEvaluationOptions(input, pool), previous,
+                              tasks));
+  }
   AddRuntimeChecks(recipe.gates, std::move(runtime_checks), &output.gates);
   {
     int64_t experts = 0, starved = 0;
@@ -519,14 +607,13 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
   if (!input.mixed_precision.is_null()) {
     output.audit["mixed_precision"] = std::move(input.mixed_precision);
   }
-  QUANT_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(temp, "audit.json"),
+  QUANT_RETURN_IF_ERROR(WriteFileAtomically(JoinPath(dir, "audit.json"),
                                             output.audit.dump(2) + "\n", fs));
   files.push_back("audit.json");
 
   QUANT_ASSIGN_OR_RETURN(json source,
-                         SourceFingerprint(*input.source, fs, &eval_pool));
-  QUANT_ASSIGN_OR_RETURN(json outputs,
-                         FingerprintFiles(temp, files, fs, &eval_pool));
+                         SourceFingerprint(*input.source, fs, pool));
+  QUANT_ASSIGN_OR_RETURN(json outputs, FingerprintFiles(dir, files, fs, pool));
   output.manifest = {
       {"format_version", 1},
       {"tool", ToolVersion()},
@@ -542,7 +629,7 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
       {"output",
        {{"format", OutputFormatName(recipe.format)},
         {"verdict", output.audit.at("verdict")},
-        {"tensor_bytes", tensor_bytes},
+        {"tensor_bytes", staged.tensor_bytes},
         {"files", outputs.at("files")}}}};
   if (output.gates.previous.has_value()) {
     const PreviousComparison& p = *output.gates.previous;
@@ -569,19 +656,150 @@ absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
       const std::string report_html,
       report::RenderReportHtml(output.audit, output.manifest));
   QUANT_RETURN_IF_ERROR(WriteFileAtomically(
-      JoinPath(temp, report::kReportFileName), report_html, fs));
+      JoinPath(dir, report::kReportFileName), report_html, fs));
   // Only the page is new: hash it alone and insert its entry in name order.
   QUANT_ASSIGN_OR_RETURN(json report_entry,
-                         FileEntry(temp, report::kReportFileName, fs));
+                         FileEntry(dir, report::kReportFileName, fs));
   json& listed = output.manifest["output"]["files"];
   auto position = std::find_if(listed.begin(), listed.end(), [](const json& f) {
     return f.at("name").get<std::string>() > report::kReportFileName;
   });
   listed.insert(position, std::move(report_entry));
   QUANT_RETURN_IF_ERROR(WriteFileAtomically(
-      JoinPath(temp, "manifest.json"), output.manifest.dump(2) + "\n", fs));
-  QUANT_RETURN_IF_ERROR(SyncDirectory(temp, fs));
-  QUANT_RETURN_IF_ERROR(RenameDirectoryIntoPlace(temp, out, fs));
+      JoinPath(dir, "manifest.json"), output.manifest.dump(2) + "\n", fs));
+  QUANT_RETURN_IF_ERROR(SyncDirectory(dir, fs));
+  QUANT_RETURN_IF_ERROR(RenameDirectoryIntoPlace(dir, input.out_dir, fs));
+  return output;
+}
+
+}  // namespace
+
+int64_t FinalizeEvaluationBatches(const FinalizeInput& input) {
+  return CountEvaluationBatches(input.split->heldout, input.eval_batch_windows);
+}
+
+absl::Status StageFinalize(FinalizeInput input, const std::string& staged_dir,
+                           const StageProgress& progress) {
+  QUANT_RETURN_IF_ERROR(CheckFinalizeInput(input));
+  const Say say = Sayer(progress);
+  FileSystem* const fs = input.file_system;
+  QUANT_RETURN_IF_ERROR(CheckOutputFree(staged_dir));
+  QUANT_RETURN_IF_ERROR(OpenFinalizePrevious(input, say).status());
+  QUANT_RETURN_IF_ERROR(FinalizeGateTasks(input).status());
+  const std::string record_path = StagedRecordPath(staged_dir);
+  QUANT_RETURN_IF_ERROR(fs->RemoveTree(record_path));
+  QUANT_RETURN_IF_ERROR(MakeDirectory(staged_dir, fs));
+  absl::Cleanup remove_staged = [&] {
+    fs->RemoveTree(staged_dir).IgnoreError();
+  };
+  QUANT_ASSIGN_OR_RETURN(const StagedCheckpoint staged,
+                         WriteStagedFiles(input, staged_dir, say));
+  QUANT_RETURN_IF_ERROR(SyncDirectory(staged_dir, fs));
+  // Written last: a staged directory without its record is unfinished.
+  const json record = {{"format", kStagedFormat},
+                       {"files", staged.files},
+                       {"tensor_bytes", staged.tensor_bytes}};
+  QUANT_RETURN_IF_ERROR(
+      WriteFileAtomically(record_path, record.dump(2) + "\n", fs));
+  std::move(remove_staged).Cancel();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EvaluationPart> ScoreStagedEvaluationPart(
+    const FinalizeInput& input, const std::string& staged_dir,
+    int64_t first_batch, int64_t batch_count) {
+  QUANT_RETURN_IF_ERROR(CheckFinalizeInput(input));
+  QUANT_RETURN_IF_ERROR(
+      ReadStagedRecord(staged_dir, input.file_system).status());
+  QUANT_ASSIGN_OR_RETURN(std::optional<PreviousRelease> previous,
+                         OpenFinalizePrevious(input, Sayer(nullptr)));
+  QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> packed,
+                         OpenStaged(staged_dir, input.file_system));
+  std::vector<const Checkpoint*> models = {packed.get()};
+  if (previous.has_value()) models.push_back(previous->checkpoint.get());
+  ThreadPool pool(input.threads);
+  return ScoreEvaluationPart(models, *input.source, input.split->heldout,
+                             first_batch, batch_count,
+                             FinalizeEvaluationOptions(input, &pool));
+}
+
+absl::StatusOr<FinalizeOutput> CompleteFinalize(
+    FinalizeInput input, const std::string& staged_dir,
+    std::vector<EvaluationPart> parts, const StageProgress& progress) {
+  QUANT_RETURN_IF_ERROR(CheckFinalizeInput(input));
+  const Say say = Sayer(progress);
+  QUANT_RETURN_IF_ERROR(CheckOutputFree(input.out_dir));
+  QUANT_ASSIGN_OR_RETURN(StagedCheckpoint staged,
+                         ReadStagedRecord(staged_dir, input.file_system));
+  QUANT_ASSIGN_OR_RETURN(std::optional<PreviousRelease> previous,
+                         OpenFinalizePrevious(input, say));
+  QUANT_ASSIGN_OR_RETURN(std::optional<TaskGateInput> tasks,
+                         FinalizeGateTasks(input));
+  const int64_t batches = FinalizeEvaluationBatches(input);
+  for (const EvaluationPart& part : parts) {
+    if (part.total_batches != batches) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "the evaluation part of batches [", part.first_batch, ", ",
+          part.first_batch + part.batch_count, ") is of an evaluation in ",
+          part.total_batches, " batches; this job's has ", batches));
+    }
+  }
+  say("adding the held-out evaluation's parts");
+  QUANT_ASSIGN_OR_RETURN(const std::vector<NextTokenMetrics> scored,
+                         MergeEvaluationParts(std::move(parts)));
+  if (tasks.has_value()) say("evaluating the task gate");
+  ThreadPool pool(input.threads);
+  QUANT_ASSIGN_OR_RETURN(
+      FinalizeOutput output,
+      CompleteStaged(input, staged_dir, std::move(staged), scored,
+                     previous.has_value() ? &*previous : nullptr,
+                     tasks.has_value() ? &*tasks : nullptr, &pool, say));
+  // In place: the record has served (a retry finds the output and stops).
+  input.file_system->RemoveTree(StagedRecordPath(staged_dir)).IgnoreError();
+  return output;
+}
+
+absl::StatusOr<FinalizeOutput> RunFinalizeTask(FinalizeInput input,
+                                               const StageProgress& progress) {
+  QUANT_RETURN_IF_ERROR(CheckFinalizeInput(input));
+  const Say say = Sayer(progress);
+  const std::string out = input.out_dir;
+  QUANT_RETURN_IF_ERROR(CheckOutputFree(out));
+  FileSystem* const fs = input.file_system;
+  QUANT_ASSIGN_OR_RETURN(std::optional<PreviousRelease> previous,
+                         OpenFinalizePrevious(input, say));
+  QUANT_ASSIGN_OR_RETURN(std::optional<TaskGateInput> tasks,
+                         FinalizeGateTasks(input));
+  const std::string temp = absl::StrCat(out, ".partial-", ::getpid());
+  QUANT_RETURN_IF_ERROR(RemoveTree(temp, fs));
+  QUANT_RETURN_IF_ERROR(MakeDirectory(temp, fs));
+  // Removed on every way out unless the result was renamed into place.
+  absl::Cleanup remove_temp = [&] { fs->RemoveTree(temp).IgnoreError(); };
+  QUANT_ASSIGN_OR_RETURN(StagedCheckpoint staged,
+                         WriteStagedFiles(input, temp, say));
+
+  // The held-out evaluation in one piece, on the checkpoint as a runtime
+  // would read it.
+  say(absl::StrCat("evaluating gates on the packed checkpoint",
+                   previous.has_value() ? " and the previous release" : "",
+                   tasks.has_value() ? ", with the task file" : ""));
+  ThreadPool pool(input.threads);
+  std::vector<NextTokenMetrics> scored;
+  {
+    QUANT_ASSIGN_OR_RETURN(std::unique_ptr<Checkpoint> packed,
+                           OpenStaged(temp, fs));
+    std::vector<const Checkpoint*> models = {packed.get()};
+    if (previous.has_value()) models.push_back(previous->checkpoint.get());
+    QUANT_ASSIGN_OR_RETURN(
+        scored,
+        EvaluateCheckpointsTogether(models, *input.source, input.split->heldout,
+                                    FinalizeEvaluationOptions(input, &pool)));
+  }
+  QUANT_ASSIGN_OR_RETURN(
+      FinalizeOutput output,
+      CompleteStaged(input, temp, std::move(staged), scored,
+                     previous.has_value() ? &*previous : nullptr,
+                     tasks.has_value() ? &*tasks : nullptr, &pool, say));
   std::move(remove_temp).Cancel();
   return output;
 }

@@ -28,6 +28,7 @@
 #include "core/base/file_system.h"
 #include "core/base/thread_pool.h"
 #include "core/calib/calibration_split.h"
+#include "core/eval/evaluation_parts.h"
 #include "core/eval/streamed_evaluation.h"
 #include "core/eval/task_file.h"
 #include "core/model/checkpoint.h"
@@ -99,6 +100,43 @@ using StageProgress = std::function<void(const std::string&)>;
 
 absl::StatusOr<FinalizeOutput> RunFinalizeTask(
     FinalizeInput input, const StageProgress& progress = nullptr);
+
+// The same finalize in three steps, so that the gates' held-out evaluation
+// can run in parts on several workers (docs/DATA_PARALLEL.md, step 8).
+// Given the same input, StageFinalize, every part scored and
+// CompleteFinalize write RunFinalizeTask's files byte for byte.
+//
+// StageFinalize writes the packed checkpoint's files (tensors, config.json,
+// the format's config, the tokenizer's files) into `staged_dir`, which
+// must not exist, and then the record of what it wrote beside it
+// (`staged_dir` + ".staged.json"): a staged directory without its record
+// is unfinished. On failure nothing is left. input.out_dir is not used.
+absl::Status StageFinalize(FinalizeInput input, const std::string& staged_dir,
+                           const StageProgress& progress = nullptr);
+
+// The number of batches the gates' held-out evaluation has
+// (CountEvaluationBatches with input.eval_batch_windows): parts cut
+// [0, FinalizeEvaluationBatches) into ranges.
+int64_t FinalizeEvaluationBatches(const FinalizeInput& input);
+
+// One part of the held-out evaluation, batches [first_batch, first_batch +
+// batch_count), of the staged checkpoint (and the previous release, when
+// the recipe compares with one) against input.source. Reads only the
+// input's source, recipe, split, previous release, evaluation settings and
+// file system.
+absl::StatusOr<EvaluationPart> ScoreStagedEvaluationPart(
+    const FinalizeInput& input, const std::string& staged_dir,
+    int64_t first_batch, int64_t batch_count);
+
+// The rest of the finalize on a staged checkpoint: the held-out metrics
+// from `parts` (MergeEvaluationParts: every batch once, in any order), the
+// task gate, the runtime checks, audit.json, the report and manifest.json,
+// then `staged_dir` renamed to input.out_dir and its record removed. On
+// failure input.out_dir does not exist and the staged directory stays for
+// another try.
+absl::StatusOr<FinalizeOutput> CompleteFinalize(
+    FinalizeInput input, const std::string& staged_dir,
+    std::vector<EvaluationPart> parts, const StageProgress& progress = nullptr);
 
 // sha256 of each file (name, bytes, sha256) and a fingerprint over them:
 // sha256 of "<name> <sha256>\n" lines in name order.

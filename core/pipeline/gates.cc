@@ -58,6 +58,22 @@ absl::StatusOr<GateReport> EvaluateGates(
   QUANT_ASSIGN_OR_RETURN(
       std::vector<NextTokenMetrics> scored,
       EvaluateCheckpointsTogether(models, reference, heldout, options));
+  return EvaluateGatesOnScores(scored, quantized, reference, gates, options,
+                               previous, tasks);
+}
+
+absl::StatusOr<GateReport> EvaluateGatesOnScores(
+    const std::vector<NextTokenMetrics>& scored, const Checkpoint& quantized,
+    const Checkpoint& reference, const Gates& gates,
+    const StreamedEvaluationOptions& options, const PreviousRelease* previous,
+    const TaskGateInput* tasks) {
+  const size_t expected = previous != nullptr ? 2 : 1;
+  if (scored.size() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the held-out evaluation scored ", scored.size(), " model(s); ",
+        expected, " expected (the packed checkpoint",
+        previous != nullptr ? " and the previous release)" : ")"));
+  }
   const NextTokenMetrics& metrics = scored.front();
   std::optional<PreviousComparison> comparison;
   if (previous != nullptr) {

@@ -99,6 +99,18 @@ absl::StatusOr<GateReport> EvaluateGates(
     const PreviousRelease* previous = nullptr,
     const TaskGateInput* tasks = nullptr);
 
+// EvaluateGates after the held-out evaluation: `scored` holds its metrics
+// (EvaluateCheckpointsTogether's, or MergeEvaluationParts'), the packed
+// checkpoint's first and the previous release's second when `previous` is
+// given; InvalidArgument for another count. The task gate, when `tasks` is
+// given, is evaluated here.
+absl::StatusOr<GateReport> EvaluateGatesOnScores(
+    const std::vector<NextTokenMetrics>& scored, const Checkpoint& quantized,
+    const Checkpoint& reference, const Gates& gates,
+    const StreamedEvaluationOptions& options = {},
+    const PreviousRelease* previous = nullptr,
+    const TaskGateInput* tasks = nullptr);
+
 // `metrics` (and `previous`, `tasks` when evaluated) checked against
 // `gates`. A max_ppl_ratio_vs_previous gate without a previous release, or
 // a min_task_accuracy_ratio gate without task results, fails.

@@ -12,6 +12,7 @@
 #include "core/base/status_macros.h"
 #include "core/base/strict_json.h"
 #include "core/calib/calibration_file.h"
+#include "core/eval/evaluation_parts.h"
 #include "core/forward/block_forward.h"
 #include "core/forward/block_weights.h"
 #include "core/forward/rope.h"
@@ -26,6 +27,8 @@ namespace {
 using pipeline_internal::BlockPublished;
 using pipeline_internal::BlockStateBytes;
 using pipeline_internal::EmbedEnteringStates;
+using pipeline_internal::FinalizeInputFromJob;
+using pipeline_internal::FinalizeJobResultOf;
 using pipeline_internal::JobInputs;
 using pipeline_internal::JobMixedPrecision;
 using pipeline_internal::LoadCheckedBlock;
@@ -205,6 +208,76 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
                                     max_shard_bytes, control);
 }
 
+absl::Status StageFinalizeJobTask(const JobTaskContext& context,
+                                  const std::string& staged_dir,
+                                  int64_t max_shard_bytes,
+                                  const TaskControl& control) {
+  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
+                         OpenJobInputs(context, control));
+  QUANT_ASSIGN_OR_RETURN(
+      FinalizeInput finalize,
+      FinalizeInputFromJob(context, inputs, /*artifact_dir=*/"",
+                           max_shard_bytes, control, /*read_blocks=*/true));
+  return StageFinalize(std::move(finalize), staged_dir, control.on_stage);
+}
+
+absl::StatusOr<int64_t> FinalizeJobEvaluationBatches(
+    const JobTaskContext& context, const TaskControl& control) {
+  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
+                         OpenJobInputs(context, control));
+  QUANT_ASSIGN_OR_RETURN(
+      const FinalizeInput finalize,
+      FinalizeInputFromJob(context, inputs, /*artifact_dir=*/"",
+                           kDefaultMaxShardBytes, control,
+                           /*read_blocks=*/false));
+  return FinalizeEvaluationBatches(finalize);
+}
+
+absl::Status ScoreFinalizeJobPart(const JobTaskContext& context,
+                                  const std::string& staged_dir,
+                                  int64_t first_batch, int64_t batch_count,
+                                  const std::string& part_path,
+                                  const TaskControl& control) {
+  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
+                         OpenJobInputs(context, control));
+  QUANT_ASSIGN_OR_RETURN(
+      const FinalizeInput finalize,
+      FinalizeInputFromJob(context, inputs, /*artifact_dir=*/"",
+                           kDefaultMaxShardBytes, control,
+                           /*read_blocks=*/false));
+  Stage(control, absl::StrCat("evaluating batches [", first_batch, ", ",
+                              first_batch + batch_count, ") of ",
+                              FinalizeEvaluationBatches(finalize)));
+  QUANT_ASSIGN_OR_RETURN(const EvaluationPart part,
+                         ScoreStagedEvaluationPart(finalize, staged_dir,
+                                                   first_batch, batch_count));
+  return WriteEvaluationPart(part_path, part, context.file_system);
+}
+
+absl::StatusOr<FinalizeJobResult> CompleteFinalizeJobTask(
+    const JobTaskContext& context, const std::string& staged_dir,
+    const std::vector<std::string>& part_paths, const std::string& artifact_dir,
+    const TaskControl& control) {
+  std::vector<EvaluationPart> parts;
+  for (const std::string& path : part_paths) {
+    QUANT_ASSIGN_OR_RETURN(EvaluationPart part,
+                           ReadEvaluationPart(path, context.file_system));
+    parts.push_back(std::move(part));
+  }
+  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
+                         OpenJobInputs(context, control));
+  QUANT_ASSIGN_OR_RETURN(FinalizeInput finalize,
+                         FinalizeInputFromJob(context, inputs, artifact_dir,
+                                              kDefaultMaxShardBytes, control,
+                                              /*read_blocks=*/true));
+  // The tensors are staged already; only the layers' results are needed.
+  finalize.block_tensors.clear();
+  QUANT_ASSIGN_OR_RETURN(FinalizeOutput out,
+                         CompleteFinalize(std::move(finalize), staged_dir,
+                                          std::move(parts), control.on_stage));
+  return FinalizeJobResultOf(std::move(out));
+}
+
 namespace pipeline_internal {
 
 absl::StatusOr<std::optional<QuantizationPlan>> JobChosenPlan(
@@ -331,13 +404,14 @@ absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
                             context.file_system);
 }
 
-absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
+absl::StatusOr<FinalizeInput> FinalizeInputFromJob(
     const JobTaskContext& context, const JobInputs& inputs,
     const std::string& artifact_dir, int64_t max_shard_bytes,
-    const TaskControl& control) {
+    const TaskControl& control, bool read_blocks) {
   FinalizeInput finalize;
-  const int blocks = inputs.checkpoint->config().num_hidden_layers;
-  Stage(control, "reading every block's output");
+  const int blocks =
+      read_blocks ? inputs.checkpoint->config().num_hidden_layers : 0;
+  if (read_blocks) Stage(control, "reading every block's output");
   for (int b = 0; b < blocks; ++b) {
     QUANT_ASSIGN_OR_RETURN(
         StoredBlockOutput stored,
@@ -368,14 +442,29 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
   finalize.eval_batch_windows = context.eval_batch_windows;
   finalize.threads = context.threads;
   finalize.file_system = context.file_system;
-  QUANT_ASSIGN_OR_RETURN(
-      FinalizeOutput out,
-      RunFinalizeTask(std::move(finalize), control.on_stage));
+  return finalize;
+}
+
+FinalizeJobResult FinalizeJobResultOf(FinalizeOutput out) {
   FinalizeJobResult result;
   result.passed = out.gates.passed;
   result.audit = std::move(out.audit);
   result.manifest = std::move(out.manifest);
   return result;
+}
+
+absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
+    const JobTaskContext& context, const JobInputs& inputs,
+    const std::string& artifact_dir, int64_t max_shard_bytes,
+    const TaskControl& control) {
+  QUANT_ASSIGN_OR_RETURN(FinalizeInput finalize,
+                         FinalizeInputFromJob(context, inputs, artifact_dir,
+                                              max_shard_bytes, control,
+                                              /*read_blocks=*/true));
+  QUANT_ASSIGN_OR_RETURN(
+      FinalizeOutput out,
+      RunFinalizeTask(std::move(finalize), control.on_stage));
+  return FinalizeJobResultOf(std::move(out));
 }
 
 }  // namespace pipeline_internal

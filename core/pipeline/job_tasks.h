@@ -161,6 +161,36 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
     const JobTaskContext& context, const std::string& artifact_dir,
     int64_t max_shard_bytes, const TaskControl& control);
 
+// RunFinalizeJobTask as separate tasks, so that the gates' held-out
+// evaluation runs in parts on several workers (docs/DATA_PARALLEL.md,
+// step 8; finalize_task.h's StageFinalize, ScoreStagedEvaluationPart and
+// CompleteFinalize). The three give RunFinalizeJobTask's files byte for
+// byte.
+//
+// The packed checkpoint from every block's published output, staged in
+// `staged_dir` (which must not exist).
+absl::Status StageFinalizeJobTask(const JobTaskContext& context,
+                                  const std::string& staged_dir,
+                                  int64_t max_shard_bytes,
+                                  const TaskControl& control);
+// The number of batches of the job's held-out evaluation: its parts cut
+// [0, this) into ranges.
+absl::StatusOr<int64_t> FinalizeJobEvaluationBatches(
+    const JobTaskContext& context, const TaskControl& control);
+// Batches [first_batch, first_batch + batch_count) of the evaluation of the
+// staged checkpoint, written to `part_path` (WriteEvaluationPart).
+absl::Status ScoreFinalizeJobPart(const JobTaskContext& context,
+                                  const std::string& staged_dir,
+                                  int64_t first_batch, int64_t batch_count,
+                                  const std::string& part_path,
+                                  const TaskControl& control);
+// The finalize on the staged checkpoint and the parts at `part_paths`
+// (together every batch once), published at `artifact_dir`.
+absl::StatusOr<FinalizeJobResult> CompleteFinalizeJobTask(
+    const JobTaskContext& context, const std::string& staged_dir,
+    const std::vector<std::string>& part_paths, const std::string& artifact_dir,
+    const TaskControl& control);
+
 }  // namespace quant
 
 #endif  // QUANT_CORE_PIPELINE_JOB_TASKS_H_

@@ -15,6 +15,8 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "core/base/directory_util.h"
@@ -439,6 +441,110 @@ TEST_F(JobTasksTest, FinalizeFailsNamingAnUnreadableBlockFile) {
       RunFinalizeJobTask(context, out, kDefaultMaxShardBytes, TaskControl());
   ASSERT_TRUE(finalized.ok()) << finalized.status();
   EXPECT_TRUE(FileExists(out + "/model.safetensors"));
+}
+
+// The finalize as separate tasks (docs/DATA_PARALLEL.md, step 8): a stage,
+// parts of the held-out evaluation scored apart and in any order, through
+// their files, and a completion publish the one-piece finalize's files
+// byte for byte. A completion missing a part, or given a part of another
+// evaluation, fails naming the batches, publishes nothing and leaves the
+// staged checkpoint for the next try.
+TEST_F(JobTasksTest, FinalizeInPartsPublishesTheOnePieceFinalizesFiles) {
+  const Recipe recipe =
+      SmallRecipe(QuantMethod::kRtn, 0, OutputFormat::kCompressedTensors,
+                  Propagation::kIndependent);
+  JobTaskContext context = Context(recipe, "finalize-parts");
+  context.job_id = "job-finalize-parts";
+  context.eval_batch_windows = 1;  // A batch per held-out window.
+  for (int block = 0; block < 5; ++block) {
+    const absl::Status s = RunBlockJobTask(
+        context, block, temp_ + "/fp-" + std::to_string(block), TaskControl());
+    ASSERT_TRUE(s.ok()) << "block " << block << ": " << s;
+  }
+  const std::string whole = temp_ + "/finalize-whole";
+  auto one_piece =
+      RunFinalizeJobTask(context, whole, kDefaultMaxShardBytes, TaskControl());
+  ASSERT_TRUE(one_piece.ok()) << one_piece.status();
+
+  const std::string staged = temp_ + "/finalize-staged";
+  {
+    // A full disk while staging leaves neither the directory nor a record.
+    testing::FaultInjectingFileSystem fs;
+    fs.SetDiskFullAfter(4096);
+    JobTaskContext full = context;
+    full.file_system = &fs;
+    const absl::Status failed = StageFinalizeJobTask(
+        full, staged, kDefaultMaxShardBytes, TaskControl());
+    EXPECT_FALSE(failed.ok());
+    EXPECT_GE(fs.faults_injected(), 1);
+    EXPECT_FALSE(FileExists(staged)) << failed;
+    EXPECT_FALSE(FileExists(staged + ".staged.json"));
+  }
+  const absl::Status stage_status = StageFinalizeJobTask(
+      context, staged, kDefaultMaxShardBytes, TaskControl());
+  ASSERT_TRUE(stage_status.ok()) << stage_status;
+  EXPECT_EQ(StageFinalizeJobTask(context, staged, kDefaultMaxShardBytes,
+                                 TaskControl())
+                .code(),
+            absl::StatusCode::kAlreadyExists);
+  const absl::StatusOr<int64_t> batches =
+      FinalizeJobEvaluationBatches(context, TaskControl());
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  ASSERT_GE(*batches, 3);
+  // Three uneven parts, scored last first.
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {
+      {*batches - 1, 1}, {1, *batches - 2}, {0, 1}};
+  std::vector<std::string> parts;
+  for (const auto& [first, count] : ranges) {
+    parts.push_back(absl::StrCat(temp_, "/part-", first, ".safetensors"));
+    const absl::Status scored = ScoreFinalizeJobPart(
+        context, staged, first, count, parts.back(), TaskControl());
+    ASSERT_TRUE(scored.ok()) << scored;
+  }
+
+  // Refused: a part missing, and a part of an evaluation cut otherwise.
+  const std::string out = temp_ + "/finalize-parts";
+  auto missing = CompleteFinalizeJobTask(context, staged, {parts[0], parts[2]},
+                                         out, TaskControl());
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(missing.status().message().find(
+                absl::StrCat("batches [1, ", *batches - 1, ") are missing")),
+            std::string::npos)
+      << missing.status();
+  JobTaskContext other_cut = context;
+  other_cut.eval_batch_windows = 2;
+  auto other =
+      CompleteFinalizeJobTask(other_cut, staged, parts, out, TaskControl());
+  EXPECT_EQ(other.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(other.status().message().find(
+                absl::StrCat("is of an evaluation in ", *batches, " batches")),
+            std::string::npos)
+      << other.status();
+  EXPECT_FALSE(FileExists(out)) << "a refused completion published";
+  EXPECT_TRUE(FileExists(staged + "/config.json"));
+
+  auto completed =
+      CompleteFinalizeJobTask(context, staged, parts, out, TaskControl());
+  ASSERT_TRUE(completed.ok()) << completed.status();
+  EXPECT_EQ(completed->passed, one_piece->passed);
+  EXPECT_EQ(completed->audit, one_piece->audit);
+  EXPECT_EQ(completed->manifest, one_piece->manifest);
+  EXPECT_FALSE(FileExists(staged)) << "the staged checkpoint was moved";
+  EXPECT_FALSE(FileExists(staged + ".staged.json"));
+  const std::vector<std::string> files = testing::DirectoryEntries(whole);
+  EXPECT_EQ(testing::DirectoryEntries(out), files);
+  for (const std::string& name : files) {
+    EXPECT_EQ(*ReadFileToString(out + "/" + name),
+              *ReadFileToString(whole + "/" + name))
+        << name << " differs";
+  }
+  // A staged directory without its record is not a staged checkpoint.
+  auto gone = CompleteFinalizeJobTask(context, staged, parts,
+                                      temp_ + "/finalize-again", TaskControl());
+  EXPECT_FALSE(gone.ok());
+  EXPECT_NE(gone.status().message().find("finalize-staged.staged.json"),
+            std::string::npos)
+      << gone.status();
 }
 
 // Over the activation bound a block task keeps its hidden states in spill

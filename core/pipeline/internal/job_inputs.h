@@ -19,6 +19,7 @@
 #include "core/forward/block_weights.h"
 #include "core/model/checkpoint.h"
 #include "core/pipeline/block_task.h"
+#include "core/pipeline/finalize_task.h"
 #include "core/pipeline/gates.h"
 #include "core/pipeline/hidden_state_stream.h"
 #include "core/pipeline/job_tasks.h"
@@ -143,6 +144,15 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
     const JobTaskContext& context, const JobInputs& inputs,
     const std::string& artifact_dir, int64_t max_shard_bytes,
     const TaskControl& control);
+
+// The finalize's input for the job, pointing into `inputs` (which must
+// outlive it); every block's published output read when `read_blocks`
+// (a part of the gates' evaluation needs none).
+absl::StatusOr<FinalizeInput> FinalizeInputFromJob(
+    const JobTaskContext& context, const JobInputs& inputs,
+    const std::string& artifact_dir, int64_t max_shard_bytes,
+    const TaskControl& control, bool read_blocks);
+FinalizeJobResult FinalizeJobResultOf(FinalizeOutput out);
 
 }  // namespace pipeline_internal
 }  // namespace quant
