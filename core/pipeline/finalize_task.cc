@@ -15,6 +15,7 @@
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "core/eval/evaluation_parts.h"
 #include "core/kernels/dispatch.h"
 #include "core/model/linear_layers.h"
@@ -398,7 +399,8 @@ absl::StatusOr<StagedCheckpoint> ReadStagedRecord(const std::string& staged_dir,
   const std::string path = StagedRecordPath(staged_dir);
   QUANT_ASSIGN_OR_RETURN(const std::string text,
                          fs->ReadFile(path, size_t{1} << 20));
-  const json record = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  // Written by StageFinalize alone: a duplicate key means it was not.
+  const json record = ParseJsonOrDiscarded(text, StrictJsonOptions{});
   StagedCheckpoint staged;
   const bool shaped = record.is_object() &&
                       record.value("format", "") == kStagedFormat &&

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/base/status_macros.h"
+#include "core/base/strict_json.h"
 #include "core/io/safetensors.h"
 #include "core/pipeline/task_io.h"
 #include "nlohmann/json.hpp"
@@ -260,12 +261,19 @@ absl::StatusOr<BlockRoundDelta> ReadRoundDelta(const std::string& path,
   };
   const auto meta = file->metadata().find("round");
   if (meta == file->metadata().end()) return bad("metadata round is missing");
-  const json round = json::parse(meta->second, nullptr, false);
+  const json round = ParseJsonOrDiscarded(meta->second, StrictJsonOptions{});
   if (round.is_discarded() || !round.is_object() ||
       !round.contains("groups_done") ||
       !round["groups_done"].is_number_integer() || !round.contains("layers") ||
       !round["layers"].is_array()) {
     return bad("metadata round is not {groups_done, layers}");
+  }
+  // Checked as a 64-bit value: get<int> would silently cut a large one.
+  if (round["groups_done"].get<int64_t>() < 0 ||
+      round["groups_done"].get<int64_t>() > kBlockRoundGroups) {
+    return bad(absl::StrCat(
+        "metadata round's groups_done = ", round["groups_done"].dump(),
+        " is not a count of layer groups"));
   }
   BlockRoundDelta delta;
   delta.groups_done = round["groups_done"].get<int>();

@@ -718,6 +718,15 @@ TEST_F(BlockRoundsTest, RoundDeltaFilesThatDoNotFitAreRefused) {
       ReadRoundDelta(temp_ + "/s.safetensors");
   EXPECT_EQ(shape.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(shape.status().message(), HasSubstr("k_proj.scales/.zeros"));
+  // A count of groups done that the block does not have.
+  BlockRoundDelta too_far = *delta;
+  too_far.groups_done = kBlockRoundGroups + 1;
+  ASSERT_TRUE(WriteRoundDelta(temp_ + "/n.safetensors", too_far).ok());
+  const absl::StatusOr<BlockRoundDelta> far =
+      ReadRoundDelta(temp_ + "/n.safetensors");
+  EXPECT_EQ(far.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(far.status().message(),
+              HasSubstr("groups_done = 5 is not a count of layer groups"));
   // A shard statistics file is not a round delta.
   std::vector<std::unique_ptr<GroupActivationStatistics>> fresh =
       GatherInMemory(before, true);
