@@ -15,6 +15,10 @@ const char* TaskKindLabel(TaskKind kind) {
       return "reduce";
     case TaskKind::kShardOutput:
       return "shard_output";
+    case TaskKind::kFinalizePack:
+      return "finalize_pack";
+    case TaskKind::kGatePart:
+      return "gate_part";
   }
   return "unknown";
 }

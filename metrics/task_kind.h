@@ -6,13 +6,24 @@
 namespace quant::metrics {
 
 // kShardStats, kReduce, kShardOutput: a block run as rounds
-// (docs/DATA_PARALLEL.md).
-enum class TaskKind { kBlock, kFinalize, kShardStats, kReduce, kShardOutput };
+// (docs/DATA_PARALLEL.md). kFinalizePack, kGatePart: a finalize whose
+// held-out evaluation runs in parts.
+enum class TaskKind {
+  kBlock,
+  kFinalize,
+  kShardStats,
+  kReduce,
+  kShardOutput,
+  kFinalizePack,
+  kGatePart,
+};
 inline constexpr TaskKind kAllTaskKinds[] = {
-    TaskKind::kBlock, TaskKind::kFinalize, TaskKind::kShardStats,
-    TaskKind::kReduce, TaskKind::kShardOutput};
+    TaskKind::kBlock,   TaskKind::kFinalize,    TaskKind::kShardStats,
+    TaskKind::kReduce,  TaskKind::kShardOutput, TaskKind::kFinalizePack,
+    TaskKind::kGatePart};
 
-// "block", "finalize", "shard_stats", "reduce" or "shard_output".
+// "block", "finalize", "shard_stats", "reduce", "shard_output",
+// "finalize_pack" or "gate_part".
 const char* TaskKindLabel(TaskKind kind);
 
 }  // namespace quant::metrics

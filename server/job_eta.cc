@@ -14,17 +14,31 @@ namespace {
 constexpr double kNominalFlopsPerSecond = 1e10;
 
 bool IsRoundTask(const store::Task& task) {
-  return task.kind == store::TaskKind::kShardStats ||
-         task.kind == store::TaskKind::kReduce ||
-         task.kind == store::TaskKind::kShardOutput;
+  return store::IsRoundTaskKind(task.kind);
 }
 
 // A task's share of its job's work: the finalize's, a block task's block,
 // or a round task's equal share of its block (`round_tasks`: the tasks of
-// each block run as rounds). nullopt for a task the work does not cover.
+// each block run as rounds). A finalize in `gate_parts` parts: each part
+// an equal share of its evaluation, which is nearly all of the
+// finalize's work; the pack and the completion are not counted. nullopt
+// for a task the work does not cover.
 std::optional<TaskWork> WorkOf(const JobWork& work, const store::Task& task,
-                               const std::map<int, int>& round_tasks) {
-  if (task.kind == store::TaskKind::kFinalize) return work.finalize;
+                               const std::map<int, int>& round_tasks,
+                               int gate_parts) {
+  if (task.kind == store::TaskKind::kGatePart) {
+    TaskWork share = work.finalize;
+    const double n = std::max(1, gate_parts);
+    share.forward_flops /= n;
+    share.hessian_flops /= n;
+    share.gptq_flops /= n;
+    return share;
+  }
+  if (task.kind == store::TaskKind::kFinalizePack) return std::nullopt;
+  if (task.kind == store::TaskKind::kFinalize) {
+    if (gate_parts > 0) return std::nullopt;
+    return work.finalize;
+  }
   if (task.block < 0 || task.block >= static_cast<int>(work.blocks.size())) {
     return std::nullopt;
   }
@@ -81,7 +95,9 @@ std::optional<double> PredictRemainingSeconds(
   std::map<int, int> round_tasks;
   std::map<std::pair<int, int>, int> round_width;
   int widest_round = 1;
+  int gate_parts = 0;
   for (const store::Task& task : tasks) {
+    if (task.kind == store::TaskKind::kGatePart) ++gate_parts;
     if (!IsRoundTask(task)) continue;
     ++round_tasks[task.block];
     if (task.kind == store::TaskKind::kShardStats) {
@@ -94,7 +110,8 @@ std::optional<double> PredictRemainingSeconds(
   double predicted = 0.0;
   for (const store::Task& task : tasks) {
     auto it = times.finished_seconds.find(task.index);
-    const std::optional<TaskWork> w = WorkOf(work, task, round_tasks);
+    const std::optional<TaskWork> w =
+        WorkOf(work, task, round_tasks, gate_parts);
     if (it == times.finished_seconds.end() || !w.has_value() ||
         task.state != store::TaskState::kDone) {
       continue;
@@ -111,9 +128,11 @@ std::optional<double> PredictRemainingSeconds(
   double blocks = 0.0;
   int blocks_left = 0;
   double finalize = 0.0;
+  int gate_parts_left = 0;
   for (const store::Task& task : tasks) {
     if (task.state == store::TaskState::kDone) continue;
-    const std::optional<TaskWork> w = WorkOf(work, task, round_tasks);
+    const std::optional<TaskWork> w =
+        WorkOf(work, task, round_tasks, gate_parts);
     if (!w.has_value()) continue;
     double seconds = PredictSeconds(*w, rates) * scale;
     auto running = times.running_seconds.find(task.index);
@@ -121,8 +140,10 @@ std::optional<double> PredictRemainingSeconds(
         running != times.running_seconds.end()) {
       seconds = std::max(0.0, seconds - running->second);
     }
-    if (task.kind == store::TaskKind::kFinalize) {
+    if (task.kind == store::TaskKind::kFinalize ||
+        task.kind == store::TaskKind::kGatePart) {
       finalize += seconds;
+      if (task.kind == store::TaskKind::kGatePart) ++gate_parts_left;
     } else {
       blocks += seconds;
       ++blocks_left;
@@ -134,6 +155,10 @@ std::optional<double> PredictRemainingSeconds(
     // Rounds: a round's shard tasks side by side, the reduces alone; the
     // shard tasks hold most of a round's work.
     blocks /= std::clamp(fleet.workers, 1, widest_round);
+  }
+  // Gate parts run side by side.
+  if (gate_parts_left > 0) {
+    finalize /= std::clamp(fleet.workers, 1, gate_parts_left);
   }
   return blocks + finalize;
 }

@@ -55,6 +55,7 @@ std::string JobSpecToJson(const JobSpec& spec) {
     // held-out shards.
     if (spec.rounds->heldout_later) json["rounds"]["heldout_later"] = true;
   }
+  if (spec.gate_parts > 0) json["gate_parts"] = spec.gate_parts;
   if (spec.work.has_value()) {
     const auto flops = [](const TaskWork& task) {
       return nlohmann::json::array(
@@ -225,6 +226,13 @@ absl::StatusOr<JobSpec> ParseJobSpec(const std::string& text) {
     spec.rounds->layer_reduces = layer_reduces;
     spec.rounds->heldout_later = heldout_later;
   }
+  QUANT_ASSIGN_OR_RETURN(const int64_t gate_parts,
+                         fields::GetIntOr(json, "gate_parts", 0, ""));
+  if (gate_parts < 0 || gate_parts > kMaxGateParts) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gate_parts: ", gate_parts, " is outside 0..", kMaxGateParts));
+  }
+  spec.gate_parts = static_cast<int>(gate_parts);
   if (auto previous = json.find("previous"); previous != json.end()) {
     QUANT_RETURN_IF_ERROR(fields::ExpectObject(*previous, "previous"));
     QUANT_ASSIGN_OR_RETURN(spec.previous_job_id,

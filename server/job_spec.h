@@ -66,7 +66,13 @@ struct JobSpec {
   // mixture-of-experts block): the shards the plan has per split. Absent:
   // one task per block (and every spec written before rounds existed).
   std::optional<RoundShardCounts> rounds;
+  // The finalize's held-out evaluation as this many gate_part tasks, which
+  // several workers share (task_plan.h's SplitFinalize); 0: one finalize
+  // task (and every spec written before parts existed).
+  int gate_parts = 0;
 };
+// The most gate parts a job may be planned with.
+inline constexpr int kMaxGateParts = 1024;
 
 std::string JobSpecToJson(const JobSpec& spec);
 // Internal when the stored text is not a spec this code wrote.

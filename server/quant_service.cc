@@ -148,18 +148,23 @@ grpc::Status QuantServiceImpl::UploadCalibration(
   return Reply(*context, response, [&] { return ReceiveCalibration(*reader); });
 }
 
+void QuantServiceImpl::ApplyPlanOptions(JobSpec* spec) const {
+  if (!options_.round_tasks) spec->rounds.reset();
+  if (spec->rounds.has_value() && !options_.round_layer_reduces) {
+    spec->rounds->layer_reduces = false;
+  }
+  if (spec->rounds.has_value() && !options_.round_heldout_later) {
+    spec->rounds->heldout_later = false;
+  }
+  spec->gate_parts = options_.gate_parts;
+}
+
 absl::StatusOr<v1::Job> QuantServiceImpl::DoCreateJob(
     const v1::CreateJobRequest& request) {
   absl::StatusOr<ValidatedJobRequest> valid = ValidateCreateJobRequest(
       request, *policy_, *store_, options_.max_upload_bytes);
   if (!valid.ok()) return valid.status();
-  if (!options_.round_tasks) valid->spec.rounds.reset();
-  if (valid->spec.rounds.has_value() && !options_.round_layer_reduces) {
-    valid->spec.rounds->layer_reduces = false;
-  }
-  if (valid->spec.rounds.has_value() && !options_.round_heldout_later) {
-    valid->spec.rounds->heldout_later = false;
-  }
+  ApplyPlanOptions(&valid->spec);
   absl::StatusOr<store::CreateJobResult> created = store_->CreateJob(
       request.request_id(), JobSpecToJson(valid->spec), valid->spec.labels);
   if (!created.ok()) return created.status();
@@ -195,13 +200,7 @@ absl::StatusOr<v1::JobEstimate> QuantServiceImpl::DoEstimateJob(
       request, *policy_, *store_, options_.max_upload_bytes,
       /*calibration_optional=*/true);
   if (!valid.ok()) return valid.status();
-  if (!options_.round_tasks) valid->spec.rounds.reset();
-  if (valid->spec.rounds.has_value() && !options_.round_layer_reduces) {
-    valid->spec.rounds->layer_reduces = false;
-  }
-  if (valid->spec.rounds.has_value() && !options_.round_heldout_later) {
-    valid->spec.rounds->heldout_later = false;
-  }
+  ApplyPlanOptions(&valid->spec);
   const JobSpec& spec = valid->spec;
   v1::JobEstimate estimate;
   estimate.set_blocks(spec.num_blocks);

@@ -19,6 +19,7 @@
 #include "server/artifact_store.h"
 #include "server/auth.h"
 #include "server/job_lifecycle.h"
+#include "server/job_spec.h"
 #include "server/store/job_store.h"
 #include "server/uri_policy.h"
 
@@ -46,6 +47,11 @@ struct QuantServiceOptions {
   // reduce waits for both splits. The same bytes and layers.json either
   // way. quantd's --round_heldout_later.
   bool round_heldout_later = true;
+  // The finalize's held-out evaluation as this many gate_part tasks after a
+  // finalize_pack task, so that several workers share it (JobSpec's
+  // gate_parts); 0: one finalize task. The same files either way.
+  // quantd's --gate_parts.
+  int gate_parts = 0;
   // Uploads are held in memory until stored, and every WatchJob stream
   // holds a thread: both are bounded (RESOURCE_EXHAUSTED beyond, naming the
   // flag). quantd's --max_concurrent_uploads and --max_watch_streams.
@@ -120,6 +126,9 @@ class QuantServiceImpl final : public v1::QuantService::Service {
 
  private:
   absl::StatusOr<v1::Job> ToProto(const store::Job& job);
+  // The service's planning options on a validated spec: rounds or not, and
+  // how, and the finalize's gate parts.
+  void ApplyPlanOptions(JobSpec* spec) const;
   // Every RPC's frame: `handler` (returning absl::Status or
   // absl::StatusOr<Response>) runs only for a caller with the client token,
   // and its result becomes the reply.

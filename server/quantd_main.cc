@@ -27,6 +27,7 @@
 #include "common/flag_names.h"
 #include "common/token_file.h"
 #include "server/auth.h"
+#include "server/job_spec.h"
 #include "server/quantd_server.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:50051",
@@ -66,6 +67,13 @@ ABSL_FLAG(bool, round_heldout_later, true,
           "beside the reduces instead of before them. The same bytes and "
           "layers.json either way (AWQ's reduces always wait: their audit "
           "needs the group's input scale).");
+ABSL_FLAG(int, gate_parts, 0,
+          "Run the finalize's held-out gate evaluation as this many gate_part "
+          "tasks, which several workers share: a finalize_pack task stages the "
+          "packed checkpoint, each part scores a slice of the evaluation's "
+          "batches, and the finalize completes on them (docs/DATA_PARALLEL.md, "
+          "step 8). The same files either way. 0 (the default): one finalize "
+          "task. At most 1024.");
 ABSL_FLAG(int, max_concurrent_uploads, 4,
           "Calibration uploads received at once (each is held in memory, up "
           "to --max_upload_mb); more are refused with RESOURCE_EXHAUSTED.");
@@ -142,6 +150,14 @@ int main(int argc, char** argv) {
   options.round_tasks = absl::GetFlag(FLAGS_round_tasks);
   options.round_layer_reduces = absl::GetFlag(FLAGS_round_layer_reduces);
   options.round_heldout_later = absl::GetFlag(FLAGS_round_heldout_later);
+  options.gate_parts = absl::GetFlag(FLAGS_gate_parts);
+  if (options.gate_parts < 0 ||
+      options.gate_parts > quant::server::kMaxGateParts) {
+    return Fail(absl::StrCat("--gate_parts must be in 0..",
+                             quant::server::kMaxGateParts, ", got ",
+                             options.gate_parts),
+                2);
+  }
   for (const auto& [flag, value, target] :
        {std::make_tuple("--max_concurrent_uploads",
                         absl::GetFlag(FLAGS_max_concurrent_uploads),

@@ -21,6 +21,10 @@ metrics::TaskKind Kind(const store::Task& task) {
       return metrics::TaskKind::kReduce;
     case store::TaskKind::kShardOutput:
       return metrics::TaskKind::kShardOutput;
+    case store::TaskKind::kFinalizePack:
+      return metrics::TaskKind::kFinalizePack;
+    case store::TaskKind::kGatePart:
+      return metrics::TaskKind::kGatePart;
   }
   return metrics::TaskKind::kBlock;
 }

@@ -220,6 +220,7 @@ void QuantdServer::BuildServices(const QuantdOptions& options) {
   service_options.round_tasks = options.round_tasks;
   service_options.round_layer_reduces = options.round_layer_reduces;
   service_options.round_heldout_later = options.round_heldout_later;
+  service_options.gate_parts = options.gate_parts;
   service_options.max_concurrent_uploads = options.max_concurrent_uploads;
   service_options.max_watch_streams = options.max_watch_streams;
   service_ = std::make_unique<QuantServiceImpl>(lifecycle_.get(), policy_.get(),

@@ -49,6 +49,7 @@ struct QuantdOptions {
   bool round_tasks = false;         // QuantServiceOptions::round_tasks.
   bool round_layer_reduces = true;  // QuantServiceOptions' too.
   bool round_heldout_later = true;  // QuantServiceOptions' too.
+  int gate_parts = 0;               // QuantServiceOptions' too.
   // Bounds on server state (quant_service.h, worker_service.h).
   int max_concurrent_uploads = 4;
   int max_watch_streams = 256;

@@ -5,6 +5,7 @@
 #include <map>
 #include <utility>
 
+#include "core/pipeline/finalize_part_tasks.h"
 #include "core/pipeline/task_io.h"
 
 namespace quant::server {
@@ -128,16 +129,49 @@ std::optional<std::string> RoundFileOf(const store::Task& task) {
     }
     case store::TaskKind::kShardOutput:
       return ShardOutputFile(task.block, calibration, task.shard);
+    case store::TaskKind::kFinalizePack:
+      return StagedFinalizeRecordFile();
+    case store::TaskKind::kGatePart:
+      return GatePartFile(task.shard);
     default:
       return std::nullopt;
   }
 }
 
-std::vector<store::TaskSpec> PlanJobTasks(const JobSpec& spec) {
-  if (spec.rounds.has_value()) {
-    return PlanRoundTasks(spec.num_blocks, *spec.rounds);
+void SplitFinalize(int gate_parts, std::vector<store::TaskSpec>* tasks) {
+  if (gate_parts < 1 || tasks->empty() ||
+      tasks->back().kind != store::TaskKind::kFinalize) {
+    return;
   }
-  return PlanJobTasks(spec.num_blocks, spec.recipe.propagation);
+  store::TaskSpec finalize = std::move(tasks->back());
+  tasks->pop_back();
+  store::TaskSpec pack;
+  pack.index = static_cast<int>(tasks->size());
+  pack.kind = store::TaskKind::kFinalizePack;
+  pack.depends_on = std::move(finalize.depends_on);
+  tasks->push_back(std::move(pack));
+  const int pack_index = tasks->back().index;
+  finalize.depends_on.clear();
+  for (int part = 0; part < gate_parts; ++part) {
+    store::TaskSpec task;
+    task.index = static_cast<int>(tasks->size());
+    task.kind = store::TaskKind::kGatePart;
+    task.shard = part;
+    task.depends_on = {pack_index};
+    finalize.depends_on.push_back(task.index);
+    tasks->push_back(std::move(task));
+  }
+  finalize.index = static_cast<int>(tasks->size());
+  tasks->push_back(std::move(finalize));
+}
+
+std::vector<store::TaskSpec> PlanJobTasks(const JobSpec& spec) {
+  std::vector<store::TaskSpec> tasks =
+      spec.rounds.has_value()
+          ? PlanRoundTasks(spec.num_blocks, *spec.rounds)
+          : PlanJobTasks(spec.num_blocks, spec.recipe.propagation);
+  SplitFinalize(spec.gate_parts, &tasks);
+  return tasks;
 }
 
 absl::Status EnsureJobPlanned(store::JobStore& store, const std::string& job_id,

@@ -36,14 +36,23 @@ std::vector<store::TaskSpec> PlanJobTasks(int num_blocks,
 std::vector<store::TaskSpec> PlanRoundTasks(int num_blocks,
                                             const RoundShardCounts& shards);
 
+// With gate_parts > 0, the plan's last task (its finalize) becomes a
+// finalize_pack task with the finalize's dependencies, gate_parts
+// gate_part tasks (numbered 0.. in `shard`) that need the pack, and the
+// finalize, which needs every part. Otherwise the plan is unchanged.
+void SplitFinalize(int gate_parts, std::vector<store::TaskSpec>* tasks);
+
 // The plan of `spec`: rounds when spec.rounds is set, block tasks
-// otherwise.
+// otherwise; the finalize split when spec.gate_parts is set.
 std::vector<store::TaskSpec> PlanJobTasks(const JobSpec& spec);
 
-// The round file a round task publishes (task_io.h's names, relative to the
-// job's work directory): a shard's statistics, a reduce's delta (not the
-// last reduce's: that one publishes the block, as a block task does), a
-// shard's leaving states. nullopt for other tasks.
+// The work file a task publishes and others read, checked against the
+// sha256 recorded when it completed (task_io.h's and
+// finalize_part_tasks.h's names, relative to the job's work directory): a
+// shard's statistics, a reduce's delta (not the last reduce's: that one
+// publishes the block, as a block task does), a shard's leaving states,
+// the staged finalize's record, a gate part's scores. nullopt for other
+// tasks.
 std::optional<std::string> RoundFileOf(const store::Task& task);
 
 // Gives the job its plan unless it has one. Safe to race: CreateJob and the

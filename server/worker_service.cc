@@ -306,6 +306,12 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
     case store::TaskKind::kShardOutput:
       out.set_kind(v1::TASK_KIND_SHARD_OUTPUT);
       break;
+    case store::TaskKind::kFinalizePack:
+      out.set_kind(v1::TASK_KIND_FINALIZE_PACK);
+      break;
+    case store::TaskKind::kGatePart:
+      out.set_kind(v1::TASK_KIND_GATE_PART);
+      break;
   }
   out.set_block(task.block);
   if (task.group >= 0) out.set_group(task.group);
@@ -315,6 +321,8 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
                       : v1::TASK_SPLIT_HELDOUT);
     out.set_shard(task.shard);
   }
+  if (task.kind == store::TaskKind::kGatePart) out.set_shard(task.shard);
+  out.set_gate_parts(spec->gate_parts);
   out.set_layer(task.layer);
   out.set_round_layer_reduces(spec->rounds.has_value() &&
                               spec->rounds->layer_reduces);
@@ -358,11 +366,18 @@ absl::StatusOr<v1::Task> WorkerServiceImpl::TaskProto(
     }
     const std::optional<std::string> round_file = RoundFileOf(t);
     if (round_file.has_value()) {
-      // The round files a round task may read: its block's and the
-      // previous block's.
-      if (task.kind != store::TaskKind::kBlock &&
-          task.kind != store::TaskKind::kFinalize &&
-          (t.block == task.block || t.block + 1 == task.block)) {
+      // The work files a task may read: a round task its block's round
+      // files and the previous block's; a gate part the staged record; the
+      // finalize that record and the parts.
+      const bool finalize_file = t.kind == store::TaskKind::kFinalizePack ||
+                                 t.kind == store::TaskKind::kGatePart;
+      const bool reads =
+          finalize_file
+              ? task.kind == store::TaskKind::kGatePart ||
+                    task.kind == store::TaskKind::kFinalize
+              : IsRoundTaskKind(task.kind) &&
+                    (t.block == task.block || t.block + 1 == task.block);
+      if (reads) {
         (*out.mutable_round_file_sha256())[*round_file] = t.output_sha256;
       }
     } else if (t.kind == store::TaskKind::kBlock ||
@@ -545,8 +560,7 @@ absl::Status WorkerServiceImpl::DoCompleteTask(
   lifecycle_->observer().OnTaskCompleted(task, took);
   lifecycle_->signal().Notify();  // Dependants may be runnable now.
   if (done->all_tasks_done) return lifecycle_->FinishJob(task.job_id);
-  if (task.kind == store::TaskKind::kBlock ||
-      task.kind == store::TaskKind::kFinalize) {
+  if (!IsRoundTaskKind(task.kind)) {
     return lifecycle_->Progress(
         task.job_id, absl::StrCat(store::DescribeTaskWork(task), " done"));
   }

@@ -9,6 +9,7 @@
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/pipeline/audit_report.h"
+#include "core/pipeline/finalize_part_tasks.h"
 #include "core/pipeline/job_tasks.h"
 #include "core/pipeline/round_job_tasks.h"
 #include "core/pipeline/task_io.h"
@@ -239,6 +240,28 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
     if (round.ok() && !layer_error.ok()) return layer_error;
     return round;
   }
+  if (task.kind() == v1::TASK_KIND_FINALIZE_PACK ||
+      task.kind() == v1::TASK_KIND_GATE_PART) {
+    absl::StatusOr<std::string> published;
+    if (task.kind() == v1::TASK_KIND_FINALIZE_PACK) {
+      absl::StatusOr<std::string> attempt =
+          FileUriPath(task.attempt_uri(), "attempt_uri");
+      if (!attempt.ok()) return attempt.status();
+      if (absl::Status s = MakeDirectories(*attempt); !s.ok()) return s;
+      published = RunFinalizePackJobTask(context, *attempt,
+                                         kDefaultMaxShardBytes, control);
+      if (published.ok()) (void)RemoveTree(*attempt);
+    } else {
+      published =
+          RunGatePartJobTask(context, task.shard(), task.gate_parts(), control);
+    }
+    if (!published.ok()) return published.status();
+    outcome.output_uri = absl::StrCat("file://", *published);
+    absl::StatusOr<std::string> sha256 = Sha256File(*published);
+    if (!sha256.ok()) return sha256.status();
+    outcome.output_sha256 = *std::move(sha256);
+    return outcome;
+  }
   if (task.kind() == v1::TASK_KIND_FINALIZE) {
     absl::StatusOr<std::string> artifact =
         FileUriPath(task.artifact_uri(), "artifact_uri");
@@ -246,8 +269,13 @@ absl::StatusOr<TaskOutcome> RunTask(const v1::Task& task,
     if (absl::Status s = MakeDirectories(ParentDirectory(*artifact)); !s.ok()) {
       return s;
     }
+    // In parts: the evaluation was scored by the gate-part tasks.
     absl::StatusOr<FinalizeJobResult> result =
-        RunFinalizeJobTask(context, *artifact, kDefaultMaxShardBytes, control);
+        task.gate_parts() > 0
+            ? RunFinalizeFromPartsJobTask(context, task.gate_parts(), *artifact,
+                                          control)
+            : RunFinalizeJobTask(context, *artifact, kDefaultMaxShardBytes,
+                                 control);
     if (!result.ok()) return result.status();
     outcome.output_uri = task.artifact_uri();
     absl::StatusOr<std::string> marker =

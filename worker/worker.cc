@@ -46,6 +46,11 @@ std::string Describe(const v1::Task& task) {
     case v1::TASK_KIND_SHARD_OUTPUT:
       return absl::StrCat(task.job_id(), " block ", task.block(), ": ", split,
                           " shard ", task.shard(), " output");
+    case v1::TASK_KIND_FINALIZE_PACK:
+      return absl::StrCat(task.job_id(), " finalize: pack");
+    case v1::TASK_KIND_GATE_PART:
+      return absl::StrCat(task.job_id(), " finalize: gate part ", task.shard(),
+                          " of ", task.gate_parts());
     default:
       return absl::StrCat(task.job_id(), " finalize");
   }
@@ -61,6 +66,10 @@ metrics::TaskKind MetricsKind(const v1::Task& task) {
       return metrics::TaskKind::kReduce;
     case v1::TASK_KIND_SHARD_OUTPUT:
       return metrics::TaskKind::kShardOutput;
+    case v1::TASK_KIND_FINALIZE_PACK:
+      return metrics::TaskKind::kFinalizePack;
+    case v1::TASK_KIND_GATE_PART:
+      return metrics::TaskKind::kGatePart;
     default:
       return metrics::TaskKind::kFinalize;
   }

@@ -24,6 +24,7 @@
 namespace quant {
 namespace {
 
+using pipeline_internal::BlockOutputsRead;
 using pipeline_internal::BlockPublished;
 using pipeline_internal::BlockStateBytes;
 using pipeline_internal::EmbedEnteringStates;
@@ -34,6 +35,7 @@ using pipeline_internal::JobMixedPrecision;
 using pipeline_internal::LoadCheckedBlock;
 using pipeline_internal::OpenJobInputs;
 using pipeline_internal::OpenLeavingStates;
+using pipeline_internal::PublishedFinalizeResult;
 using pipeline_internal::ReadJobMixedPrecision;
 
 void Stage(const TaskControl& control, const std::string& what) {
@@ -163,6 +165,26 @@ absl::Status EnteringStates(const JobTaskContext& context,
   return absl::OkStatus();
 }
 
+// The job's inputs and the finalize's input, which points into them.
+struct JobFinalize {
+  std::unique_ptr<JobInputs> inputs;  // On the heap: `input` points into it.
+  FinalizeInput input;
+};
+
+absl::StatusOr<JobFinalize> OpenJobFinalize(const JobTaskContext& context,
+                                            const std::string& artifact_dir,
+                                            int64_t max_shard_bytes,
+                                            const TaskControl& control,
+                                            BlockOutputsRead read) {
+  JobFinalize job;
+  QUANT_ASSIGN_OR_RETURN(JobInputs inputs, OpenJobInputs(context, control));
+  job.inputs = std::make_unique<JobInputs>(std::move(inputs));
+  QUANT_ASSIGN_OR_RETURN(
+      job.input, FinalizeInputFromJob(context, *job.inputs, artifact_dir,
+                                      max_shard_bytes, control, read));
+  return job;
+}
+
 }  // namespace
 
 absl::Status RunBlockJobTask(const JobTaskContext& context, int block,
@@ -176,32 +198,9 @@ absl::Status RunBlockJobTask(const JobTaskContext& context, int block,
 absl::StatusOr<FinalizeJobResult> RunFinalizeJobTask(
     const JobTaskContext& context, const std::string& artifact_dir,
     int64_t max_shard_bytes, const TaskControl& control) {
-  const std::string manifest_path = JoinPath(artifact_dir, "manifest.json");
-  const std::string published_audit = JoinPath(artifact_dir, "audit.json");
-  if (FileExists(manifest_path) && FileExists(published_audit)) {
-    // Published by an earlier attempt of this task, or by another job whose
-    // id this one reuses: only the first may be reported.
-    FinalizeJobResult result;
-    QUANT_ASSIGN_OR_RETURN(
-        std::string manifest_text,
-        context.file_system->ReadFile(manifest_path, size_t{256} << 20));
-    result.manifest = ParseJsonOrDiscarded(manifest_text);
-    if (!context.job_id.empty()) {
-      QUANT_RETURN_IF_ERROR(CheckManifestNamesJob(
-          result.manifest, manifest_path, context.job_id, context.recipe));
-    }
-    QUANT_ASSIGN_OR_RETURN(
-        std::string text,
-        context.file_system->ReadFile(published_audit, size_t{256} << 20));
-    result.audit = ParseJsonOrDiscarded(text);
-    if (!result.audit.is_object() || !result.audit.contains("verdict")) {
-      return absl::DataLossError(
-          absl::StrCat(published_audit, ": not an audit this tool wrote"));
-    }
-    result.passed = result.audit["verdict"] == "PASS";
-    result.already_done = true;
-    return result;
-  }
+  QUANT_ASSIGN_OR_RETURN(std::optional<FinalizeJobResult> published,
+                         PublishedFinalizeResult(context, artifact_dir));
+  if (published.has_value()) return *std::move(published);
   QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
                          OpenJobInputs(context, control));
   return RunFinalizeJobTaskOnInputs(context, inputs, artifact_dir,
@@ -212,25 +211,20 @@ absl::Status StageFinalizeJobTask(const JobTaskContext& context,
                                   const std::string& staged_dir,
                                   int64_t max_shard_bytes,
                                   const TaskControl& control) {
-  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
-                         OpenJobInputs(context, control));
   QUANT_ASSIGN_OR_RETURN(
-      FinalizeInput finalize,
-      FinalizeInputFromJob(context, inputs, /*artifact_dir=*/"",
-                           max_shard_bytes, control, /*read_blocks=*/true));
-  return StageFinalize(std::move(finalize), staged_dir, control.on_stage);
+      JobFinalize job,
+      OpenJobFinalize(context, /*artifact_dir=*/"", max_shard_bytes, control,
+                      BlockOutputsRead::kLayersAndTensors));
+  return StageFinalize(std::move(job.input), staged_dir, control.on_stage);
 }
 
 absl::StatusOr<int64_t> FinalizeJobEvaluationBatches(
     const JobTaskContext& context, const TaskControl& control) {
-  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
-                         OpenJobInputs(context, control));
   QUANT_ASSIGN_OR_RETURN(
-      const FinalizeInput finalize,
-      FinalizeInputFromJob(context, inputs, /*artifact_dir=*/"",
-                           kDefaultMaxShardBytes, control,
-                           /*read_blocks=*/false));
-  return FinalizeEvaluationBatches(finalize);
+      const JobFinalize job,
+      OpenJobFinalize(context, /*artifact_dir=*/"", kDefaultMaxShardBytes,
+                      control, BlockOutputsRead::kNone));
+  return FinalizeEvaluationBatches(job.input);
 }
 
 absl::Status ScoreFinalizeJobPart(const JobTaskContext& context,
@@ -238,18 +232,15 @@ absl::Status ScoreFinalizeJobPart(const JobTaskContext& context,
                                   int64_t first_batch, int64_t batch_count,
                                   const std::string& part_path,
                                   const TaskControl& control) {
-  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
-                         OpenJobInputs(context, control));
   QUANT_ASSIGN_OR_RETURN(
-      const FinalizeInput finalize,
-      FinalizeInputFromJob(context, inputs, /*artifact_dir=*/"",
-                           kDefaultMaxShardBytes, control,
-                           /*read_blocks=*/false));
+      const JobFinalize job,
+      OpenJobFinalize(context, /*artifact_dir=*/"", kDefaultMaxShardBytes,
+                      control, BlockOutputsRead::kNone));
   Stage(control, absl::StrCat("evaluating batches [", first_batch, ", ",
                               first_batch + batch_count, ") of ",
-                              FinalizeEvaluationBatches(finalize)));
+                              FinalizeEvaluationBatches(job.input)));
   QUANT_ASSIGN_OR_RETURN(const EvaluationPart part,
-                         ScoreStagedEvaluationPart(finalize, staged_dir,
+                         ScoreStagedEvaluationPart(job.input, staged_dir,
                                                    first_batch, batch_count));
   return WriteEvaluationPart(part_path, part, context.file_system);
 }
@@ -264,16 +255,12 @@ absl::StatusOr<FinalizeJobResult> CompleteFinalizeJobTask(
                            ReadEvaluationPart(path, context.file_system));
     parts.push_back(std::move(part));
   }
-  QUANT_ASSIGN_OR_RETURN(const JobInputs inputs,
-                         OpenJobInputs(context, control));
-  QUANT_ASSIGN_OR_RETURN(FinalizeInput finalize,
-                         FinalizeInputFromJob(context, inputs, artifact_dir,
-                                              kDefaultMaxShardBytes, control,
-                                              /*read_blocks=*/true));
-  // The tensors are staged already; only the layers' results are needed.
-  finalize.block_tensors.clear();
+  QUANT_ASSIGN_OR_RETURN(
+      JobFinalize job,
+      OpenJobFinalize(context, artifact_dir, kDefaultMaxShardBytes, control,
+                      BlockOutputsRead::kLayers));
   QUANT_ASSIGN_OR_RETURN(FinalizeOutput out,
-                         CompleteFinalize(std::move(finalize), staged_dir,
+                         CompleteFinalize(std::move(job.input), staged_dir,
                                           std::move(parts), control.on_stage));
   return FinalizeJobResultOf(std::move(out));
 }
@@ -407,17 +394,23 @@ absl::Status RunBlockJobTaskOnInputs(const JobTaskContext& context,
 absl::StatusOr<FinalizeInput> FinalizeInputFromJob(
     const JobTaskContext& context, const JobInputs& inputs,
     const std::string& artifact_dir, int64_t max_shard_bytes,
-    const TaskControl& control, bool read_blocks) {
+    const TaskControl& control, BlockOutputsRead read) {
   FinalizeInput finalize;
-  const int blocks =
-      read_blocks ? inputs.checkpoint->config().num_hidden_layers : 0;
-  if (read_blocks) Stage(control, "reading every block's output");
+  const int blocks = read == BlockOutputsRead::kNone
+                         ? 0
+                         : inputs.checkpoint->config().num_hidden_layers;
+  if (blocks > 0) Stage(control, "reading every block's output");
   for (int b = 0; b < blocks; ++b) {
+    const std::string sha256 = RecordedLayersSha256(context, b);
     QUANT_ASSIGN_OR_RETURN(
         StoredBlockOutput stored,
-        ReadBlockOutput(context.work_dir, b, RecordedLayersSha256(context, b),
-                        context.file_system));
-    finalize.block_tensors.push_back(std::move(stored.tensors));
+        read == BlockOutputsRead::kLayers
+            ? ReadBlockLayers(context.work_dir, b, sha256, context.file_system)
+            : ReadBlockOutput(context.work_dir, b, sha256,
+                              context.file_system));
+    if (read == BlockOutputsRead::kLayersAndTensors) {
+      finalize.block_tensors.push_back(std::move(stored.tensors));
+    }
     for (LayerResult& l : stored.layers) {
       finalize.layers.push_back(std::move(l));
     }
@@ -445,6 +438,37 @@ absl::StatusOr<FinalizeInput> FinalizeInputFromJob(
   return finalize;
 }
 
+absl::StatusOr<std::optional<FinalizeJobResult>> PublishedFinalizeResult(
+    const JobTaskContext& context, const std::string& artifact_dir) {
+  const std::string manifest_path = JoinPath(artifact_dir, "manifest.json");
+  const std::string published_audit = JoinPath(artifact_dir, "audit.json");
+  if (!FileExists(manifest_path) || !FileExists(published_audit)) {
+    return std::optional<FinalizeJobResult>();
+  }
+  // Published by an earlier attempt of this task, or by another job whose
+  // id this one reuses: only the first may be reported.
+  FinalizeJobResult result;
+  QUANT_ASSIGN_OR_RETURN(
+      std::string manifest_text,
+      context.file_system->ReadFile(manifest_path, size_t{256} << 20));
+  result.manifest = ParseJsonOrDiscarded(manifest_text);
+  if (!context.job_id.empty()) {
+    QUANT_RETURN_IF_ERROR(CheckManifestNamesJob(
+        result.manifest, manifest_path, context.job_id, context.recipe));
+  }
+  QUANT_ASSIGN_OR_RETURN(
+      std::string text,
+      context.file_system->ReadFile(published_audit, size_t{256} << 20));
+  result.audit = ParseJsonOrDiscarded(text);
+  if (!result.audit.is_object() || !result.audit.contains("verdict")) {
+    return absl::DataLossError(
+        absl::StrCat(published_audit, ": not an audit this tool wrote"));
+  }
+  result.passed = result.audit["verdict"] == "PASS";
+  result.already_done = true;
+  return std::optional<FinalizeJobResult>(std::move(result));
+}
+
 FinalizeJobResult FinalizeJobResultOf(FinalizeOutput out) {
   FinalizeJobResult result;
   result.passed = out.gates.passed;
@@ -457,10 +481,10 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
     const JobTaskContext& context, const JobInputs& inputs,
     const std::string& artifact_dir, int64_t max_shard_bytes,
     const TaskControl& control) {
-  QUANT_ASSIGN_OR_RETURN(FinalizeInput finalize,
-                         FinalizeInputFromJob(context, inputs, artifact_dir,
-                                              max_shard_bytes, control,
-                                              /*read_blocks=*/true));
+  QUANT_ASSIGN_OR_RETURN(
+      FinalizeInput finalize,
+      FinalizeInputFromJob(context, inputs, artifact_dir, max_shard_bytes,
+                           control, BlockOutputsRead::kLayersAndTensors));
   QUANT_ASSIGN_OR_RETURN(
       FinalizeOutput out,
       RunFinalizeTask(std::move(finalize), control.on_stage));

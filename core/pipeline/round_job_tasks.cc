@@ -96,33 +96,6 @@ absl::Status ChangedRoundFileError(const std::string& name,
   return status;
 }
 
-// Checks round file `name` against the sha256 the coordinator recorded for
-// it (none recorded: trusted). A recorded file that is gone counts as
-// changed: its producer must run again. Returns the file's sha256 when it
-// was checked, "" when trusted.
-absl::StatusOr<std::string> VerifyRoundFile(const JobTaskContext& context,
-                                            const std::string& name) {
-  auto it = context.round_file_sha256.find(name);
-  if (it == context.round_file_sha256.end()) return std::string();
-  const std::string path = JoinPath(context.work_dir, name);
-  absl::StatusOr<std::string> actual =
-      Sha256FileWith(context.file_digests, path, context.file_system);
-  if (!actual.ok() && absl::IsNotFound(actual.status())) {
-    return ChangedRoundFileError(
-        name, absl::StrCat(path,
-                           ": gone since the task that wrote it "
-                           "completed, so that task must run again"));
-  }
-  if (!actual.ok()) return actual.status();
-  if (*actual == it->second) return actual;
-  return ChangedRoundFileError(
-      name, absl::StrCat(path, ": sha256 is ", *actual,
-                         ", the coordinator recorded ", it->second,
-                         " when the task that wrote it completed: the file "
-                         "changed on disk since, so that task must run "
-                         "again"));
-}
-
 // FailedPrecondition naming what `what` waits for when round file `name`
 // is not published yet; then its recorded sha256 (VerifyRoundFile).
 absl::StatusOr<std::string> NeedRoundFile(const JobTaskContext& context,
@@ -657,6 +630,29 @@ absl::StatusOr<std::string> RunShardOutputJobTask(
   QUANT_RETURN_IF_ERROR(PublishRoundFile(context, attempt, name));
   loaded.Keep(std::move(input), std::move(state));
   return name;
+}
+
+absl::StatusOr<std::string> VerifyRoundFile(const JobTaskContext& context,
+                                            const std::string& name) {
+  auto it = context.round_file_sha256.find(name);
+  if (it == context.round_file_sha256.end()) return std::string();
+  const std::string path = JoinPath(context.work_dir, name);
+  absl::StatusOr<std::string> actual =
+      Sha256FileWith(context.file_digests, path, context.file_system);
+  if (!actual.ok() && absl::IsNotFound(actual.status())) {
+    return ChangedRoundFileError(
+        name, absl::StrCat(path,
+                           ": gone since the task that wrote it "
+                           "completed, so that task must run again"));
+  }
+  if (!actual.ok()) return actual.status();
+  if (*actual == it->second) return actual;
+  return ChangedRoundFileError(
+      name, absl::StrCat(path, ": sha256 is ", *actual,
+                         ", the coordinator recorded ", it->second,
+                         " when the task that wrote it completed: the file "
+                         "changed on disk since, so that task must run "
+                         "again"));
 }
 
 std::optional<std::string> ChangedRoundFile(const absl::Status& status) {

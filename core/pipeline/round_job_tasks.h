@@ -88,6 +88,15 @@ absl::StatusOr<std::string> RunShardOutputJobTask(
     const JobTaskContext& context, int block, bool calibration, int shard,
     const std::string& attempt_dir, const TaskControl& control);
 
+// Checks work file `name` (relative to context.work_dir) against the
+// sha256 the coordinator recorded for it in context.round_file_sha256
+// (none recorded: trusted). A recorded file that is gone counts as
+// changed: its producer must run again (a DataLoss status that
+// ChangedRoundFile reads). Returns the file's sha256 when it was checked,
+// "" when trusted.
+absl::StatusOr<std::string> VerifyRoundFile(const JobTaskContext& context,
+                                            const std::string& name);
+
 // The round file (by its name relative to the work directory) that a task
 // found changed or gone since its producer completed (a payload on a
 // DataLoss status), so the coordinator can run that producer again;

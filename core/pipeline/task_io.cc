@@ -585,7 +585,7 @@ absl::Status PublishBlockOutput(const std::string& attempt_dir,
   return fs->SyncDirectory(work_dir);
 }
 
-absl::StatusOr<StoredBlockOutput> ReadBlockOutput(
+absl::StatusOr<StoredBlockOutput> ReadBlockLayers(
     const std::string& dir, int block,
     const std::string& expected_layers_sha256, FileSystem* fs) {
   const std::string prefix = BlockOutputPrefix(dir, block);
@@ -630,6 +630,16 @@ absl::StatusOr<StoredBlockOutput> ReadBlockOutput(
     }
     out.layers.push_back(std::move(*result));
   }
+  return out;
+}
+
+absl::StatusOr<StoredBlockOutput> ReadBlockOutput(
+    const std::string& dir, int block,
+    const std::string& expected_layers_sha256, FileSystem* fs) {
+  QUANT_ASSIGN_OR_RETURN(
+      StoredBlockOutput out,
+      ReadBlockLayers(dir, block, expected_layers_sha256, fs));
+  const std::string prefix = BlockOutputPrefix(dir, block);
   QUANT_RETURN_IF_ERROR(
       VerifyBlockFile(dir, block, ".safetensors", expected_layers_sha256, fs));
   QUANT_ASSIGN_OR_RETURN(

@@ -148,6 +148,14 @@ absl::StatusOr<StoredBlockOutput> ReadBlockOutput(
     const std::string& expected_layers_sha256 = "",
     FileSystem* fs = FileSystem::Default());
 
+// ReadBlockOutput without the tensors (left empty, and their file unread):
+// for readers of the layers' results alone, such as the finalize's
+// completion, whose tensors are already packed.
+absl::StatusOr<StoredBlockOutput> ReadBlockLayers(
+    const std::string& dir, int block,
+    const std::string& expected_layers_sha256 = "",
+    FileSystem* fs = FileSystem::Default());
+
 }  // namespace quant
 
 #endif  // QUANT_CORE_PIPELINE_TASK_IO_H_

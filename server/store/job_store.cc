@@ -20,8 +20,9 @@ absl::StatusOr<Enum> ParseName(absl::string_view name,
 constexpr const char* kJobStates[] = {"QUEUED", "RUNNING", "SUCCEEDED",
                                       "FAILED", "CANCELLED"};
 constexpr const char* kTaskStates[] = {"PENDING", "LEASED", "DONE", "FAILED"};
-constexpr const char* kTaskKinds[] = {"block", "finalize", "shard_stats",
-                                      "reduce", "shard_output"};
+constexpr const char* kTaskKinds[] = {
+    "block",        "finalize",      "shard_stats", "reduce",
+    "shard_output", "finalize_pack", "gate_part"};
 constexpr const char* kTaskSplits[] = {"", "calibration", "heldout"};
 constexpr const char* kVerdicts[] = {"", "PASS", "FAIL"};
 
@@ -35,6 +36,10 @@ const char* TaskStateName(TaskState state) {
 }
 const char* TaskKindName(TaskKind kind) {
   return kTaskKinds[static_cast<int>(kind)];
+}
+bool IsRoundTaskKind(TaskKind kind) {
+  return kind == TaskKind::kShardStats || kind == TaskKind::kReduce ||
+         kind == TaskKind::kShardOutput;
 }
 const char* TaskSplitName(TaskSplit split) {
   return kTaskSplits[static_cast<int>(split)];
@@ -78,6 +83,10 @@ std::string DescribeTaskWork(TaskKind kind, int block, int group,
     case TaskKind::kShardOutput:
       return absl::StrCat("block ", block, ": ", split_name, " shard ", shard,
                           " output");
+    case TaskKind::kFinalizePack:
+      return "finalize: pack";
+    case TaskKind::kGatePart:
+      return absl::StrCat("finalize: gate part ", shard);
   }
   return "unknown task";
 }

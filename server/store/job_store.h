@@ -33,7 +33,19 @@ enum class JobState { kQueued, kRunning, kSucceeded, kFailed, kCancelled };
 enum class TaskState { kPending, kLeased, kDone, kFailed };
 // kShardStats, kReduce and kShardOutput: a sequential dense block run as
 // rounds of small tasks (core/pipeline/round_job_tasks.h).
-enum class TaskKind { kBlock, kFinalize, kShardStats, kReduce, kShardOutput };
+// kFinalizePack, kGatePart: a finalize whose held-out evaluation runs in
+// parts (the spec's gate_parts): the packed checkpoint staged, then one
+// part of the evaluation per task (its number in `shard`), then kFinalize
+// completes on them.
+enum class TaskKind {
+  kBlock,
+  kFinalize,
+  kShardStats,
+  kReduce,
+  kShardOutput,
+  kFinalizePack,
+  kGatePart,
+};
 // The split a shard task covers.
 enum class TaskSplit { kNone, kCalibration, kHeldout };
 enum class Verdict { kNone, kPass, kFail };
@@ -42,6 +54,8 @@ enum class Verdict { kNone, kPass, kFail };
 const char* JobStateName(JobState state);
 const char* TaskStateName(TaskState state);
 const char* TaskKindName(TaskKind kind);
+// kShardStats, kReduce and kShardOutput: a part of a block run as rounds.
+bool IsRoundTaskKind(TaskKind kind);
 const char* TaskSplitName(TaskSplit split);  // "", "calibration", "heldout"
 const char* VerdictName(Verdict verdict);
 absl::StatusOr<JobState> ParseJobState(absl::string_view name);
@@ -141,7 +155,8 @@ struct Task {
 
 // What a task computes, for people: "block 3", "finalize", "block 3 group
 // 1: calibration shard 2", "block 3 group 1: reduce", "block 3 group 0:
-// reduce q_proj", "block 3: held-out shard 0 output".
+// reduce q_proj", "block 3: held-out shard 0 output", "finalize: pack",
+// "finalize: gate part 2".
 std::string DescribeTaskWork(TaskKind kind, int block, int group,
                              TaskSplit split, int shard,
                              const std::string& layer = "");

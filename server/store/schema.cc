@@ -119,6 +119,13 @@ ALTER TABLE jobs ADD COLUMN lease_turn INTEGER NOT NULL DEFAULT 0;
     R"sql(
 ALTER TABLE tasks ADD COLUMN layer TEXT NOT NULL DEFAULT '';
 )sql",
+    // 7 -> 8: tasks of kinds 'finalize_pack' and 'gate_part' (a gate part's
+    // number in shard, with no split). The tables hold them as they are; the
+    // version keeps an older quantd, which cannot read these kinds, from
+    // opening the database and failing on its first such task.
+    R"sql(
+UPDATE meta SET value = value WHERE key = 'schema_version';
+)sql",
 };
 static_assert(sizeof(kMigrations) / sizeof(kMigrations[0]) == kSchemaVersion,
               "one migration per schema version");

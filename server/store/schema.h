@@ -10,7 +10,7 @@
 namespace quant::store {
 
 // The schema version this build writes.
-inline constexpr int kSchemaVersion = 7;
+inline constexpr int kSchemaVersion = 8;
 
 // Creates the schema in an empty database or migrates an older one to
 // kSchemaVersion, in one transaction. FailedPrecondition when the database's

@@ -38,9 +38,7 @@ absl::Status ValidatePlan(const std::string& job_id,
           absl::StrCat(where, ".index ", task.index, " is used twice"));
     }
     seen[task.index] = true;
-    const bool round = task.kind == TaskKind::kShardStats ||
-                       task.kind == TaskKind::kReduce ||
-                       task.kind == TaskKind::kShardOutput;
+    const bool round = IsRoundTaskKind(task.kind);
     if ((task.kind == TaskKind::kBlock || round) && task.block < 0) {
       return absl::InvalidArgumentError(
           absl::StrCat(where, ".block is ", task.block, "; a ",
@@ -50,17 +48,21 @@ absl::Status ValidatePlan(const std::string& job_id,
         task.kind == TaskKind::kShardStats || task.kind == TaskKind::kReduce;
     const bool sharded = task.kind == TaskKind::kShardStats ||
                          task.kind == TaskKind::kShardOutput;
+    // A gate part's number is its shard; it has no split.
+    const bool numbered = sharded || task.kind == TaskKind::kGatePart;
     if (grouped != (task.group >= 0)) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ".group is ", task.group, "; a ", TaskKindName(task.kind),
           grouped ? " task needs a layer group" : " task has none"));
     }
-    if (sharded != (task.shard >= 0) ||
+    if (numbered != (task.shard >= 0) ||
         sharded != (task.split != TaskSplit::kNone)) {
       return absl::InvalidArgumentError(absl::StrCat(
           where, ": shard ", task.shard, " of split \"",
           TaskSplitName(task.split), "\"; a ", TaskKindName(task.kind),
-          sharded ? " task needs both" : " task has neither"));
+          sharded    ? " task needs both"
+          : numbered ? " task needs a shard and no split"
+                     : " task has neither"));
     }
     if (!task.layer.empty() && task.kind != TaskKind::kReduce) {
       return absl::InvalidArgumentError(

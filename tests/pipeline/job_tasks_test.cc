@@ -23,7 +23,9 @@
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
 #include "core/io/safetensors.h"
+#include "core/pipeline/finalize_part_tasks.h"
 #include "core/pipeline/local_pipeline.h"
+#include "core/pipeline/round_job_tasks.h"
 #include "core/pipeline/task_io.h"
 #include "core/recipe/recipe.h"
 #include "gtest/gtest.h"
@@ -47,6 +49,17 @@ class JobTasksTest : public testing::SharedModelTest {
     context.work_dir = temp_ + "/" + name + "-work";
     EXPECT_TRUE(MakeDirectory(context.work_dir).ok());
     return context;
+  }
+
+  // Runs the tasks of the model's five blocks in order, attempt b under
+  // temp_/<prefix>b.
+  void RunEveryBlock(const JobTaskContext& context, const std::string& prefix) {
+    for (int block = 0; block < 5; ++block) {
+      const absl::Status s = RunBlockJobTask(
+          context, block, temp_ + "/" + prefix + std::to_string(block),
+          TaskControl());
+      ASSERT_TRUE(s.ok()) << "block " << block << ": " << s;
+    }
   }
 
   std::string LocalTensors(const Recipe& recipe, const std::string& name) {
@@ -133,12 +146,7 @@ TEST_F(JobTasksTest, SequentialBlocksNeedTheirPredecessorAndRerunsMatch) {
   EXPECT_NE(early.message().find("block 0"), std::string::npos) << early;
   EXPECT_FALSE(
       FileExists(BlockOutputPrefix(context.work_dir, 1) + ".layers.json"));
-  for (int block = 0; block < 5; ++block) {
-    ASSERT_TRUE(RunBlockJobTask(context, block,
-                                temp_ + "/s-" + std::to_string(block),
-                                TaskControl())
-                    .ok());
-  }
+  ASSERT_NO_FATAL_FAILURE(RunEveryBlock(context, "s-"));
   // A second attempt of block 2 (its lease expired while it ran) writes
   // and publishes the same bytes.
   const std::string published = BlockOutputPrefix(context.work_dir, 2);
@@ -417,11 +425,7 @@ TEST_F(JobTasksTest, FinalizeFailsNamingAnUnreadableBlockFile) {
                   Propagation::kIndependent);
   JobTaskContext context = Context(recipe, "finalize-read-fault");
   context.job_id = "job-finalize-read-fault";
-  for (int block = 0; block < 5; ++block) {
-    const absl::Status s = RunBlockJobTask(
-        context, block, temp_ + "/f-" + std::to_string(block), TaskControl());
-    ASSERT_TRUE(s.ok()) << "block " << block << ": " << s;
-  }
+  ASSERT_NO_FATAL_FAILURE(RunEveryBlock(context, "f-"));
   testing::FaultInjectingFileSystem fs;
   context.file_system = &fs;
   const std::string tensors =
@@ -456,11 +460,7 @@ TEST_F(JobTasksTest, FinalizeInPartsPublishesTheOnePieceFinalizesFiles) {
   JobTaskContext context = Context(recipe, "finalize-parts");
   context.job_id = "job-finalize-parts";
   context.eval_batch_windows = 1;  // A batch per held-out window.
-  for (int block = 0; block < 5; ++block) {
-    const absl::Status s = RunBlockJobTask(
-        context, block, temp_ + "/fp-" + std::to_string(block), TaskControl());
-    ASSERT_TRUE(s.ok()) << "block " << block << ": " << s;
-  }
+  ASSERT_NO_FATAL_FAILURE(RunEveryBlock(context, "fp-"));
   const std::string whole = temp_ + "/finalize-whole";
   auto one_piece =
       RunFinalizeJobTask(context, whole, kDefaultMaxShardBytes, TaskControl());
@@ -523,9 +523,19 @@ TEST_F(JobTasksTest, FinalizeInPartsPublishesTheOnePieceFinalizesFiles) {
   EXPECT_FALSE(FileExists(out)) << "a refused completion published";
   EXPECT_TRUE(FileExists(staged + "/config.json"));
 
+  // The blocks' tensors are packed already: the completion reads only
+  // their layers, so unreadable tensor files do not stop it.
+  testing::FaultInjectingFileSystem no_tensors;
+  for (int block = 0; block < 5; ++block) {
+    no_tensors.FailReadsOf(
+        BlockOutputPrefix(context.work_dir, block) + ".safetensors", EIO);
+  }
+  JobTaskContext layers_only = context;
+  layers_only.file_system = &no_tensors;
   auto completed =
-      CompleteFinalizeJobTask(context, staged, parts, out, TaskControl());
+      CompleteFinalizeJobTask(layers_only, staged, parts, out, TaskControl());
   ASSERT_TRUE(completed.ok()) << completed.status();
+  EXPECT_EQ(no_tensors.faults_injected(), 0);
   EXPECT_EQ(completed->passed, one_piece->passed);
   EXPECT_EQ(completed->audit, one_piece->audit);
   EXPECT_EQ(completed->manifest, one_piece->manifest);
@@ -545,6 +555,96 @@ TEST_F(JobTasksTest, FinalizeInPartsPublishesTheOnePieceFinalizesFiles) {
   EXPECT_NE(gone.status().message().find("finalize-staged.staged.json"),
             std::string::npos)
       << gone.status();
+}
+
+// The same finalize as the service's tasks (finalize_part_tasks.h): the
+// pack task replaces the debris of an attempt killed while publishing and
+// what an earlier attempt published; parts, one of them empty, publish files a
+// completion checks against what the coordinator recorded; the result is
+// the one-piece finalize's, and a retry of the completion reports it.
+TEST_F(JobTasksTest, FinalizePartTasksRetryAndCheckWhatTheyRead) {
+  const Recipe recipe = SmallRecipe(QuantMethod::kRtn, 0, OutputFormat::kGptq,
+                                    Propagation::kIndependent);
+  JobTaskContext context = Context(recipe, "part-tasks");
+  context.job_id = "job-part-tasks";
+  context.eval_batch_windows = 1;  // A batch per held-out window.
+  ASSERT_NO_FATAL_FAILURE(RunEveryBlock(context, "pt-"));
+  const std::string whole = temp_ + "/part-tasks-whole";
+  ASSERT_TRUE(
+      RunFinalizeJobTask(context, whole, kDefaultMaxShardBytes, TaskControl())
+          .ok());
+
+  // An attempt killed between its two renames left a directory alone.
+  const std::string staged = JoinPath(context.work_dir, StagedFinalizeDir());
+  ASSERT_TRUE(MakeDirectory(staged).ok());
+  ASSERT_TRUE(WriteFileAtomically(staged + "/model.safetensors", "torn").ok());
+  const std::string attempt = temp_ + "/pack-1";
+  ASSERT_TRUE(MakeDirectory(attempt).ok());
+  absl::StatusOr<std::string> record = RunFinalizePackJobTask(
+      context, attempt, kDefaultMaxShardBytes, TaskControl());
+  ASSERT_TRUE(record.ok()) << record.status();
+  EXPECT_EQ(*record, JoinPath(context.work_dir, StagedFinalizeRecordFile()));
+  EXPECT_EQ(*ReadFileToString(staged + "/model.safetensors"),
+            *ReadFileToString(whole + "/model.safetensors"));
+  // A second attempt (its record found changed) publishes the same bytes
+  // again, leaving nothing in its attempt area.
+  const std::string record_sha256 = *Sha256File(*record);
+  ASSERT_TRUE(WriteFileAtomically(*record, "{}").ok());
+  ASSERT_TRUE(MakeDirectory(temp_ + "/pack-2").ok());
+  EXPECT_EQ(*RunFinalizePackJobTask(context, temp_ + "/pack-2",
+                                    kDefaultMaxShardBytes, TaskControl()),
+            *record);
+  EXPECT_EQ(*Sha256File(*record), record_sha256);
+  EXPECT_TRUE(testing::DirectoryEntries(temp_ + "/pack-2").empty());
+
+  const absl::StatusOr<int64_t> batches =
+      FinalizeJobEvaluationBatches(context, TaskControl());
+  ASSERT_TRUE(batches.ok()) << batches.status();
+  const int parts = static_cast<int>(*batches) + 1;  // One part is empty.
+  int64_t covered = 0;
+  for (int part = 0; part < parts; ++part) {
+    const auto [first, count] = GatePartBatches(*batches, part, parts);
+    EXPECT_EQ(first, covered) << part;
+    covered += count;
+  }
+  EXPECT_EQ(covered, *batches);
+  context.round_file_sha256[StagedFinalizeRecordFile()] = record_sha256;
+  for (int part = parts - 1; part >= 0; --part) {
+    absl::StatusOr<std::string> path =
+        RunGatePartJobTask(context, part, parts, TaskControl());
+    ASSERT_TRUE(path.ok()) << "part " << part << ": " << path.status();
+    context.round_file_sha256[GatePartFile(part)] = *Sha256File(*path);
+  }
+  EXPECT_FALSE(RunGatePartJobTask(context, parts, parts, TaskControl()).ok());
+
+  // A part changed on disk since its task completed names itself.
+  const std::string out = temp_ + "/part-tasks-out";
+  JobTaskContext changed = context;
+  changed.round_file_sha256[GatePartFile(1)] = std::string(64, '0');
+  absl::StatusOr<FinalizeJobResult> refused =
+      RunFinalizeFromPartsJobTask(changed, parts, out, TaskControl());
+  EXPECT_TRUE(absl::IsDataLoss(refused.status())) << refused.status();
+  EXPECT_EQ(ChangedRoundFile(refused.status()), GatePartFile(1));
+  EXPECT_FALSE(FileExists(out));
+
+  absl::StatusOr<FinalizeJobResult> done =
+      RunFinalizeFromPartsJobTask(context, parts, out, TaskControl());
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_FALSE(done->already_done);
+  const std::vector<std::string> files = testing::DirectoryEntries(whole);
+  EXPECT_EQ(testing::DirectoryEntries(out), files);
+  for (const std::string& name : files) {
+    EXPECT_EQ(*ReadFileToString(out + "/" + name),
+              *ReadFileToString(whole + "/" + name))
+        << name << " differs";
+  }
+  // A retry after a lost answer: the staged files are gone, the published
+  // verdict stands.
+  absl::StatusOr<FinalizeJobResult> again =
+      RunFinalizeFromPartsJobTask(context, parts, out, TaskControl());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->already_done);
+  EXPECT_EQ(again->passed, done->passed);
 }
 
 // Over the activation bound a block task keeps its hidden states in spill

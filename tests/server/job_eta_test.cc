@@ -159,6 +159,29 @@ TEST(PredictRemainingSecondsTest, RoundTasksShareTheirBlocksWork) {
   EXPECT_NEAR(*eta, 2 * (10 - 10.0 / 19 + 10 + 5), 1e-9);
 }
 
+TEST(PredictRemainingSecondsTest, GatePartsShareTheFinalizesWork) {
+  // The 5 s finalize as 4 parts of 1.25 s, side by side on 2 workers;
+  // the pack and the completion are not counted.
+  std::vector<store::TaskSpec> plan = PlanJobTasks(2, Propagation::kSequential);
+  SplitFinalize(4, &plan);
+  std::vector<store::Task> tasks;
+  for (const store::TaskSpec& spec : plan) {
+    store::Task t = Task(spec.index, spec.kind, spec.block, kPending);
+    t.shard = spec.shard;
+    tasks.push_back(t);
+  }
+  auto eta = PredictRemainingSeconds(TwoBlocks(), Propagation::kSequential,
+                                     tasks, {}, OneFlopPerSecond(2));
+  ASSERT_TRUE(eta.has_value());
+  EXPECT_NEAR(*eta, 20 + 5 / 2.0, 1e-9);
+  // One part done: three left, two at a time.
+  tasks[3].state = kDone;
+  eta = PredictRemainingSeconds(TwoBlocks(), Propagation::kSequential, tasks,
+                                {}, OneFlopPerSecond(2));
+  ASSERT_TRUE(eta.has_value());
+  EXPECT_NEAR(*eta, 20 + 3 * 1.25 / 2, 1e-9);
+}
+
 TEST(PredictRemainingSecondsTest, WithoutRatesOnlyFinishedTasksGiveATime) {
   EXPECT_FALSE(PredictRemainingSeconds(TwoBlocks(), Propagation::kSequential,
                                        Tasks(kPending, kPending, kPending), {},

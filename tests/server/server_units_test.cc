@@ -19,6 +19,7 @@
 #include "core/base/clock.h"
 #include "core/base/file_util.h"
 #include "core/base/sha256.h"
+#include "core/pipeline/finalize_part_tasks.h"
 #include "core/pipeline/task_io.h"
 #include "core/recipe/recipe.h"
 #include "gtest/gtest.h"
@@ -394,6 +395,66 @@ TEST(TaskPlanTest, SequentialChainsIndependentDoesNot) {
   auto independent = PlanJobTasks(3, Propagation::kIndependent);
   EXPECT_TRUE(independent[2].depends_on.empty());
   EXPECT_EQ(independent[3].depends_on, (std::vector<int>{0, 1, 2}));
+}
+
+// --gate_parts: the finalize becomes a pack with its dependencies, the
+// parts after the pack, and the finalize after every part; the spec keeps
+// the count, and a stored count out of range names the field.
+TEST(TaskPlanTest, GatePartsSplitTheFinalize) {
+  JobSpec spec;
+  spec.num_blocks = 3;
+  spec.recipe.propagation = Propagation::kSequential;
+  spec.gate_parts = 2;
+  const std::vector<store::TaskSpec> plan = PlanJobTasks(spec);
+  ASSERT_EQ(plan.size(), 3u + 1 + 2 + 1);
+  for (size_t i = 0; i < plan.size(); ++i) {
+    EXPECT_EQ(plan[i].index, static_cast<int>(i));
+  }
+  EXPECT_EQ(plan[3].kind, store::TaskKind::kFinalizePack);
+  EXPECT_EQ(plan[3].depends_on, (std::vector<int>{0, 1, 2}));
+  for (int part = 0; part < 2; ++part) {
+    const store::TaskSpec& task = plan[4 + part];
+    EXPECT_EQ(task.kind, store::TaskKind::kGatePart);
+    EXPECT_EQ(task.shard, part);
+    EXPECT_EQ(task.split, store::TaskSplit::kNone);
+    EXPECT_EQ(task.depends_on, std::vector<int>{3});
+  }
+  EXPECT_EQ(plan[6].kind, store::TaskKind::kFinalize);
+  EXPECT_EQ(plan[6].depends_on, (std::vector<int>{4, 5}));
+  // What they publish is checked by name.
+  store::Task pack;
+  pack.kind = store::TaskKind::kFinalizePack;
+  EXPECT_EQ(RoundFileOf(pack), StagedFinalizeRecordFile());
+  store::Task part;
+  part.kind = store::TaskKind::kGatePart;
+  part.shard = 1;
+  EXPECT_EQ(RoundFileOf(part), GatePartFile(1));
+  EXPECT_EQ(store::DescribeTaskWork(part), "finalize: gate part 1");
+  // Rounds: the same split after the last reduces.
+  spec.rounds = RoundShardCounts{1, 1};
+  const std::vector<store::TaskSpec> rounds = PlanJobTasks(spec);
+  ASSERT_GE(rounds.size(), 4u);
+  EXPECT_EQ(rounds[rounds.size() - 4].kind, store::TaskKind::kFinalizePack);
+  EXPECT_EQ(rounds.back().kind, store::TaskKind::kFinalize);
+  // None: the plan as before.
+  spec.gate_parts = 0;
+  EXPECT_EQ(PlanJobTasks(spec).back().depends_on,
+            rounds[rounds.size() - 4].depends_on);
+
+  spec.gate_parts = 5;
+  auto parsed = JobSpecFromJson(JobSpecToJson(spec));
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->gate_parts, 5);
+  nlohmann::json stored = nlohmann::json::parse(JobSpecToJson(spec));
+  stored.erase("gate_parts");
+  parsed = JobSpecFromJson(stored.dump());
+  ASSERT_TRUE(parsed.ok()) << parsed.status();
+  EXPECT_EQ(parsed->gate_parts, 0);
+  stored["gate_parts"] = kMaxGateParts + 1;
+  parsed = JobSpecFromJson(stored.dump());
+  ASSERT_FALSE(parsed.ok());
+  EXPECT_NE(parsed.status().message().find("gate_parts"), std::string::npos)
+      << parsed.status();
 }
 
 TEST(TaskPlanTest, RoundsChainShardsAndReduces) {

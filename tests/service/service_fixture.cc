@@ -362,8 +362,13 @@ absl::StatusOr<std::vector<store::Task>> ServiceHarness::ReadStoredTasks(
 
 absl::StatusOr<std::string> ServiceHarness::JobTensors(
     const std::string& id) const {
-  return ReadFileToString(dir_ + "/artifacts/jobs/" + id +
-                          "/checkpoint/model.safetensors");
+  return JobFile(id, "model.safetensors");
+}
+
+absl::StatusOr<std::string> ServiceHarness::JobFile(
+    const std::string& id, const std::string& name) const {
+  return ReadFileToString(dir_ + "/artifacts/jobs/" + id + "/checkpoint/" +
+                          name);
 }
 
 }  // namespace quant::testing

@@ -123,6 +123,9 @@ class ServiceHarness {
       const std::string& id) const;
   // model.safetensors of the job's packed checkpoint.
   absl::StatusOr<std::string> JobTensors(const std::string& id) const;
+  // File `name` of the job's published checkpoint.
+  absl::StatusOr<std::string> JobFile(const std::string& id,
+                                      const std::string& name) const;
 
  private:
   // Polls GetJob until `done` or the job ends; `strict`: a failed GetJob

@@ -586,6 +586,48 @@ TEST_F(JobStoreTest, RoundTasksKeepTheirShardsAndPreferTheirWorker) {
   EXPECT_EQ(a_next.task.shard, 0);
 }
 
+// A finalize in parts: a pack, numbered gate parts without a split, and
+// the finalize; stored and read back as planned.
+TEST_F(JobStoreTest, GatePartsKeepTheirNumbers) {
+  auto created = store_->CreateJob("parts", kSpec, {});
+  ASSERT_TRUE(created.ok()) << created.status();
+  const std::string id = created->job.id;
+  std::vector<TaskSpec> plan(5);
+  for (int i = 0; i < 5; ++i) plan[i].index = i;
+  plan[0].block = 0;
+  plan[1].kind = TaskKind::kFinalizePack;
+  plan[1].depends_on = {0};
+  for (const int i : {2, 3}) {
+    plan[i].kind = TaskKind::kGatePart;
+    plan[i].shard = i - 2;
+    plan[i].depends_on = {1};
+  }
+  plan[4].kind = TaskKind::kFinalize;
+  plan[4].depends_on = {2, 3};
+  std::vector<TaskSpec> bad = plan;
+  bad[2].shard = -1;
+  absl::Status refused = store_->PlanTasks(id, bad);
+  EXPECT_TRUE(absl::IsInvalidArgument(refused)) << refused;
+  EXPECT_NE(refused.message().find("gate_part task needs a shard and no split"),
+            std::string::npos)
+      << refused;
+  bad = plan;
+  bad[3].split = TaskSplit::kHeldout;
+  EXPECT_TRUE(absl::IsInvalidArgument(store_->PlanTasks(id, bad)));
+  ASSERT_TRUE(store_->PlanTasks(id, plan).ok());
+  Reopen();
+  auto tasks = store_->ListTasks(id);
+  ASSERT_TRUE(tasks.ok()) << tasks.status();
+  ASSERT_EQ(tasks->size(), 5u);
+  EXPECT_EQ((*tasks)[1].kind, TaskKind::kFinalizePack);
+  EXPECT_EQ((*tasks)[1].block, -1);
+  EXPECT_EQ((*tasks)[3].kind, TaskKind::kGatePart);
+  EXPECT_EQ((*tasks)[3].shard, 1);
+  EXPECT_EQ((*tasks)[3].split, TaskSplit::kNone);
+  EXPECT_EQ(DescribeTaskWork((*tasks)[1]), "finalize: pack");
+  EXPECT_EQ(DescribeTaskWork((*tasks)[3]), "finalize: gate part 1");
+}
+
 TEST_F(JobStoreTest, FinishedJobKeepsItsAuditWarningsAcrossReopen) {
   const std::string job = NewPlannedJob("req", 1, false);
   ASSERT_TRUE(store_->CompleteTask(MustLease().lease_id, "file:///b0").ok());

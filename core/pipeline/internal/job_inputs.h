@@ -145,14 +145,26 @@ absl::StatusOr<FinalizeJobResult> RunFinalizeJobTaskOnInputs(
     const std::string& artifact_dir, int64_t max_shard_bytes,
     const TaskControl& control);
 
+// What FinalizeInputFromJob reads of every block's published output.
+enum class BlockOutputsRead {
+  kNone,              // A part of the gates' evaluation needs none.
+  kLayers,            // The completion: the tensors are staged already.
+  kLayersAndTensors,  // Writing the packed checkpoint.
+};
+
 // The finalize's input for the job, pointing into `inputs` (which must
-// outlive it); every block's published output read when `read_blocks`
-// (a part of the gates' evaluation needs none).
+// outlive it).
 absl::StatusOr<FinalizeInput> FinalizeInputFromJob(
     const JobTaskContext& context, const JobInputs& inputs,
     const std::string& artifact_dir, int64_t max_shard_bytes,
-    const TaskControl& control, bool read_blocks);
+    const TaskControl& control, BlockOutputsRead read);
 FinalizeJobResult FinalizeJobResultOf(FinalizeOutput out);
+
+// The verdict of a checkpoint already published at `artifact_dir` (an
+// earlier attempt published it and died before reporting), checked to be
+// this job's; nullopt when nothing is published there.
+absl::StatusOr<std::optional<FinalizeJobResult>> PublishedFinalizeResult(
+    const JobTaskContext& context, const std::string& artifact_dir);
 
 }  // namespace pipeline_internal
 }  // namespace quant
