@@ -62,6 +62,18 @@ class JobTasksTest : public testing::SharedModelTest {
     }
   }
 
+  // `dir` holds the files of `expected`, byte for byte, and no other.
+  static void ExpectSameFiles(const std::string& dir,
+                              const std::string& expected) {
+    const std::vector<std::string> files = testing::DirectoryEntries(expected);
+    EXPECT_EQ(testing::DirectoryEntries(dir), files);
+    for (const std::string& name : files) {
+      EXPECT_EQ(*ReadFileToString(dir + "/" + name),
+                *ReadFileToString(expected + "/" + name))
+          << name << " differs";
+    }
+  }
+
   std::string LocalTensors(const Recipe& recipe, const std::string& name) {
     LocalQuantizeOptions options;
     options.checkpoint_dir = testing::Stories260KDir();
@@ -541,13 +553,7 @@ TEST_F(JobTasksTest, FinalizeInPartsPublishesTheOnePieceFinalizesFiles) {
   EXPECT_EQ(completed->manifest, one_piece->manifest);
   EXPECT_FALSE(FileExists(staged)) << "the staged checkpoint was moved";
   EXPECT_FALSE(FileExists(staged + ".staged.json"));
-  const std::vector<std::string> files = testing::DirectoryEntries(whole);
-  EXPECT_EQ(testing::DirectoryEntries(out), files);
-  for (const std::string& name : files) {
-    EXPECT_EQ(*ReadFileToString(out + "/" + name),
-              *ReadFileToString(whole + "/" + name))
-        << name << " differs";
-  }
+  ExpectSameFiles(out, whole);
   // A staged directory without its record is not a staged checkpoint.
   auto gone = CompleteFinalizeJobTask(context, staged, parts,
                                       temp_ + "/finalize-again", TaskControl());
@@ -631,13 +637,7 @@ TEST_F(JobTasksTest, FinalizePartTasksRetryAndCheckWhatTheyRead) {
       RunFinalizeFromPartsJobTask(context, parts, out, TaskControl());
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_FALSE(done->already_done);
-  const std::vector<std::string> files = testing::DirectoryEntries(whole);
-  EXPECT_EQ(testing::DirectoryEntries(out), files);
-  for (const std::string& name : files) {
-    EXPECT_EQ(*ReadFileToString(out + "/" + name),
-              *ReadFileToString(whole + "/" + name))
-        << name << " differs";
-  }
+  ExpectSameFiles(out, whole);
   // A retry after a lost answer: the staged files are gone, the published
   // verdict stands.
   absl::StatusOr<FinalizeJobResult> again =
