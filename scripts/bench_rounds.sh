@@ -15,11 +15,13 @@
 # QUANT_BENCH_BUILD=DIR uses the programs of an existing build folder
 # (configured with QUANT_BUILD_BENCHMARKS=ON) instead of building build/.
 # QUANT_BENCH_ROUNDS_RUNS lists the runs as "ROUND_TASKS WORKERS
-# [LAYER_REDUCES [HELDOUT_LATER]]" separated by ';' (default "false 1;
-# false 2;true 1;true 2;true 2 false;true 2 true false": the fifth is rounds
-# with one reduce per layer group, quantd's --round_layer_reduces=false; the
-# last rounds whose reduces wait for the held-out shards too,
-# --round_heldout_later=false).
+# [LAYER_REDUCES [HELDOUT_LATER [GATE_PARTS]]]" separated by ';' (default
+# "false 1;false 2;true 1;true 2;true 2 false;true 2 true false": the fifth
+# is rounds with one reduce per layer group, quantd's
+# --round_layer_reduces=false; the last rounds whose reduces wait for the
+# held-out shards too, --round_heldout_later=false). GATE_PARTS (default 0)
+# is quantd's --gate_parts: the finalize's gate evaluation in that many
+# tasks; "true 2 true true 2" is rounds on 2 workers with 2 gate parts.
 # QUANT_BENCH_KEEP=1 keeps the work folder (printed at the end): each run's
 # quantd store has every task's completion time and worker, a timeline of
 # the job (sqlite3 run-*/data/quantd.db "SELECT updated_ms, kind, block,
@@ -97,13 +99,14 @@ gates:
   min_top1_agreement: 0.5
 EOF
 
-printf '%-30s %7s %8s %8s %8s %8s  %s\n' run wall_s tasks_s shard_s reduce_s speedup tensors_sha256
+printf '%-36s %7s %8s %8s %8s %8s  %s\n' run wall_s tasks_s shard_s reduce_s speedup tensors_sha256
 IFS=';' read -r -a runs <<<"${QUANT_BENCH_ROUNDS_RUNS:-false 1;false 2;true 1;true 2;true 2 false;true 2 true false}"
 base=""
 for run in "${runs[@]}"; do
   # shellcheck disable=SC2086  # Split into the flag and the worker count.
   set -- $run
   rounds=$1 workers=$2 layer_reduces=${3:-true} heldout_later=${4:-true}
+  gate_parts=${5:-0}
   run_index=$((${run_index:-0} + 1))
   dir="$work/run-$run_index-$rounds-$workers"
   mkdir -p "$dir"
@@ -113,7 +116,7 @@ for run in "${runs[@]}"; do
     --local-workers="$workers" --worker-args=--threads=1 \
     --metrics-listen=127.0.0.1:0 --round_tasks="$rounds" \
     --round_layer_reduces="$layer_reduces" \
-    --round_heldout_later="$heldout_later" \
+    --round_heldout_later="$heldout_later" --gate_parts="$gate_parts" \
     >"$dir/quantd.out" 2>"$dir/quantd.log" &
   quantd_pid=$!
   for _ in $(seq 1 100); do
@@ -151,8 +154,10 @@ for run in "${runs[@]}"; do
     label="rounds, $workers, group reduces"
   [ "$rounds" = true ] && [ "$heldout_later" = false ] &&
     label="rounds, $workers, held-out first"
-  printf '%-30s %7s %8s %8s %8s %7sx  %s\n' "$label" "$wall" \
-    "$(task_seconds "$metrics" block shard_stats reduce shard_output finalize)" \
+  [ "$gate_parts" != 0 ] && label="$label, $gate_parts gate parts"
+  printf '%-36s %7s %8s %8s %8s %7sx  %s\n' "$label" "$wall" \
+    "$(task_seconds "$metrics" block shard_stats reduce shard_output finalize \
+      finalize_pack gate_part)" \
     "$(task_seconds "$metrics" shard_stats shard_output)" \
     "$(task_seconds "$metrics" reduce)" "$(calc %.2f "$base / $wall")" "$sha"
   if [ "$rounds" = true ] && [ "$layer_reduces" = true ] &&

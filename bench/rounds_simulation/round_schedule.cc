@@ -125,18 +125,49 @@ TaskWork ReduceWork(const JobShape& shape, const BlockCosts& costs, int g,
   return work;
 }
 
-PlannedTask Finalize(const JobShape& shape, const JobWork& job,
-                     const BlockCosts& costs, std::vector<int> deps) {
-  PlannedTask task;
-  task.kind = TaskKind::kFinalize;
-  task.deps = std::move(deps);
+// The finalize after `deps`: one task, or with shape.gate_parts a pack
+// (reads every block's packed tensors, writes the staged checkpoint),
+// the parts (each reads the staged checkpoint and scores its share) and
+// the completion (renames; its reads of parts and layers are small).
+void AppendFinalize(const JobShape& shape, const JobWork& job,
+                    const BlockCosts& costs, std::vector<int> deps,
+                    std::vector<PlannedTask>* tasks) {
+  const double packed = costs.packed_bytes * shape.blocks;
+  const int parts = std::max(1, shape.gate_parts);
+  PlannedTask evaluation;
   if (shape.finalize_seconds >= 0.0) {
-    task.fixed_seconds = shape.finalize_seconds;
+    evaluation.fixed_seconds = shape.finalize_seconds / parts;
   } else {
-    task.work = job.finalize;
+    evaluation.work = job.finalize;
+    evaluation.work.forward_flops /= parts;
+    evaluation.work.hessian_flops /= parts;
+    evaluation.work.gptq_flops /= parts;
   }
-  task.bytes_read = costs.packed_bytes * shape.blocks;
-  return task;
+  evaluation.bytes_read = packed;
+  if (shape.gate_parts < 1) {
+    evaluation.kind = TaskKind::kFinalize;
+    evaluation.deps = std::move(deps);
+    tasks->push_back(std::move(evaluation));
+    return;
+  }
+  PlannedTask pack;
+  pack.kind = TaskKind::kFinalizePack;
+  pack.deps = std::move(deps);
+  pack.bytes_read = packed;
+  pack.bytes_written = packed;
+  tasks->push_back(std::move(pack));
+  const int pack_index = static_cast<int>(tasks->size()) - 1;
+  PlannedTask completion;
+  completion.kind = TaskKind::kFinalize;
+  for (int p = 0; p < parts; ++p) {
+    PlannedTask part = evaluation;
+    part.kind = TaskKind::kGatePart;
+    part.shard = p;
+    part.deps = {pack_index};
+    completion.deps.push_back(static_cast<int>(tasks->size()));
+    tasks->push_back(std::move(part));
+  }
+  tasks->push_back(std::move(completion));
 }
 
 }  // namespace
@@ -158,6 +189,9 @@ absl::Status CheckJobShape(const JobShape& shape) {
     return absl::InvalidArgumentError(
         "calibration_sequences and seq_len must be positive, "
         "heldout_sequences at least 0");
+  }
+  if (shape.gate_parts < 0 || shape.gate_parts > 1024) {
+    return absl::InvalidArgumentError("gate_parts must be in 0..1024");
   }
   if (shape.group_size < 0 || shape.bits < 1 || shape.bits > 8 ||
       shape.checkpoint_bytes_per_weight < 0.0) {
@@ -208,6 +242,10 @@ const char* TaskKindName(TaskKind kind) {
       return "block";
     case TaskKind::kFinalize:
       return "finalize";
+    case TaskKind::kFinalizePack:
+      return "finalize_pack";
+    case TaskKind::kGatePart:
+      return "gate_part";
   }
   return "?";
 }
@@ -229,6 +267,10 @@ std::string PlannedTask::Name() const {
       return absl::StrCat("block(", block, ")");
     case TaskKind::kFinalize:
       return "finalize";
+    case TaskKind::kFinalizePack:
+      return "finalize_pack";
+    case TaskKind::kGatePart:
+      return absl::StrCat("gate_part(", shard, ")");
   }
   return "?";
 }
@@ -347,7 +389,7 @@ absl::StatusOr<Plan> PlanRounds(const JobShape& shape) {
       }
     }
   }
-  plan.tasks.push_back(Finalize(shape, job, costs, last_reduces));
+  AppendFinalize(shape, job, costs, last_reduces, &plan.tasks);
   return plan;
 }
 
@@ -384,7 +426,7 @@ absl::StatusOr<Plan> PlanBlockTasks(const JobShape& shape) {
     blocks.push_back(b);
     plan.tasks.push_back(std::move(task));
   }
-  plan.tasks.push_back(Finalize(shape, job, costs, blocks));
+  AppendFinalize(shape, job, costs, blocks, &plan.tasks);
   return plan;
 }
 

@@ -67,6 +67,11 @@ struct JobShape {
   // The finalize's evaluation in seconds; < 0: work_model's gate flops at
   // the forward rate.
   double finalize_seconds = -1.0;
+  // The finalize's evaluation as this many gate parts side by side
+  // (quantd's --gate_parts): a finalize_pack task stages the packed
+  // checkpoint, each part reads it and scores an equal share of the
+  // evaluation, and the finalize completes. 0: one finalize task.
+  int gate_parts = 0;
 };
 
 // InvalidArgument for a shape the plan cannot take.
@@ -75,12 +80,20 @@ absl::Status CheckJobShape(const JobShape& shape);
 ModelConfig ShapeConfig(const JobShape& shape);
 Recipe ShapeRecipe(const JobShape& shape);
 
-enum class TaskKind { kShardStats, kReduce, kShardOutput, kBlock, kFinalize };
+enum class TaskKind {
+  kShardStats,
+  kReduce,
+  kShardOutput,
+  kBlock,
+  kFinalize,
+  kFinalizePack,
+  kGatePart,
+};
 const char* TaskKindName(TaskKind kind);
 
 struct PlannedTask {
   TaskKind kind = TaskKind::kBlock;
-  int block = -1;  // -1: the finalize.
+  int block = -1;  // -1: the finalize (and its pack and parts).
   int group = -1;  // shard_stats and reduce: 0..3.
   int layer = -1;  // A reduce split by layer: the layer's index in its group.
   bool calibration = true;
@@ -92,7 +105,8 @@ struct PlannedTask {
   double bytes_read = 0.0;
   double bytes_written = 0.0;
 
-  // "shard_stats(3, 1, cal, 5)", "reduce(3, 1)", "finalize".
+  // "shard_stats(3, 1, cal, 5)", "reduce(3, 1)", "finalize",
+  // "gate_part(2)".
   std::string Name() const;
 };
 
@@ -105,7 +119,8 @@ struct Plan {
 
 // The rounds: per block b, for g = 0..3 shard_stats(b, g, cal, *),
 // shard_stats(b, g, heldout, *), reduce(b, g); then shard_output(b, cal, *),
-// shard_output(b, heldout, *) (none for the last block); then finalize.
+// shard_output(b, heldout, *) (none for the last block); then finalize
+// (with gate_parts: finalize_pack, gate_part(0..), finalize).
 absl::StatusOr<Plan> PlanRounds(const JobShape& shape);
 // The old plan: block(b) after block(b - 1), then finalize.
 absl::StatusOr<Plan> PlanBlockTasks(const JobShape& shape);

@@ -161,7 +161,11 @@ absl::Status PrintSimulation(const SimulationOptions& options, std::FILE* out) {
   } else {
     QUANT_ASSIGN_OR_RETURN(plan, PlanRounds(s));
   }
-  const PlannedTask& finalize = plan.tasks.back();
+  // The finalize's compute: its one task, or its parts together.
+  double finalize_seconds = 0.0;
+  for (const PlannedTask& task : plan.tasks) {
+    if (task.block < 0) finalize_seconds += ComputeSeconds(task, r);
+  }
   absl::FPrintF(out, "quant-rounds-simulation: %s, %s\n", options.model,
                 options.block_tasks ? "block tasks (the old plan)"
                                     : "rounds (shard_stats/reduce/"
@@ -188,10 +192,12 @@ absl::Status PrintSimulation(const SimulationOptions& options, std::FILE* out) {
           : std::string("unlimited"));
   absl::FPrintF(
       out,
-      "task overhead %g s; finalize %.1f s (%s); damp auto %s; "
+      "task overhead %g s; finalize %.1f s (%s%s); damp auto %s; "
       "shard stash %s; GPTQ %d-bit group %d; checkpoint %g B/weight\n",
-      r.task_overhead_seconds, ComputeSeconds(finalize, r),
+      r.task_overhead_seconds, finalize_seconds,
       s.finalize_seconds >= 0.0 ? "--finalize_s" : "work_model's gate flops",
+      s.gate_parts > 0 ? absl::StrCat(", in ", s.gate_parts, " gate parts")
+                       : std::string(),
       s.damp_auto ? "on" : "off", s.shard_stash ? "on" : "off", s.bits,
       s.group_size, s.checkpoint_bytes_per_weight);
   absl::FPrintF(out,
@@ -408,6 +414,47 @@ void CheckOneBlock(Checker* check) {
       run->wall_seconds, expected);
 }
 
+// Gate parts: the finalize's compute split evenly over the parts; on 2
+// workers (storage unlimited) the 2 parts run side by side at the job's
+// end, so the wall changes by pack + one part + completion - finalize.
+void CheckGateParts(Checker* check) {
+  JobShape shape = SmallJob();
+  shape.blocks = 1;
+  Resources r = SmallResources();
+  r.storage_bytes_per_second = 0.0;
+  absl::StatusOr<Plan> one = PlanRounds(shape);
+  shape.gate_parts = 2;
+  absl::StatusOr<Plan> parts = PlanRounds(shape);
+  if (!one.ok() || !parts.ok()) {
+    return check->Fail("PlanRounds, gate parts",
+                       one.ok() ? parts.status() : one.status());
+  }
+  check->Near("gate parts: 3 more tasks", parts->tasks.size(),
+              one->tasks.size() + 3);
+  const PlannedTask& finalize = one->tasks.back();
+  const size_t n = parts->tasks.size();
+  const PlannedTask& pack = parts->tasks[n - 4];
+  const PlannedTask& part = parts->tasks[n - 3];
+  const PlannedTask& completion = parts->tasks[n - 1];
+  check->Near("gate parts: the parts' compute is the finalize's",
+              ComputeSeconds(parts->tasks[n - 3], r) +
+                  ComputeSeconds(parts->tasks[n - 2], r),
+              ComputeSeconds(finalize, r));
+  absl::StatusOr<SimulationResult> whole = Simulate(*one, r, 2);
+  absl::StatusOr<SimulationResult> split = Simulate(*parts, r, 2);
+  if (!whole.ok() || !split.ok()) {
+    return check->Fail("gate parts, 2 workers",
+                       whole.ok() ? split.status() : whole.status());
+  }
+  check->Near(
+      "gate parts, 2 workers: wall + pack + a part + completion "
+      "- finalize",
+      split->wall_seconds,
+      whole->wall_seconds + TaskSecondsAlone(pack, r) +
+          TaskSecondsAlone(part, r) + TaskSecondsAlone(completion, r) -
+          TaskSecondsAlone(finalize, r));
+}
+
 // Held-out audits in the block's last reduce: a reduce waits for its
 // calibration shards only, the last one for every round's held-out shards
 // too; the same tasks, and on 2 workers no later than waiting for both.
@@ -503,6 +550,7 @@ absl::Status SelfCheck(std::FILE* out) {
   CheckModelJobs(&check);
   CheckOneBlock(&check);
   CheckHeldoutLater(&check);
+  CheckGateParts(&check);
   CheckShardStash(&check);
   CheckContention(&check);
   CheckShardBytes(&check);

@@ -50,6 +50,9 @@ ABSL_FLAG(double, task_overhead_s, 1.0,
 ABSL_FLAG(double, finalize_s, -1.0,
           "The finalize's evaluation, seconds; < 0: work_model's gate flops "
           "at the forward rate.");
+ABSL_FLAG(int, gate_parts, 0,
+          "The finalize's evaluation as this many gate_part tasks side by "
+          "side (quantd's --gate_parts); 0: one finalize task.");
 ABSL_FLAG(bool, damp_auto, false,
           "damp: auto (calibration shards write 3 triangles; GPTQ solves "
           "once per grid point).");
@@ -109,6 +112,7 @@ absl::StatusOr<SimulationOptions> OptionsFromFlags() {
   shape.checkpoint_bytes_per_weight =
       absl::GetFlag(FLAGS_checkpoint_bytes_per_weight);
   shape.finalize_seconds = absl::GetFlag(FLAGS_finalize_s);
+  shape.gate_parts = absl::GetFlag(FLAGS_gate_parts);
   QUANT_RETURN_IF_ERROR(CheckJobShape(shape));
   Resources& r = options.resources;
   r.rates.forward_flops_per_second = absl::GetFlag(FLAGS_forward_gflops) * 1e9;
