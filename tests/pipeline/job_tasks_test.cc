@@ -62,6 +62,21 @@ class JobTasksTest : public testing::SharedModelTest {
     }
   }
 
+  // Job `name` of `recipe` with every block published, its evaluation a
+  // batch per held-out window, and its one-piece finalize at
+  // temp_/<name>-whole, for the finalize in parts to match.
+  void FinalizedJob(const Recipe& recipe, const std::string& name,
+                    JobTaskContext* context, FinalizeJobResult* one_piece) {
+    *context = Context(recipe, name);
+    context->job_id = "job-" + name;
+    context->eval_batch_windows = 1;
+    ASSERT_NO_FATAL_FAILURE(RunEveryBlock(*context, name + "-attempt-"));
+    auto finalized = RunFinalizeJobTask(*context, temp_ + "/" + name + "-whole",
+                                        kDefaultMaxShardBytes, TaskControl());
+    ASSERT_TRUE(finalized.ok()) << finalized.status();
+    *one_piece = *std::move(finalized);
+  }
+
   // `dir` holds the files of `expected`, byte for byte, and no other.
   static void ExpectSameFiles(const std::string& dir,
                               const std::string& expected) {
@@ -469,14 +484,11 @@ TEST_F(JobTasksTest, FinalizeInPartsPublishesTheOnePieceFinalizesFiles) {
   const Recipe recipe =
       SmallRecipe(QuantMethod::kRtn, 0, OutputFormat::kCompressedTensors,
                   Propagation::kIndependent);
-  JobTaskContext context = Context(recipe, "finalize-parts");
-  context.job_id = "job-finalize-parts";
-  context.eval_batch_windows = 1;  // A batch per held-out window.
-  ASSERT_NO_FATAL_FAILURE(RunEveryBlock(context, "fp-"));
-  const std::string whole = temp_ + "/finalize-whole";
-  auto one_piece =
-      RunFinalizeJobTask(context, whole, kDefaultMaxShardBytes, TaskControl());
-  ASSERT_TRUE(one_piece.ok()) << one_piece.status();
+  JobTaskContext context;
+  FinalizeJobResult one_piece;
+  ASSERT_NO_FATAL_FAILURE(
+      FinalizedJob(recipe, "finalize-parts", &context, &one_piece));
+  const std::string whole = temp_ + "/finalize-parts-whole";
 
   const std::string staged = temp_ + "/finalize-staged";
   {
@@ -548,9 +560,9 @@ TEST_F(JobTasksTest, FinalizeInPartsPublishesTheOnePieceFinalizesFiles) {
       CompleteFinalizeJobTask(layers_only, staged, parts, out, TaskControl());
   ASSERT_TRUE(completed.ok()) << completed.status();
   EXPECT_EQ(no_tensors.faults_injected(), 0);
-  EXPECT_EQ(completed->passed, one_piece->passed);
-  EXPECT_EQ(completed->audit, one_piece->audit);
-  EXPECT_EQ(completed->manifest, one_piece->manifest);
+  EXPECT_EQ(completed->passed, one_piece.passed);
+  EXPECT_EQ(completed->audit, one_piece.audit);
+  EXPECT_EQ(completed->manifest, one_piece.manifest);
   EXPECT_FALSE(FileExists(staged)) << "the staged checkpoint was moved";
   EXPECT_FALSE(FileExists(staged + ".staged.json"));
   ExpectSameFiles(out, whole);
@@ -571,14 +583,11 @@ TEST_F(JobTasksTest, FinalizeInPartsPublishesTheOnePieceFinalizesFiles) {
 TEST_F(JobTasksTest, FinalizePartTasksRetryAndCheckWhatTheyRead) {
   const Recipe recipe = SmallRecipe(QuantMethod::kRtn, 0, OutputFormat::kGptq,
                                     Propagation::kIndependent);
-  JobTaskContext context = Context(recipe, "part-tasks");
-  context.job_id = "job-part-tasks";
-  context.eval_batch_windows = 1;  // A batch per held-out window.
-  ASSERT_NO_FATAL_FAILURE(RunEveryBlock(context, "pt-"));
+  JobTaskContext context;
+  FinalizeJobResult one_piece;
+  ASSERT_NO_FATAL_FAILURE(
+      FinalizedJob(recipe, "part-tasks", &context, &one_piece));
   const std::string whole = temp_ + "/part-tasks-whole";
-  ASSERT_TRUE(
-      RunFinalizeJobTask(context, whole, kDefaultMaxShardBytes, TaskControl())
-          .ok());
 
   // An attempt killed between its two renames left a directory alone.
   const std::string staged = JoinPath(context.work_dir, StagedFinalizeDir());
@@ -637,6 +646,7 @@ TEST_F(JobTasksTest, FinalizePartTasksRetryAndCheckWhatTheyRead) {
       RunFinalizeFromPartsJobTask(context, parts, out, TaskControl());
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_FALSE(done->already_done);
+  EXPECT_EQ(done->audit, one_piece.audit);
   ExpectSameFiles(out, whole);
   // A retry after a lost answer: the staged files are gone, the published
   // verdict stands.
